@@ -1,0 +1,1 @@
+"""Document ingestion: extract and normalise text, lay out the prompt, prefill once, snapshot state."""

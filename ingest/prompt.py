@@ -1,0 +1,109 @@
+"""Prompt layout: a fixed document prefix (instruction + document) and a per-question suffix.
+
+The prefix is prefilled once per document and snapshotted; each question only decodes its suffix.
+Only our own scaffolding is tokenized with special-token parsing on. Document and question text are
+tokenized with it off, so ``<|im_start|>`` written inside a document stays plain text.
+
+* Models with a GGUF chat template: the template is rendered once with placeholder strings and split
+  at them, so the document sits inside the fixed prefix and the question inside the suffix.
+* Models without one (the embedded Gemma 3 270M is a base model): a plain-text layout, with stop
+  strings, since a base model rarely emits EOS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+INSTRUCTION = (
+    "Below is a document, followed by questions about it. Each answer is taken from the document, "
+    "quoting it where possible."
+)
+_DOC_MARK = "\u0002DOCQA-DOCUMENT\u0003"
+_QUESTION_MARK = "\u0002DOCQA-QUESTION\u0003"
+
+# Plain layout for base models. The stop strings end an answer where the model would start
+# inventing the next question.
+PLAIN_HEAD = f"{INSTRUCTION}\n\n=== DOCUMENT ===\n"
+PLAIN_TAIL = "\n=== END OF DOCUMENT ===\n"
+PLAIN_QUESTION = "\nQuestion: "
+PLAIN_ANSWER = "\nAnswer:"
+PLAIN_STOPS: tuple[str, ...] = ("\nQuestion:", "\n=== ", "\n\n\n")
+
+
+class Tokenizer(Protocol):
+    add_bos: bool
+    bos: int
+    chat_template: str | None
+
+    def tokenize(self, text: str, *, parse_special: bool, add_bos: bool = False) -> np.ndarray: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PromptLayout:
+    """Scaffolding strings around the document and the question.
+
+    prefix = head + document + between;  suffix = question + tail.
+    """
+
+    head: str
+    between: str
+    tail: str
+    stops: tuple[str, ...]
+    bos: bool  # prepend the BOS token id (when the rendered head does not carry it as text)
+    kind: str  # "plain" | "chat"
+
+    def document_prefix(self, tok: Tokenizer, document: str) -> np.ndarray:
+        """Token ids of the fixed prefix, int32 shape [n]."""
+        parts = [
+            np.array([tok.bos], dtype=np.int32) if self.bos else np.empty(0, np.int32),
+            tok.tokenize(self.head, parse_special=True),
+            tok.tokenize(document, parse_special=False),
+            tok.tokenize(self.between, parse_special=True),
+        ]
+        return np.concatenate(parts).astype(np.int32)
+
+    def question_suffix(self, tok: Tokenizer, question: str) -> np.ndarray:
+        """Token ids of one question's suffix, int32 shape [n]."""
+        parts = [tok.tokenize(question, parse_special=False), tok.tokenize(self.tail, parse_special=True)]
+        return np.concatenate(parts).astype(np.int32)
+
+
+def plain_layout(add_bos: bool) -> PromptLayout:
+    return PromptLayout(
+        head=PLAIN_HEAD,
+        between=PLAIN_TAIL + PLAIN_QUESTION,
+        tail=PLAIN_ANSWER,
+        stops=PLAIN_STOPS,
+        bos=add_bos,
+        kind="plain",
+    )
+
+
+def chat_layout(template: str, bos_text: str, eos_text: str, add_bos: bool) -> PromptLayout:
+    """Split a rendered chat template into head / between / tail around the two placeholders.
+
+    Raises ValueError if the template cannot be rendered or reorders/escapes the placeholders.
+    """
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise ValueError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = raise_exception
+    user = f"{INSTRUCTION}\n\n=== DOCUMENT ===\n{_DOC_MARK}{PLAIN_TAIL}\nQuestion: {_QUESTION_MARK}"
+    rendered = env.from_string(template).render(
+        messages=[{"role": "user", "content": user}],
+        add_generation_prompt=True,
+        bos_token=bos_text,
+        eos_token=eos_text,
+    )
+    if rendered.count(_DOC_MARK) != 1 or rendered.count(_QUESTION_MARK) != 1:
+        raise ValueError("the chat template does not keep the user message intact")
+    head, rest = rendered.split(_DOC_MARK)
+    between, tail = rest.split(_QUESTION_MARK)
+    has_bos_text = bool(bos_text) and head.startswith(bos_text)
+    return PromptLayout(head=head, between=between, tail=tail, stops=(), bos=add_bos and not has_bos_text, kind="chat")

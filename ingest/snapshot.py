@@ -1,0 +1,159 @@
+"""Document snapshots: the prefilled sequence state on disk, with a manifest that says what made it.
+
+Layout in a document's directory:
+* ``state.bin``: ``llama_state_seq_save_file`` output (the prefix token ids plus the sequence's KV
+  cells; llama.cpp's own format, see notes §6).
+* ``state.json``: the manifest, :class:`SnapshotMeta`.
+
+Write order makes a crash harmless: the state goes to a temp file, is fsynced and renamed; only then
+is the manifest written the same way. A manifest therefore always describes a complete state file,
+and a directory without one holds no snapshot.
+
+llama.cpp state files carry no model hash and depend on the KV cache types and flash attention
+(``v_trans``), so the manifest records those and :func:`check` refuses a mismatch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+from runtime.llama import LLAMA_CPP_PYTHON_VERSION, Context
+
+FORMAT_VERSION = 1
+STATE_FILE = "state.bin"
+META_FILE = "state.json"
+
+
+class SnapshotMissing(Exception):
+    """No complete snapshot in the directory."""
+
+
+class SnapshotIncompatible(Exception):
+    """The snapshot was made by another model, runtime or cache layout."""
+
+
+def tokens_sha256(tokens: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(tokens, dtype=np.int32).tobytes()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotMeta:
+    format_version: int
+    llama_cpp_python: str
+    model_fingerprint: str
+    n_ctx: int
+    type_k: str
+    type_v: str
+    flash_attn: str
+    swa_full: bool
+    n_tokens: int
+    tokens_sha256: str
+
+    @classmethod
+    def for_context(cls, ctx: Context, tokens: np.ndarray) -> SnapshotMeta:
+        cfg = ctx.config
+        return cls(
+            format_version=FORMAT_VERSION,
+            llama_cpp_python=LLAMA_CPP_PYTHON_VERSION,
+            model_fingerprint=ctx.model.fingerprint,
+            n_ctx=ctx.n_ctx,
+            type_k=cfg.type_k,
+            type_v=cfg.type_v,
+            flash_attn=cfg.flash_attn,
+            swa_full=cfg.swa_full,
+            n_tokens=len(tokens),
+            tokens_sha256=tokens_sha256(tokens),
+        )
+
+    # Fields that must match for the state to load and mean the same thing. n_ctx and swa_full only
+    # size the cache; a state fits any context with enough cells.
+    _MUST_MATCH = ("format_version", "llama_cpp_python", "model_fingerprint", "type_k", "type_v", "flash_attn")
+
+    def mismatches(self, current: SnapshotMeta) -> list[str]:
+        """Human-readable differences that make this snapshot unusable in ``current``'s context."""
+        out = [
+            f"{name}: snapshot {getattr(self, name)!r}, server {getattr(current, name)!r}"
+            for name in self._MUST_MATCH
+            if getattr(self, name) != getattr(current, name)
+        ]
+        if self.n_tokens > current.n_ctx:
+            out.append(f"n_tokens: snapshot {self.n_tokens} > server n_ctx {current.n_ctx}")
+        return out
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save(ctx: Context, seq_id: int, tokens: np.ndarray, directory: Path) -> SnapshotMeta:
+    """Write ``seq_id``'s state (which must hold exactly ``tokens``) and its manifest to ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    meta = SnapshotMeta.for_context(ctx, tokens)
+    (directory / META_FILE).unlink(missing_ok=True)  # from here on the directory holds no snapshot
+    tmp = directory / f".{STATE_FILE}.tmp"
+    ctx.state_save_file(tmp, seq_id, tokens)
+    with tmp.open("rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, directory / STATE_FILE)
+    _write_atomic(directory / META_FILE, json.dumps(asdict(meta), indent=1).encode())
+    _fsync_dir(directory)
+    return meta
+
+
+def read_meta(directory: Path) -> SnapshotMeta:
+    """The manifest of a complete snapshot; raises SnapshotMissing when there is none."""
+    path = directory / META_FILE
+    if not path.is_file() or not (directory / STATE_FILE).is_file():
+        raise SnapshotMissing(f"no snapshot in {directory}")
+    try:
+        raw = json.loads(path.read_text())
+        return SnapshotMeta(**{f.name: raw[f.name] for f in fields(SnapshotMeta)})
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SnapshotMissing(f"unreadable snapshot manifest {path}: {exc}") from exc
+
+
+def check(meta: SnapshotMeta, ctx: Context, tokens: np.ndarray) -> None:
+    """Raise SnapshotIncompatible unless ``meta`` fits ``ctx`` and describes exactly ``tokens``."""
+    current = SnapshotMeta.for_context(ctx, tokens)
+    problems = meta.mismatches(current)
+    if meta.n_tokens != current.n_tokens or meta.tokens_sha256 != current.tokens_sha256:
+        problems.append("the prefix token ids differ (another tokenizer or prompt layout)")
+    if problems:
+        raise SnapshotIncompatible("; ".join(problems))
+
+
+def load(ctx: Context, seq_id: int, tokens: np.ndarray, directory: Path) -> SnapshotMeta:
+    """Load the snapshot into ``seq_id`` after checking its manifest; verify tokens and positions.
+
+    Raises SnapshotMissing or SnapshotIncompatible; on any failure ``seq_id`` is left empty.
+    """
+    meta = read_meta(directory)
+    check(meta, ctx, tokens)
+    try:
+        stored = ctx.state_load_file(directory / STATE_FILE, seq_id, len(tokens))
+    except Exception as exc:
+        ctx.seq_rm(seq_id, 0)
+        raise SnapshotIncompatible(f"llama.cpp refused the state file: {exc}") from exc
+    if not np.array_equal(stored, tokens) or ctx.pos_max(seq_id) != len(tokens) - 1:
+        ctx.seq_rm(seq_id, 0)
+        raise SnapshotIncompatible("the state file does not hold the document's prefix tokens")
+    return meta

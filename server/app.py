@@ -1,0 +1,53 @@
+"""create_app(settings): FastAPI app whose lifespan starts and stops the engine thread."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from ingest.store import DocStore
+from server import errors
+from server.engine import Engine
+from server.limits import UploadLimit
+from server.routes import answers, documents, health
+from server.settings import Settings
+
+WEB_DIR = Path(__file__).resolve().parent.parent / "web"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        store = DocStore(settings.data_dir)
+        engine = Engine(settings, store)
+        app.state.store = store
+        app.state.engine = engine
+        await asyncio.to_thread(engine.start)
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(engine.stop)
+
+    app = FastAPI(title="docqa", version="0.1.0", lifespan=lifespan)
+    app.state.settings = settings
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(documents.router)
+    app.include_router(answers.router)
+    app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        return FileResponse(WEB_DIR / "index.html")
+
+    app.add_middleware(UploadLimit, max_bytes=settings.max_upload_bytes)
+    return app

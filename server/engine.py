@@ -1,0 +1,346 @@
+"""The engine: one thread owns the model and its context; jobs queue behind it.
+
+Jobs run one at a time in arrival order (FIFO). Sequence 0 holds the document in use; for a question
+it is brought back to exactly the document prefix by truncation where the cache allows it, or by
+restoring the snapshot (kept in RAM while the document is hot, else read from disk).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from ingest import snapshot
+from ingest.prompt import PromptLayout, chat_layout, plain_layout
+from ingest.store import FAILED, INGESTING, READY, DocStore
+from runtime.embedded import embedded_model_path
+from runtime.llama import Context, ContextConfig, Model
+from server.jobs import AnswerJob, IngestJob
+from server.settings import Settings
+from spec.lookup import LookupDrafter, NgramIndex
+from spec.loop import AnswerRun, AnswerStats, generate
+
+log = logging.getLogger("docqa.engine")
+SEQ = 0  # the sequence that holds the document in use
+
+
+@dataclass(slots=True)
+class HotDoc:
+    """A document kept in RAM: prefix ids, lookup index, and (budget allowing) its state bytes."""
+
+    prefix: np.ndarray  # int32 [n_prefix]
+    index: NgramIndex
+    state: bytes | None
+
+
+class Engine:
+    def __init__(self, settings: Settings, store: DocStore) -> None:
+        self.settings = settings
+        self.store = store
+        self.model: Model | None = None
+        self.ctx: Context | None = None
+        self.layout: PromptLayout | None = None
+        self.load_error: str | None = None
+        self.ready = threading.Event()
+        self.progress: dict[str, float] = {}  # doc id -> prefill progress 0..1 (engine writes, routes read)
+        self._jobs: queue.Queue[IngestJob | AnswerJob | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="docqa-engine", daemon=True)
+        self._deleted: set[str] = set()
+        self._deleted_lock = threading.Lock()
+        # Engine-thread state:
+        self._hot: OrderedDict[str, HotDoc] = OrderedDict()
+        self._loaded: str | None = None  # doc whose prefix is at the start of SEQ (tail may follow)
+        self.can_truncate = True
+
+    # -- lifecycle (called from the server) --------------------------------------------------------
+    def start(self, timeout: float = 600.0) -> None:
+        """Start the thread and wait for the model; raise RuntimeError with the reason on failure."""
+        self._thread.start()
+        if not self.ready.wait(timeout):
+            raise RuntimeError(f"the model did not load within {timeout:.0f} s")
+        if self.load_error:
+            raise RuntimeError(self.load_error)
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+        self._thread.join(timeout=30)
+
+    @property
+    def queue_depth(self) -> int:
+        return self._jobs.qsize()
+
+    # -- thread-safe calls from routes -------------------------------------------------------------
+    def document_prefix(self, text: str) -> np.ndarray:
+        """Prefix token ids for a document text (tokenizer calls are read-only, safe off-thread)."""
+        assert self.model is not None and self.layout is not None
+        return self.layout.document_prefix(self.model, text)
+
+    def submit_ingest(self, doc_id: str) -> None:
+        self.progress[doc_id] = 0.0
+        self._jobs.put(IngestJob(doc_id))
+
+    def submit_answer(self, job: AnswerJob) -> None:
+        self._jobs.put(job)
+
+    def forget(self, doc_id: str) -> None:
+        """A document was deleted: stop its ingestion and drop its RAM state at the next chance."""
+        with self._deleted_lock:
+            self._deleted.add(doc_id)
+        self.progress.pop(doc_id, None)
+
+    # -- engine thread -----------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._load()
+        except Exception as exc:
+            log.exception("model load failed")
+            self.load_error = str(exc)
+            self.ready.set()
+            return
+        self.ready.set()
+        self._resume_interrupted()
+        while (job := self._jobs.get()) is not None:
+            self._purge_deleted()
+            try:
+                if isinstance(job, IngestJob):
+                    self._ingest(job)
+                else:
+                    self._answer(job)
+            except Exception as exc:  # keep serving; tell the waiting request what happened
+                log.exception("engine job failed")
+                self._loaded = None
+                if isinstance(job, AnswerJob):
+                    job.fail("engine_error", f"generation failed: {type(exc).__name__}: {exc}")
+        self._close()
+
+    def _load(self) -> None:
+        s = self.settings
+        path = s.model_path or embedded_model_path(s.data_dir)
+        self.model = Model(path, n_gpu_layers=s.n_gpu_layers)
+        self.ctx = Context(
+            self.model,
+            ContextConfig(
+                n_ctx=s.n_ctx,
+                n_batch=s.n_batch,
+                n_ubatch=s.n_ubatch,
+                n_threads=s.n_threads,
+                n_threads_batch=s.n_threads_batch or s.n_threads,
+                type_k=s.type_k,
+                type_v=s.type_v,
+                flash_attn=s.flash_attn,
+                swa_full=s.swa_full,
+            ),
+        )
+        self.layout = _layout_for(self.model)
+        # A sliding-window cache without swa_full reuses the cells of the window as the answer grows,
+        # so truncating back to the prefix can leave holes (notes §5): restore instead.
+        self.can_truncate = self.model.n_swa == 0 or s.swa_full
+        log.info("model %s loaded (%s layout, n_ctx %d)", self.model.description, self.layout.kind, self.ctx.n_ctx)
+
+    def _close(self) -> None:
+        if self.ctx is not None:
+            self.ctx.close()
+        if self.model is not None:
+            self.model.close()
+
+    def _resume_interrupted(self) -> None:
+        """After a restart: re-queue documents that were mid-ingestion, or fail them with a reason."""
+        for doc in self.store.list():
+            if doc.status != INGESTING:
+                continue
+            if (self.store.dir(doc.id) / "prefix.npy").is_file():
+                log.info("resuming ingestion of %s", doc.id)
+                self.submit_ingest(doc.id)
+            else:
+                self.store.set_status(doc.id, FAILED, "the server stopped before the upload was stored; upload again")
+
+    def _purge_deleted(self) -> None:
+        with self._deleted_lock:
+            gone, self._deleted = self._deleted, set()
+        for doc_id in gone:
+            self._hot.pop(doc_id, None)
+            if self._loaded == doc_id:
+                self._loaded = None
+
+    def _is_deleted(self, doc_id: str) -> bool:
+        with self._deleted_lock:
+            return doc_id in self._deleted
+
+    # -- ingestion ---------------------------------------------------------------------------------
+    def _ingest(self, job: IngestJob) -> None:
+        assert self.ctx is not None
+        doc = self.store.get(job.doc_id)
+        if doc is None or doc.status != INGESTING:
+            return
+        ctx = self.ctx
+        try:
+            prefix = self.store.read_prefix(doc.id)
+            self._loaded = None
+            ctx.seq_rm(SEQ, 0)
+            n = len(prefix)
+
+            def on_progress(done: int) -> None:
+                self.progress[doc.id] = done / n
+
+            finished = ctx.prefill(
+                prefix, 0, seq_id=SEQ, on_progress=on_progress, should_stop=lambda: self._is_deleted(doc.id)
+            )
+            if not finished:
+                ctx.seq_rm(SEQ, 0)
+                return
+            snapshot.save(ctx, SEQ, prefix, self.store.dir(doc.id))
+            self._remember(doc.id, prefix, ctx.state_get(SEQ))
+            self._loaded = doc.id
+            if self._is_deleted(doc.id):
+                return
+            self.store.set_status(doc.id, READY)
+            log.info("ingested %s: %d tokens", doc.id, n)
+        except Exception as exc:
+            log.exception("ingestion of %s failed", doc.id)
+            ctx.seq_rm(SEQ, 0)
+            self._loaded = None
+            self.store.set_status(doc.id, FAILED, f"prefill failed: {exc}")
+        finally:
+            self.progress.pop(doc.id, None)
+
+    def _remember(self, doc_id: str, prefix: np.ndarray, state: bytes | None) -> HotDoc:
+        """Put a document in the RAM cache (LRU by state bytes)."""
+        s = self.settings
+        hot = self._hot.pop(doc_id, None)
+        if hot is None:
+            hot = HotDoc(prefix=prefix, index=NgramIndex(prefix, s.min_ngram, s.max_ngram), state=None)
+        if state is not None and len(state) <= s.snapshot_ram_bytes:
+            hot.state = state
+        self._hot[doc_id] = hot
+        total = sum(len(h.state) for h in self._hot.values() if h.state)
+        for old_id, old in list(self._hot.items())[:-1]:
+            if total <= s.snapshot_ram_bytes and len(self._hot) <= 64:
+                break
+            total -= len(old.state) if old.state else 0
+            del self._hot[old_id]
+        return hot
+
+    # -- answering ---------------------------------------------------------------------------------
+    def _answer(self, job: AnswerJob) -> None:
+        assert self.ctx is not None and self.model is not None and self.layout is not None
+        if job.cancelled.is_set():
+            return
+        doc = self.store.get(job.doc_id)
+        if doc is None or doc.status != READY:
+            job.fail("document_not_ready", f"document {job.doc_id} is not ready (deleted or re-ingesting)")
+            return
+        ctx, model = self.ctx, self.model
+        try:
+            hot = self._restore(doc.id)
+        except snapshot.SnapshotIncompatible as exc:
+            job.fail(
+                "snapshot_incompatible",
+                f"document {doc.id} was ingested with another model or cache layout ({exc}); "
+                f"re-ingest it with POST /v1/documents/{doc.id}/reingest",
+            )
+            return
+        except snapshot.SnapshotMissing:
+            self.store.set_status(doc.id, INGESTING)
+            self.submit_ingest(doc.id)
+            job.fail(
+                "snapshot_missing", f"document {doc.id}'s saved state was missing; it is being rebuilt, retry soon"
+            )
+            return
+        n_prefix = len(hot.prefix)
+        suffix = self.layout.question_suffix(model, job.question)
+        if n_prefix + len(suffix) + 1 > ctx.n_ctx:
+            job.fail(
+                "question_too_long",
+                f"the question is {len(suffix)} tokens; with the document ({n_prefix} tokens) that exceeds "
+                f"n_ctx {ctx.n_ctx}",
+            )
+            return
+        self._loaded = doc.id  # from here on SEQ holds prefix + question + answer
+        stats = AnswerStats(prompt_tokens=len(suffix))
+        if not ctx.prefill(suffix, n_prefix, seq_id=SEQ, should_stop=job.cancelled.is_set):
+            return
+        drafter = LookupDrafter(hot.index)
+        drafter.extend(suffix.tolist())
+
+        def recover(answer_tokens: list[int]) -> int:
+            """Rebuild SEQ from the snapshot: prefix, then question + answer tokens."""
+            log.warning("rollback failed on %s; restoring the snapshot and decoding again", doc.id)
+            self._loaded = None
+            self._restore(doc.id)
+            self._loaded = doc.id
+            replay = np.concatenate([suffix, np.asarray(answer_tokens, dtype=np.int32)])
+            ctx.prefill(replay, n_prefix, seq_id=SEQ)
+            stats.prompt_tokens += len(replay)
+            return n_prefix + len(replay)
+
+        run = AnswerRun(
+            ctx=ctx,
+            model=model,
+            drafter=drafter,
+            n_past=n_prefix + len(suffix),
+            stats=stats,
+            t_start=job.t_start,
+            seq_id=SEQ,
+            should_stop=job.cancelled.is_set,
+            recover=recover,
+        )
+        params = job.params
+        if params.stops is None:
+            params = replace(params, stops=self.layout.stops)
+        for event in generate(run, params):
+            if event.text:
+                job.emit("token", {"text": event.text})
+        job.emit("stats", asdict(stats))
+        job.emit("done", {})
+
+    def _restore(self, doc_id: str) -> HotDoc:
+        """Bring SEQ to exactly the document prefix: truncate, else RAM state, else disk snapshot."""
+        assert self.ctx is not None
+        ctx = self.ctx
+        hot = self._hot.get(doc_id)
+        if hot is None:
+            hot = self._remember(doc_id, self.store.read_prefix(doc_id), None)
+        else:
+            self._hot.move_to_end(doc_id)
+        n = len(hot.prefix)
+        if self._loaded == doc_id and self.can_truncate and ctx.seq_rm(SEQ, n) and self._holds_prefix(n):
+            return hot
+        self._loaded = None
+        if hot.state is not None:
+            ctx.state_set(hot.state, SEQ)
+            if self._holds_prefix(n):
+                self._loaded = doc_id
+                return hot
+            hot.state = None  # unusable; fall back to disk
+        snapshot.load(ctx, SEQ, hot.prefix, self.store.dir(doc_id))
+        if not self._holds_prefix(n):
+            raise snapshot.SnapshotIncompatible("the restored state does not end at the document prefix")
+        self._remember(doc_id, hot.prefix, ctx.state_get(SEQ))
+        self._loaded = doc_id
+        return hot
+
+    def _holds_prefix(self, n: int) -> bool:
+        """SEQ ends at position n - 1 and still holds the cells the next token attends to."""
+        assert self.ctx is not None and self.model is not None
+        if self.ctx.pos_max(SEQ) != n - 1:
+            return False
+        n_swa = self.model.n_swa
+        lowest_needed = max(0, n - n_swa + 1) if n_swa > 0 else 0
+        return 0 <= self.ctx.pos_min(SEQ) <= lowest_needed
+
+
+def _layout_for(model: Model) -> PromptLayout:
+    """The GGUF chat template when the model has a usable one, else the plain base-model layout."""
+    if model.chat_template:
+        try:
+            return chat_layout(
+                model.chat_template, bos_text=model.token_text(model.bos), eos_text="", add_bos=model.add_bos
+            )
+        except Exception as exc:  # an exotic template we cannot render: fall back, but say so
+            log.warning("chat template unusable (%s); using the plain layout", exc)
+    return plain_layout(model.add_bos)

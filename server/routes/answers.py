@@ -1,0 +1,114 @@
+"""POST /v1/documents/{id}/answers: JSON, or Server-Sent Events when ``stream`` is true."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+
+from ingest.store import FAILED, INGESTING
+from server.deps import EngineDep, SettingsDep, StoreDep
+from server.errors import ApiError
+from server.jobs import AnswerJob
+from server.routes.documents import _get
+from server.schemas import AnswerRequest, AnswerResponse, AnswerStatsPublic
+from server.settings import MAX_WINDOW, Settings
+from spec.loop import AnswerParams
+from spec.sampling import SamplingParams
+
+router = APIRouter(prefix="/v1")
+
+# Engine error types that are the request's fault or a state the user can wait out.
+_ERROR_STATUS = {
+    "document_not_ready": 409,
+    "snapshot_incompatible": 409,
+    "snapshot_missing": 409,
+    "question_too_long": 413,
+}
+
+
+def answer_params(req: AnswerRequest, settings: Settings) -> AnswerParams:
+    """Request -> decoding parameters. verify16 wins over draft_tokens; neither = server's choice."""
+    if req.verify16:
+        window: int | None = MAX_WINDOW
+    elif req.draft_tokens is not None:
+        window = req.draft_tokens
+    else:
+        window = None if settings.default_draft_tokens > 0 else 0
+    try:
+        sampling = SamplingParams(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=req.seed)
+        return AnswerParams(
+            max_tokens=req.max_tokens or settings.default_max_tokens,
+            sampling=sampling,
+            window=window,
+            stops=tuple(req.stop) if req.stop is not None else None,
+            adaptive_initial=max(1, settings.default_draft_tokens),
+        )
+    except ValueError as exc:
+        raise ApiError(422, "invalid_request", str(exc)) from exc
+
+
+def _raise_engine_error(data: dict) -> None:
+    err = data["error"]
+    raise ApiError(_ERROR_STATUS.get(err["type"], 500), err["type"], err["message"])
+
+
+def _sse(kind: str, data: dict) -> str:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+async def _events(job: AnswerJob, first: tuple[str, dict]) -> AsyncIterator[str]:
+    """SSE frames until done/error. Closing the generator (client gone) cancels the job."""
+    try:
+        kind, data = first
+        while True:
+            yield _sse(kind, data)
+            if kind in ("done", "error"):
+                return
+            kind, data = await job.events.get()
+    finally:
+        job.cancel()
+
+
+@router.post("/documents/{doc_id}/answers", response_model=AnswerResponse)
+async def answer(doc_id: str, req: AnswerRequest, store: StoreDep, engine: EngineDep, settings: SettingsDep):
+    doc = _get(store, doc_id)
+    if doc.status == INGESTING:
+        pct = engine.progress.get(doc.id, 0.0) * 100
+        raise ApiError(409, "document_ingesting", f"document {doc.id} is still being ingested ({pct:.0f}%); retry soon")
+    if doc.status == FAILED:
+        raise ApiError(409, "document_failed", f"document {doc.id} failed to ingest: {doc.error}; upload it again")
+    job = AnswerJob(
+        doc_id=doc.id, question=req.question, params=answer_params(req, settings), loop=asyncio.get_running_loop()
+    )
+    engine.submit_answer(job)
+    try:
+        first = await job.events.get()
+        if first[0] == "error":
+            _raise_engine_error(first[1])
+    except BaseException:
+        job.cancel()
+        raise
+    if req.stream:
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(_events(job, first), media_type="text/event-stream", headers=headers)
+    parts: list[str] = []
+    stats: AnswerStatsPublic | None = None
+    kind, data = first
+    try:
+        while kind != "done":
+            if kind == "token":
+                parts.append(data["text"])
+            elif kind == "stats":
+                stats = AnswerStatsPublic(**data)
+            elif kind == "error":
+                _raise_engine_error(data)
+            kind, data = await job.events.get()
+    finally:
+        job.cancel()
+    if stats is None:
+        raise ApiError(500, "engine_error", "the engine finished without stats")
+    return AnswerResponse(answer="".join(parts), stats=stats)

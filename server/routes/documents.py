@@ -1,0 +1,131 @@
+"""Document routes: upload (extract, tokenize, budget check, then prefill in the engine), list, get,
+text, delete, re-ingest."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+from fastapi import APIRouter, File, Form, Response, UploadFile
+
+from ingest.errors import DocumentTooLong
+from ingest.extract import extract
+from ingest.store import FAILED, INGESTING, DocRecord, DuplicateDocument
+from server.deps import EngineDep, SettingsDep, StoreDep
+from server.engine import Engine
+from server.errors import ApiError
+from server.schemas import DocumentCreated, DocumentList, DocumentPublic, DocumentText, PageSpan
+
+router = APIRouter(prefix="/v1")
+
+
+def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
+    progress = 1.0 if doc.status != INGESTING else (engine.progress.get(doc.id, 0.0) if engine else 0.0)
+    return DocumentPublic(
+        id=doc.id,
+        name=doc.name,
+        status=doc.status,
+        progress=progress,
+        pages=doc.pages,
+        tokens=doc.tokens,
+        error=doc.error,
+        created_at=doc.created_at,
+    )
+
+
+def _get(store, doc_id: str) -> DocRecord:
+    doc = store.get(doc_id) if doc_id.isalnum() else None
+    if doc is None:
+        raise ApiError(404, "document_not_found", f"no document with id {doc_id!r}; list them with GET /v1/documents")
+    return doc
+
+
+def _display_name(filename: str | None) -> str:
+    name = (filename or "document").replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if ch.isprintable())[:200]
+    return name or "document"
+
+
+@router.post("/documents", status_code=202, response_model=DocumentCreated)
+async def upload(
+    response: Response,
+    store: StoreDep,
+    engine: EngineDep,
+    settings: SettingsDep,
+    file: UploadFile = File(description="PDF, .txt or .md"),  # noqa: B008
+    password: str | None = Form(default=None),
+) -> DocumentCreated:
+    data = await file.read()
+    sha = hashlib.sha256(data).hexdigest()
+    known = store.by_sha256(sha)
+    if known is not None and known.status != FAILED:
+        response.status_code = 200
+        return DocumentCreated(id=known.id, name=known.name, status=known.status)
+    extracted = await asyncio.to_thread(extract, data, password or None)
+    prefix = await asyncio.to_thread(engine.document_prefix, extracted.text)
+    if len(prefix) > settings.document_budget:
+        raise DocumentTooLong(len(prefix), settings.document_budget)
+    if known is not None:  # a failed earlier attempt: start over
+        store.delete(known.id)
+        engine.forget(known.id)
+    try:
+        doc = store.create(
+            name=_display_name(file.filename),
+            sha256=sha,
+            kind=extracted.kind,
+            pages=extracted.pages,
+            tokens=len(prefix),
+            chars=len(extracted.text),
+        )
+    except DuplicateDocument as dup:  # the same bytes arrived concurrently
+        response.status_code = 200
+        return DocumentCreated(id=dup.existing.id, name=dup.existing.name, status=dup.existing.status)
+    await asyncio.to_thread(store.write_files, doc.id, data, extracted, prefix)
+    engine.submit_ingest(doc.id)
+    return DocumentCreated(id=doc.id, name=doc.name, status=doc.status)
+
+
+@router.get("/documents", response_model=DocumentList)
+async def list_documents(store: StoreDep, engine: EngineDep) -> DocumentList:
+    return DocumentList(documents=[public(d, engine) for d in store.list()])
+
+
+@router.get("/documents/{doc_id}", response_model=DocumentPublic)
+async def get_document(doc_id: str, store: StoreDep, engine: EngineDep) -> DocumentPublic:
+    return public(_get(store, doc_id), engine)
+
+
+@router.get("/documents/{doc_id}/text", response_model=DocumentText)
+async def get_text(doc_id: str, store: StoreDep) -> DocumentText:
+    doc = _get(store, doc_id)
+    extracted = await asyncio.to_thread(store.read_text, doc.id)
+    starts = extracted.page_starts
+    ends = [*starts[1:], len(extracted.text)]
+    pages = [PageSpan(page=i + 1, start=s, end=e) for i, (s, e) in enumerate(zip(starts, ends, strict=True))]
+    return DocumentText(id=doc.id, text=extracted.text, pages=pages)
+
+
+@router.delete("/documents/{doc_id}", status_code=204)
+async def delete_document(doc_id: str, store: StoreDep, engine: EngineDep) -> Response:
+    doc = _get(store, doc_id)
+    engine.forget(doc.id)
+    await asyncio.to_thread(store.delete, doc.id)
+    return Response(status_code=204)
+
+
+@router.post("/documents/{doc_id}/reingest", status_code=202, response_model=DocumentCreated)
+async def reingest(doc_id: str, store: StoreDep, engine: EngineDep, settings: SettingsDep) -> DocumentCreated:
+    """Prefill again with the current model (after a model or cache-type change)."""
+    doc = _get(store, doc_id)
+    if doc.status == INGESTING:
+        raise ApiError(409, "document_ingesting", f"document {doc.id} is already being ingested")
+    extracted = await asyncio.to_thread(store.read_text, doc.id)
+    prefix = await asyncio.to_thread(engine.document_prefix, extracted.text)
+    if len(prefix) > settings.document_budget:
+        raise DocumentTooLong(len(prefix), settings.document_budget)
+    await asyncio.to_thread(store.write_prefix, doc.id, prefix)
+    store.set_tokens(doc.id, len(prefix))
+    store.set_status(doc.id, INGESTING)
+    engine.forget(doc.id)
+    engine.submit_ingest(doc.id)
+    return DocumentCreated(id=doc.id, name=doc.name, status=INGESTING)

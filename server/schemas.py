@@ -1,0 +1,75 @@
+"""Request and response bodies of the HTTP API."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from server.settings import MAX_WINDOW
+
+
+class DocumentPublic(BaseModel):
+    """A document as the API shows it."""
+
+    id: str
+    name: str
+    status: str  # ingesting | ready | failed
+    progress: float  # prefill progress 0..1
+    pages: int
+    tokens: int
+    error: str | None
+    created_at: float
+
+
+class DocumentCreated(BaseModel):
+    """Answer to an upload (202 new, 200 already known)."""
+
+    id: str
+    name: str
+    status: str
+
+
+class DocumentList(BaseModel):
+    documents: list[DocumentPublic]
+
+
+class PageSpan(BaseModel):
+    page: int  # 1-based
+    start: int  # character offsets into `text`, [start, end)
+    end: int
+
+
+class DocumentText(BaseModel):
+    id: str
+    text: str
+    pages: list[PageSpan]
+
+
+class AnswerRequest(BaseModel):
+    """A question about one document. Only `question` is required."""
+
+    question: str = Field(min_length=1, max_length=20000)
+    max_tokens: int | None = Field(default=None, ge=1, le=32768)
+    temperature: float = Field(default=0.0, ge=0.0, le=5.0)
+    top_k: int = Field(default=0, ge=0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    seed: int | None = Field(default=None, ge=0, lt=2**63)
+    stop: list[str] | None = Field(default=None, max_length=16)
+    verify16: bool = False  # 16-token verification mode; wins over draft_tokens
+    draft_tokens: int | None = Field(default=None, ge=0, le=MAX_WINDOW)  # 0 = no speculation
+    stream: bool = False
+
+
+class AnswerStatsPublic(BaseModel):
+    prompt_tokens: int  # tokens evaluated for this answer (question suffix, plus any replay)
+    completion_tokens: int
+    ttft_ms: float
+    decode_tokens_per_s: float
+    drafted_tokens: int
+    accepted_tokens: int
+    verify_steps: int
+    finish_reason: str  # stop | length | cancelled
+
+
+class AnswerResponse(BaseModel):
+    answer: str
+    stats: AnswerStatsPublic

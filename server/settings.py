@@ -1,0 +1,87 @@
+"""Typed settings, read from the environment with the prefix ``DOCQA_`` (pydantic-settings).
+
+Every field is documented in README.md. Defaults suit the embedded Gemma 3 270M model on a CPU:
+its full 32k context, ``n_ubatch`` large enough that a 17-row verify call (16 drafts + 1) fits in
+one ubatch, and one thread per core.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+KvType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"]
+
+#: Widest verification window: 16 draft tokens, so a verify call has 17 rows.
+MAX_WINDOW = 16
+
+
+class Settings(BaseSettings):
+    """Server, model and decoding settings (env prefix ``DOCQA_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="DOCQA_", extra="ignore")
+
+    # -- model -------------------------------------------------------------------------------
+    model_path: Path | None = Field(
+        default=None,
+        description="GGUF file to serve. Unset: the embedded Gemma 3 270M Q4_K_M, assembled into data_dir.",
+    )
+    n_ctx: int = Field(default=32768, ge=256, description="Context size in tokens (document + question + answer).")
+    n_batch: int = Field(default=512, ge=32, description="Tokens per llama_decode call during prefill.")
+    n_ubatch: int = Field(default=512, ge=MAX_WINDOW + 1, description="Physical micro-batch; must hold a verify call.")
+    n_threads: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, description="Decode threads.")
+    n_threads_batch: int | None = Field(default=None, ge=1, description="Prefill threads (default: n_threads).")
+    n_gpu_layers: int = Field(default=-1, description="Layers offloaded to the GPU (-1 = all; ignored on CPU builds).")
+    type_k: KvType = Field(default="f16", description="KV cache type for K.")
+    type_v: KvType = Field(default="f16", description="KV cache type for V (quantized V needs flash attention).")
+    flash_attn: Literal["auto", "on", "off"] = Field(default="auto", description="Flash attention.")
+    swa_full: bool = Field(
+        default=False,
+        description="Keep full-size sliding-window caches (lets answers be truncated instead of restored).",
+    )
+    answer_reserve: int = Field(
+        default=1024, ge=16, description="Tokens kept free for the question and answer; documents get n_ctx - this."
+    )
+
+    # -- decoding ----------------------------------------------------------------------------
+    default_draft_tokens: int = Field(
+        default=8, ge=0, le=MAX_WINDOW, description="Draft window when a request names none (0 = no speculation)."
+    )
+    max_ngram: int = Field(default=4, ge=1, le=16, description="Longest n-gram the lookup drafter matches.")
+    min_ngram: int = Field(default=2, ge=1, le=16, description="Shortest n-gram the lookup drafter accepts.")
+    default_max_tokens: int = Field(default=256, ge=1, description="max_tokens when a request names none.")
+
+    # -- storage -----------------------------------------------------------------------------
+    data_dir: Path = Field(default=Path("data"), description="Database, uploads, model copy and snapshots.")
+    snapshot_ram_bytes: int = Field(
+        default=2 * 1024**3, ge=0, description="RAM kept for hot document snapshots (LRU, bytes)."
+    )
+
+    # -- HTTP --------------------------------------------------------------------------------
+    host: str = Field(default="127.0.0.1", description="Bind address.")
+    port: int = Field(default=8000, ge=1, le=65535, description="Bind port.")
+    max_upload_bytes: int = Field(default=64 * 1024**2, ge=1, description="Largest accepted upload (bytes).")
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.min_ngram > self.max_ngram:
+            raise ValueError(f"min_ngram ({self.min_ngram}) must be <= max_ngram ({self.max_ngram})")
+        if self.n_ubatch > self.n_batch:
+            raise ValueError(f"n_ubatch ({self.n_ubatch}) must be <= n_batch ({self.n_batch})")
+        if self.type_v not in ("f32", "f16", "bf16") and self.flash_attn == "off":
+            raise ValueError(
+                f"type_v={self.type_v} is a quantized V cache, which llama.cpp supports only with flash "
+                "attention: set DOCQA_FLASH_ATTN=on (or auto), or DOCQA_TYPE_V=f16"
+            )
+        if self.answer_reserve >= self.n_ctx:
+            raise ValueError(f"answer_reserve ({self.answer_reserve}) must be < n_ctx ({self.n_ctx})")
+        return self
+
+    @property
+    def document_budget(self) -> int:
+        """Largest document prefix, in tokens: n_ctx minus the answer reserve."""
+        return self.n_ctx - self.answer_reserve

@@ -1,0 +1,1 @@
+"""Speculative decoding core: drafters, verification, sampling and the answer loop."""

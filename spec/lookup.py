@@ -1,0 +1,111 @@
+"""Prompt-lookup drafting: continue the longest recent n-gram match in the document and the answer.
+
+The document's n-grams are hashed once (numpy, at ingest time or when the document becomes hot)
+into one dict per n-gram size, mapping hash -> position right after the latest occurrence. Each
+question adds a small overlay for its own tokens (question + answer so far), so a step costs at
+most ``max_n - min_n + 1`` dict lookups, whatever the document's length.
+
+Worked example (min_n=2, max_n=3), document ``[5, 6, 7, 8, 5, 6, 9]``, context ends ``... 5, 6``:
+the 3-gram ``(x, 5, 6)`` is unknown, the 2-gram ``(5, 6)`` last occurred at 4..5, so the draft is
+the continuation from position 6: ``[9]`` (the most recent occurrence wins, as in llama.cpp's
+ngram-simple).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+_P = np.uint64(0x100000001B3)  # FNV-64 prime as the polynomial base
+_MASK = (1 << 64) - 1
+
+
+def _hash(tokens: Iterable[int]) -> int:
+    """Polynomial hash of a token n-gram, identical to :func:`_rolling_hashes` for one window."""
+    h = 0
+    for t in tokens:
+        h = (h * 0x100000001B3 + int(t) + 1) & _MASK
+    return h
+
+
+def _rolling_hashes(tokens: np.ndarray, n: int) -> np.ndarray:
+    """Hashes of every n-gram ``tokens[i:i+n]``, uint64 shape [len(tokens) - n + 1]."""
+    t = tokens.astype(np.uint64) + np.uint64(1)
+    count = len(tokens) - n + 1
+    h = np.zeros(count, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(n):
+            h = h * _P + t[j : j + count]
+    return h
+
+
+class NgramIndex:
+    """Immutable n-gram index over a document prefix (token ids), sizes ``min_n..max_n``."""
+
+    def __init__(self, tokens: np.ndarray, min_n: int = 2, max_n: int = 4) -> None:
+        if not 1 <= min_n <= max_n:
+            raise ValueError(f"need 1 <= min_n <= max_n, got {min_n}, {max_n}")
+        self.tokens = np.ascontiguousarray(tokens, dtype=np.int32)  # [n_tokens]
+        self.min_n, self.max_n = min_n, max_n
+        self.maps: dict[int, dict[int, int]] = {}
+        for n in range(min_n, max_n + 1):
+            # Only n-grams with at least one continuation token: starts 0..len-n-1.
+            count = len(self.tokens) - n
+            if count <= 0:
+                self.maps[n] = {}
+                continue
+            hashes = _rolling_hashes(self.tokens[: count + n - 1], n)
+            # dict() keeps the last value for a repeated key: the latest occurrence wins.
+            self.maps[n] = dict(zip(hashes.tolist(), range(n, count + n), strict=True))
+
+
+class LookupDrafter:
+    """Drafts for one answer: the document index plus an overlay over this answer's own tokens.
+
+    ``extend`` adds question/answer tokens as they are decided; ``propose(k)`` returns up to ``k``
+    tokens continuing the longest n-gram that ends the current context.
+    """
+
+    def __init__(self, index: NgramIndex) -> None:
+        self.index = index
+        self.base_len = len(index.tokens)
+        self.tail: list[int] = []  # question + answer tokens after the document prefix
+        self.overlay: dict[int, dict[int, int]] = {n: {} for n in index.maps}
+
+    def extend(self, tokens: Iterable[int]) -> None:
+        """Append decided tokens; register the n-grams that now have a continuation."""
+        idx = self.index
+        for t in tokens:
+            end = self.base_len + len(self.tail)  # global position of t = continuation of n-grams ending before it
+            self.tail.append(int(t))
+            for n in range(idx.min_n, idx.max_n + 1):
+                if end - n >= 0:
+                    self.overlay[n][_hash(self._slice(end - n, end))] = end
+
+    def propose(self, k: int) -> list[int]:
+        """Up to ``k`` draft tokens (may be empty). Cost: O(max_n^2), independent of document length."""
+        if k <= 0:
+            return []
+        idx = self.index
+        total = self.base_len + len(self.tail)
+        for n in range(idx.max_n, idx.min_n - 1, -1):
+            if total < n:
+                continue
+            key_tokens = self._slice(total - n, total)
+            h = _hash(key_tokens)
+            pos = self.overlay[n].get(h)
+            if pos is None:
+                pos = idx.maps[n].get(h)
+            if pos is None or pos >= total or self._slice(pos - n, pos) != key_tokens:
+                continue  # unseen, or a hash collision
+            return self._slice(pos, min(pos + k, total))
+        return []
+
+    def _slice(self, a: int, b: int) -> list[int]:
+        """Tokens at global positions [a, b) of document prefix + tail."""
+        if b <= self.base_len:
+            return self.index.tokens[a:b].tolist()
+        if a >= self.base_len:
+            return self.tail[a - self.base_len : b - self.base_len]
+        return self.index.tokens[a:].tolist() + self.tail[: b - self.base_len]

@@ -1,0 +1,71 @@
+"""Token choice from one logits row: greedy at temperature 0, else temperature / top-k / top-p sampling.
+
+Each sampled token consumes exactly one uniform draw from the request's seeded generator, in the order
+tokens are emitted. Verification samples row by row and stops at the first disagreement, so a
+speculative run consumes the same draws as a plain run: with the same seed and the same logits it
+emits the same tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    """temperature 0 = greedy; top_k 0 = off; top_p 1.0 = off; seed None = random."""
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+class Sampler:
+    """Chooses the next token from a logits row, shape [n_vocab] float32."""
+
+    def __init__(self, params: SamplingParams) -> None:
+        self.params = params
+        self.rng = np.random.default_rng(params.seed)
+
+    def choose(self, row: np.ndarray) -> int:
+        if self.params.greedy:
+            return int(np.argmax(row))
+        ids, probs = self.distribution(row)
+        u = self.rng.random()
+        # Inverse CDF; the clip guards against cumsum rounding leaving u past the last bin.
+        i = int(np.searchsorted(np.cumsum(probs), u * probs.sum(), side="right"))
+        return int(ids[min(i, len(ids) - 1)])
+
+    def distribution(self, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Candidate ids and their probabilities after temperature, top-k and top-p (in that order,
+        as llama.cpp's default chain applies them)."""
+        p = self.params
+        logits = row.astype(np.float64) / p.temperature
+        if 0 < p.top_k < len(logits):
+            ids = np.argpartition(-logits, p.top_k - 1)[: p.top_k]
+        else:
+            ids = np.arange(len(logits))
+        vals = logits[ids]
+        order = np.argsort(-vals, kind="stable")
+        ids, vals = ids[order], vals[order]
+        probs = np.exp(vals - vals[0])
+        probs /= probs.sum()
+        if p.top_p < 1.0:
+            keep = int(np.searchsorted(np.cumsum(probs), p.top_p)) + 1
+            ids, probs = ids[:keep], probs[:keep] / probs[:keep].sum()
+        return ids, probs

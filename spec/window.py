@@ -1,0 +1,49 @@
+"""How many draft tokens to verify per step.
+
+A fixed window comes from the request (``draft_tokens``, or 16 for ``verify16``). Without one, the
+server adapts the window to recent acceptance, in the spirit of llama.cpp's ngram-map drafter, which
+drafts no more than it got accepted last time: grow after a fully accepted step, shrink after a
+rejection. On a CPU a 17-row verify costs ~7x a 1-row decode, so long drafts only pay when most of
+them are accepted.
+"""
+
+from __future__ import annotations
+
+from spec.lookup import LookupDrafter
+
+
+class FixedWindow:
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def next(self) -> int:
+        return self.k
+
+    def observe(self, n_drafted: int, n_accepted: int) -> None:
+        pass
+
+
+class AdaptiveWindow:
+    """Start at ``initial``; double (up to ``maximum``) after a fully accepted draft; after a
+    rejection, draft one more than was accepted, at least ``minimum``."""
+
+    def __init__(self, initial: int, minimum: int = 4, maximum: int = 16) -> None:
+        self.k = initial
+        self.minimum, self.maximum = minimum, maximum
+
+    def next(self) -> int:
+        return self.k
+
+    def observe(self, n_drafted: int, n_accepted: int) -> None:
+        if n_drafted == 0:
+            return
+        if n_accepted == n_drafted:
+            self.k = min(self.maximum, max(self.k, 2 * n_drafted))
+        else:
+            self.k = max(self.minimum, min(self.maximum, n_accepted + 1))
+
+
+def propose(drafter: LookupDrafter, window: FixedWindow | AdaptiveWindow, limit: int) -> list[int]:
+    """Draft up to min(window, limit) tokens."""
+    k = min(window.next(), limit)
+    return drafter.propose(k) if k > 0 else []
