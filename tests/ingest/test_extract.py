@@ -1,0 +1,149 @@
+"""Extraction on real files from ../shared/cases, and the type/encoding rules on small inputs."""
+
+from __future__ import annotations
+
+import codecs
+import re
+import unicodedata
+
+import pytest
+
+from ingest.errors import EmptyDocument, NoTextLayer, PasswordRequired, UnreadablePdf, UnsupportedType, WrongPassword
+from ingest.extract import PAGE_SEPARATOR, decode_text, extract, sniff
+
+
+def _case(cases, manifest, case_id):
+    c = manifest[case_id]
+    return (cases / c["path"]).read_bytes(), c
+
+
+@pytest.mark.parametrize("case_id", ["PDF-01", "PDF-18", "PDF-24", "PDF-34"])
+def test_text_contains(cases, manifest, case_id):
+    data, c = _case(cases, manifest, case_id)
+    assert c["value"] in extract(data).text
+
+
+def test_ligatures_become_letters_after_nfkc(cases, manifest):
+    data, c = _case(cases, manifest, "PDF-02")
+    text = extract(data).text
+    assert c["value"] in text
+    assert "\ufb01" not in text and text == unicodedata.normalize("NFKC", text)
+
+
+@pytest.mark.parametrize("case_id", ["PDF-06", "PDF-09", "PDF-22"])
+def test_text_contains_all(cases, manifest, case_id):
+    data, c = _case(cases, manifest, case_id)
+    text = extract(data).text
+    for snippet in c["value"]:
+        assert snippet in text
+
+
+def test_two_column_reading_order(cases, manifest):
+    data, c = _case(cases, manifest, "PDF-04")
+    text = re.sub(r"-\n", "", extract(data).text)  # de-hyphenate line breaks
+    assert c["value"] in re.sub(r"\s+", " ", text)
+
+
+def test_page_map_for_rotated_pages(cases, manifest):
+    data, c = _case(cases, manifest, "PDF-07")
+    result = extract(data)
+    assert result.pages == 4
+    ends = [*result.page_starts[1:], len(result.text) + len(PAGE_SEPARATOR)]
+    for start, end in zip(result.page_starts, ends, strict=True):
+        page = result.text[start : end - len(PAGE_SEPARATOR)]
+        for snippet in c["value"]:
+            assert snippet in page
+    assert result.page_of(0) == 1 and result.page_of(len(result.text) - 1) == 4
+
+
+def test_mostly_images_keeps_page_count(cases, manifest):
+    data, _ = _case(cases, manifest, "PDF-34")
+    assert extract(data).pages == 6
+
+
+@pytest.mark.parametrize("case_id", ["PDF-21", "PDF-23", "BRK-01"])
+def test_text_equals(cases, manifest, case_id):
+    data, c = _case(cases, manifest, case_id)
+    assert extract(data).text.strip() == c["value"]
+
+
+def test_password_required_then_unlocked(cases, manifest):
+    data, _ = _case(cases, manifest, "ENC-01")
+    with pytest.raises(PasswordRequired, match="password"):
+        extract(data)
+    assert "Lorem ipsum" in extract(data, password="openpassword").text
+
+
+def test_aes256_wrong_password_then_right(cases, manifest):
+    data, _ = _case(cases, manifest, "ENC-02")
+    with pytest.raises(WrongPassword, match="wrong"):
+        extract(data, password="nope")
+    assert "misfits" in extract(data, password="password").text
+
+
+def test_rc4_with_password(cases, manifest):
+    data, c = _case(cases, manifest, "ENC-03")
+    assert c["value"] in extract(data, password="asdfzxcv").text
+
+
+def test_permission_only_pdf_opens_without_password(cases, manifest):
+    data, c = _case(cases, manifest, "ENC-05")
+    assert c["value"] in extract(data).text
+
+
+@pytest.mark.parametrize(
+    ("case_id", "error"),
+    [("BRK-04", UnreadablePdf), ("BRK-05", EmptyDocument), ("BRK-06", UnsupportedType), ("BRK-10", UnreadablePdf)],
+)
+def test_broken_files_raise_typed_errors(cases, manifest, case_id, error):
+    data, _ = _case(cases, manifest, case_id)
+    with pytest.raises(error):
+        extract(data)
+
+
+def test_no_xref_pdf_is_an_error_or_empty(cases, manifest):
+    data, _ = _case(cases, manifest, "BRK-03")
+    with pytest.raises((UnreadablePdf, NoTextLayer)):
+        extract(data)
+
+
+def test_scanned_pdf_says_no_text_layer(cases, manifest):
+    data, _ = _case(cases, manifest, "PDF-30")
+    with pytest.raises(NoTextLayer, match="no extractable text"):
+        extract(data)
+
+
+def test_utf8_bom_is_not_text(cases, manifest):
+    data, c = _case(cases, manifest, "TXT-01")
+    assert extract(data).text.startswith(c["value"])
+
+
+def test_invalid_utf8_is_replaced(cases, manifest):
+    data, _ = _case(cases, manifest, "TXT-05")
+    text = extract(data).text
+    assert "MARIGOLD" in text and "\ufffd" in text
+
+
+def test_injection_text_is_kept_verbatim(cases, manifest):
+    data, c = _case(cases, manifest, "INJ-01")
+    text = extract(data).text
+    assert "KX-5521" in text and "<|im_start|>" in text
+
+
+def test_utf16_bom_is_honoured():
+    raw = codecs.BOM_UTF16_LE + "Grüße, 世界".encode("utf-16-le")
+    assert sniff(raw) == "text"
+    assert decode_text(raw) == "Grüße, 世界"
+
+
+def test_type_comes_from_bytes_not_name():
+    assert sniff(b"hello %PDF-1.4 later") == "pdf"  # a header within the first KiB counts
+    with pytest.raises(UnsupportedType, match="PNG"):
+        sniff(b"\x89PNG\r\n\x1a\n....")
+    with pytest.raises(UnsupportedType, match="binary"):
+        sniff(b"abc\x00\x01\x02")
+
+
+def test_whitespace_only_text_is_empty():
+    with pytest.raises(EmptyDocument):
+        extract(b"  \n\t \x07 ")

@@ -1,0 +1,63 @@
+"""Table tests for the prompt-lookup drafter, on tiny integer token arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spec.lookup import LookupDrafter, NgramIndex, _hash, _rolling_hashes
+
+
+def drafter(doc: list[int], tail: list[int] = (), min_n: int = 2, max_n: int = 3) -> LookupDrafter:
+    d = LookupDrafter(NgramIndex(np.array(doc, dtype=np.int32), min_n, max_n))
+    d.extend(tail)
+    return d
+
+
+@pytest.mark.parametrize(
+    ("doc", "tail", "k", "expected", "why"),
+    [
+        ([5, 6, 7, 8, 5, 6, 9], [5, 6], 4, [9, 5, 6], "latest (5, 6) wins; its continuation runs on into the tail"),
+        ([1, 2, 3, 4, 5, 6], [2, 3], 3, [4, 5, 6], "copy the continuation of the match"),
+        ([1, 2, 3, 4, 5, 6], [2, 3], 2, [4, 5], "never more than k tokens"),
+        ([1, 2, 3, 4, 5, 6], [9, 3], 3, [], "the last 2-gram (9, 3) never occurred: no draft"),
+        ([1, 2, 3, 9, 2, 3, 7], [1, 2, 3], 2, [9, 2], "the 3-gram (1,2,3) beats the more recent 2-gram (2,3)"),
+        ([1, 2, 3], [], 3, [], "the prefix's own final n-gram has no continuation: no draft"),
+        ([1, 2, 3, 4], [1, 2], 0, [], "k = 0 drafts nothing"),
+        ([7, 7, 7, 7], [], 3, [7], "repeated tokens: the latest occurrence continues with one token"),
+    ],
+)
+def test_propose(doc, tail, k, expected, why):
+    assert drafter(doc, tail).propose(k) == expected, why
+
+
+def test_answer_tokens_are_indexed_and_preferred():
+    # (4, 5) occurs in the document followed by 6, and later in the answer followed by 8.
+    d = drafter([4, 5, 6, 0, 0], [4, 5, 8, 1, 4, 5])
+    assert d.propose(2) == [8, 1]
+
+
+def test_continuation_spans_document_and_tail():
+    d = drafter([1, 2, 3], [4, 1, 2])
+    assert d.propose(4) == [3, 4, 1, 2]
+
+
+def test_min_n_one():
+    d = drafter([3, 8, 9], [3], min_n=1, max_n=2)
+    assert d.propose(2) == [8, 9]
+
+
+def test_rolling_hash_matches_scalar_hash():
+    tokens = np.array([262143, 0, 17, 42, 99, 262143], dtype=np.int32)
+    for n in (1, 2, 4):
+        hashes = _rolling_hashes(tokens, n)
+        assert [int(h) for h in hashes] == [_hash(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def test_propose_cost_does_not_grow_with_document(benchmark=None):
+    """Index once, then each proposal is a handful of dict lookups (no scan of the document)."""
+    rng = np.random.default_rng(0)
+    big = rng.integers(0, 50_000, size=200_000).astype(np.int32)
+    d = LookupDrafter(NgramIndex(big, 2, 4))
+    d.extend(big[1000:1003].tolist())
+    assert d.propose(8) == big[1003:1011].tolist()
