@@ -30,7 +30,7 @@ PLAIN_HEAD = f"{INSTRUCTION}\n\n=== DOCUMENT ===\n"
 PLAIN_TAIL = "\n=== END OF DOCUMENT ===\n"
 PLAIN_QUESTION = "\nQuestion: "
 PLAIN_ANSWER = "\nAnswer:"
-PLAIN_STOPS: tuple[str, ...] = ("\nQuestion:", "\n=== ", "\n\n\n")
+PLAIN_STOPS: tuple[str, ...] = ("\nQuestion:", "\nAnswer:", "\n=== ", "\n\n\n")
 
 
 class Tokenizer(Protocol):

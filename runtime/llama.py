@@ -122,6 +122,7 @@ class Model:
         self.description = buf.value.decode("utf-8", errors="replace")
         self.fingerprint = model_fingerprint(self.path)
         self._pieces: dict[int, bytes] = {}
+        self._unspaced: dict[int, list[int]] = {}
 
     def tokenize(self, text: str, *, parse_special: bool, add_bos: bool = False) -> np.ndarray:
         """Tokenize ``text``; returns int32 token ids, shape [n_tokens].
@@ -150,6 +151,19 @@ class Model:
             cached = buf.raw[:n]
             self._pieces[token] = cached
         return cached
+
+    def unspaced(self, token: int) -> list[int]:
+        """Token ids spelling ``token``'s text without its leading whitespace (" of" -> ["of"]);
+        ``[token]`` when it has none. Cached per id."""
+        ids = self._unspaced.get(token)
+        if ids is None:
+            text = self.piece(token)
+            stripped = text.lstrip()
+            ids = [token]
+            if stripped and stripped != text:
+                ids = self.tokenize(stripped.decode("utf-8", errors="replace"), parse_special=False).tolist()
+            self._unspaced[token] = ids
+        return list(ids)
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         return b"".join(self.piece(int(t)) for t in tokens).decode("utf-8", errors="replace")

@@ -264,7 +264,7 @@ class Engine:
         stats = AnswerStats(prompt_tokens=len(suffix))
         if not ctx.prefill(suffix, n_prefix, seq_id=SEQ, should_stop=job.cancelled.is_set):
             return
-        drafter = LookupDrafter(hot.index)
+        drafter = LookupDrafter(hot.index, model.piece, model.unspaced)
         drafter.extend(suffix.tolist())
 
         def recover(answer_tokens: list[int]) -> int:

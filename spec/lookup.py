@@ -13,7 +13,7 @@ ngram-simple).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -67,11 +67,26 @@ class LookupDrafter:
     tokens continuing the longest n-gram that ends the current context.
     """
 
-    def __init__(self, index: NgramIndex) -> None:
+    def __init__(
+        self,
+        index: NgramIndex,
+        piece: Callable[[int], bytes] | None = None,
+        unspaced: Callable[[int], list[int]] | None = None,
+    ) -> None:
         self.index = index
+        # For whitespace-tolerant resynchronisation: token id -> bytes, and token id -> the ids that
+        # spell the same text without its leading whitespace (" of" -> ["of"]).
+        self.piece = piece
+        self.unspaced = unspaced
         self.base_len = len(index.tokens)
         self.tail: list[int] = []  # question + answer tokens after the document prefix
         self.overlay: dict[int, dict[int, int]] = {n: {} for n in index.maps}
+        # Copy cursor: where the last draft was copied from, and where to resume after it.
+        self._source: int | None = None
+        self._drafted = 0
+        self._resume: int | None = None
+        self._unspace_first = False  # the target just wrote a line break/space itself
+        self._misses = 0
 
     def extend(self, tokens: Iterable[int]) -> None:
         """Append decided tokens; register the n-grams that now have a continuation."""
@@ -84,11 +99,72 @@ class LookupDrafter:
                     self.overlay[n][_hash(self._slice(end - n, end))] = end
 
     def propose(self, k: int) -> list[int]:
-        """Up to ``k`` draft tokens (may be empty). Cost: O(max_n^2), independent of document length."""
+        """Up to ``k`` draft tokens (may be empty). Cost: O(max_n^2), independent of document length.
+
+        Source choice: while the answer is copying (the last draft was at least partly accepted), keep
+        copying from where that draft left off, past the document token(s) the target replaced (see
+        :meth:`observe`), unless a full-length n-gram match points elsewhere. Otherwise continue the
+        longest n-gram match, and fall back to the cursor only when there is none.
+        """
+        self._source, self._drafted = None, 0
         if k <= 0:
             return []
-        idx = self.index
         total = self.base_len + len(self.tail)
+        match = self._longest_match(total)
+        pos = match[0] if match else None
+        if self._resume is not None and self._resume < total:
+            # A cursor that just produced accepted tokens beats a short n-gram match elsewhere; after a
+            # miss it is only a fallback.
+            if match is None or (self._misses == 0 and match[1] < self.index.max_n):
+                pos = self._resume
+        if pos is None:
+            return []
+        draft = self._slice(pos, min(pos + k, total))
+        if pos == self._resume and self._unspace_first and draft and self.unspaced is not None:
+            draft = (self.unspaced(draft[0]) + draft[1:])[:k]
+        self._source, self._drafted = pos, len(draft)
+        return draft
+
+    def observe(self, n_accepted: int, target_token: int) -> None:
+        """Feedback after verification: ``n_accepted`` drafts were accepted, then the target chose
+        ``target_token`` where the copy had the next document token.
+
+        The cursor moves past the document token(s) the target's choice stands for. Models re-wrap
+        lines when they quote, so ``"\nthe"`` in the document may come out as ``" the"``: tokens are
+        compared without surrounding whitespace, a few document tokens ahead. Failing that, the
+        target's token is taken as a one-for-one substitute. Two drafts in a row with nothing
+        accepted end the copy.
+        """
+        self._unspace_first = False
+        if self._source is None or self._drafted == 0:
+            return
+        self._misses = self._misses + 1 if n_accepted == 0 else 0
+        if self._misses >= 2:
+            self._resume = None
+            return
+        at = self._source + n_accepted  # the document position the target's token replaced
+        self._resume = at + 1
+        if self.piece is None or n_accepted == self._drafted:
+            return
+        want = self.piece(target_token).strip()
+        total = self.base_len + len(self.tail)
+        if not want:  # the target wrote the whitespace itself: the document's next word follows, unspaced
+            self._resume, self._unspace_first = at, True
+            return
+        # The target's token may stand for several document tokens ("\n" + "convers" + "ations").
+        covered = b""
+        for j in range(at, min(at + 6, total)):
+            covered += self.piece(self._slice(j, j + 1)[0])
+            text = covered.strip()
+            if text == want:
+                self._resume = j + 1
+                return
+            if len(text) >= len(want):
+                return
+
+    def _longest_match(self, total: int) -> tuple[int, int] | None:
+        """(continuation position, n) of the latest occurrence of the longest n-gram ending the context."""
+        idx = self.index
         for n in range(idx.max_n, idx.min_n - 1, -1):
             if total < n:
                 continue
@@ -99,8 +175,8 @@ class LookupDrafter:
                 pos = idx.maps[n].get(h)
             if pos is None or pos >= total or self._slice(pos - n, pos) != key_tokens:
                 continue  # unseen, or a hash collision
-            return self._slice(pos, min(pos + k, total))
-        return []
+            return pos, n
+        return None
 
     def _slice(self, a: int, b: int) -> list[int]:
         """Tokens at global positions [a, b) of document prefix + tail."""

@@ -113,6 +113,7 @@ def generate(run: AnswerRun, params: AnswerParams) -> Iterator[TokenEvent]:
             stats.drafted_tokens += len(draft)
             stats.accepted_tokens += n_accepted
             window.observe(len(draft), n_accepted)
+            drafter.observe(n_accepted, result.tokens[-1])
             n_keep = n_past + 1 + n_accepted
             if n_accepted < len(draft):
                 n_keep = _rollback(run, n_keep, answer + result.tokens[:n_accepted])

@@ -66,7 +66,7 @@ def speculative(
     """The real answer loop (lookup drafts + verify) after the prompt; returns its tokens."""
     prompt.start(ctx)
     prefix, suffix = prompt.prefix, prompt.suffix
-    drafter = LookupDrafter(NgramIndex(prefix, 2, 4))
+    drafter = LookupDrafter(NgramIndex(prefix, 2, 4), ctx.model.piece, ctx.model.unspaced)
     drafter.extend(suffix.tolist())
     stats = AnswerStats()
     run = AnswerRun(ctx, ctx.model, drafter, len(prefix) + len(suffix), stats, time.perf_counter())

@@ -61,3 +61,66 @@ def test_propose_cost_does_not_grow_with_document(benchmark=None):
     d = LookupDrafter(NgramIndex(big, 2, 4))
     d.extend(big[1000:1003].tolist())
     assert d.propose(8) == big[1003:1011].tolist()
+
+
+# Whitespace-tolerant copying. Toy vocabulary: ids -> bytes; 10/11 are " of"/"of", 20 is "\n".
+PIECES = {
+    1: b" the",
+    2: b" bank",
+    3: b",",
+    4: b" and",
+    10: b" of",
+    11: b"of",
+    12: b" having",
+    20: b"\n",
+    21: b"bank",
+    30: b" nothing",
+    31: b" to",
+    40: b"\nconvers",
+    41: b"ations",
+    42: b" conversations",
+}
+
+
+def copy_drafter(doc: list[int], tail: list[int]) -> LookupDrafter:
+    d = LookupDrafter(
+        NgramIndex(np.array(doc, dtype=np.int32), 2, 3), PIECES.__getitem__, lambda t: {10: [11]}.get(t, [t])
+    )
+    d.extend(tail)
+    return d
+
+
+def test_copy_continues_after_a_substituted_token():
+    # doc "... the\nbank , and of having": the target wrote " bank" where the document has "\n" "bank".
+    d = copy_drafter([5, 1, 20, 21, 3, 4, 10, 12], [5, 1])
+    assert d.propose(6) == [20, 21, 3, 4, 10, 12]
+    d.observe(0, 2)  # nothing accepted; the target chose " bank" for "\n" + "bank"
+    d.extend([2])
+    assert d.propose(4) == [3, 4, 10, 12]  # resynchronised after "bank"
+
+
+def test_copy_after_the_target_writes_a_line_break_drops_the_leading_space():
+    d = copy_drafter([1, 2, 3, 4, 10, 12, 30], [1, 2])
+    assert d.propose(3) == [3, 4, 10]
+    d.observe(2, 20)  # accepted "," " and"; then the target wrote "\n" where the document has " of"
+    d.extend([3, 4, 20])
+    assert d.propose(3) == [11, 12, 30]  # "of" respelled without its space, then the rest
+
+
+def test_one_target_token_can_stand_for_several_document_tokens():
+    d = copy_drafter([5, 1, 40, 41, 3, 4, 30], [5, 1])
+    assert d.propose(2) == [40, 41]
+    d.observe(0, 42)  # " conversations" for "\nconvers" + "ations"
+    d.extend([42])
+    assert d.propose(2) == [3, 4]
+
+
+def test_two_empty_steps_end_the_copy():
+    d = copy_drafter([1, 2, 3, 4, 10, 12, 30, 31], [1, 2])
+    d.propose(2)
+    d.observe(0, 31)
+    d.extend([31])
+    d.propose(2)
+    d.observe(0, 31)
+    d.extend([31])
+    assert d.propose(2) == []  # no cursor, and the 2-gram (31, 31) never occurred
