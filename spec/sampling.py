@@ -53,7 +53,11 @@ class Sampler:
 
     def distribution(self, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Candidate ids and their probabilities after temperature, top-k and top-p (in that order,
-        as llama.cpp's default chain applies them)."""
+        as llama.cpp's default chain applies them).
+
+        No full-vocabulary sort: top-k uses ``argpartition``, and top-p sorts only the smallest head
+        of the distribution that holds mass >= p (found by doubling), which is exact.
+        """
         p = self.params
         logits = row.astype(np.float64) / p.temperature
         if 0 < p.top_k < len(logits):
@@ -61,11 +65,17 @@ class Sampler:
         else:
             ids = np.arange(len(logits))
         vals = logits[ids]
-        order = np.argsort(-vals, kind="stable")
-        ids, vals = ids[order], vals[order]
-        probs = np.exp(vals - vals[0])
+        probs = np.exp(vals - vals.max())
         probs /= probs.sum()
-        if p.top_p < 1.0:
-            keep = int(np.searchsorted(np.cumsum(probs), p.top_p)) + 1
-            ids, probs = ids[:keep], probs[:keep] / probs[:keep].sum()
-        return ids, probs
+        if p.top_p >= 1.0:
+            return ids, probs
+        m = min(64, len(probs))
+        while True:
+            head = np.argpartition(-probs, m - 1)[:m] if m < len(probs) else np.arange(len(probs))
+            head = head[np.argsort(-probs[head], kind="stable")]
+            cum = np.cumsum(probs[head])
+            if cum[-1] >= p.top_p or m == len(probs):
+                keep = min(int(np.searchsorted(cum, p.top_p)) + 1, m)
+                kept = probs[head[:keep]]
+                return ids[head[:keep]], kept / kept.sum()
+            m = min(2 * m, len(probs))

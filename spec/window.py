@@ -24,19 +24,32 @@ class FixedWindow:
 
 
 class AdaptiveWindow:
-    """Start at ``initial``; double (up to ``maximum``) after a fully accepted draft; after a
-    rejection, draft one more than was accepted, at least ``minimum``."""
+    """Start at ``initial``; double (up to ``maximum``) after a fully accepted draft; after a partial
+    rejection, draft one more than was accepted (at least ``minimum``). After a draft with nothing
+    accepted, stop drafting for 1, 2, 4 ... up to 16 steps (exponential back-off), so open-ended
+    answers, where lookup rarely helps, run at close to plain decoding speed."""
 
     def __init__(self, initial: int, minimum: int = 4, maximum: int = 16) -> None:
         self.k = initial
         self.minimum, self.maximum = minimum, maximum
+        self._misses = 0
+        self._pause = 0  # steps left without drafting
 
     def next(self) -> int:
+        if self._pause > 0:
+            self._pause -= 1
+            return 0
         return self.k
 
     def observe(self, n_drafted: int, n_accepted: int) -> None:
         if n_drafted == 0:
             return
+        if n_accepted == 0:
+            self._pause = min(16, 1 << self._misses)
+            self._misses += 1
+            self.k = self.minimum
+            return
+        self._misses = 0
         if n_accepted == n_drafted:
             self.k = min(self.maximum, max(self.k, 2 * n_drafted))
         else:

@@ -35,3 +35,16 @@ def test_seeded_sampling_is_reproducible_and_follows_the_distribution():
 def test_invalid_params_raise(bad):
     with pytest.raises(ValueError):
         SamplingParams(**bad)
+
+
+def test_top_p_over_a_large_vocabulary_matches_a_full_sort():
+    rng = np.random.default_rng(0)
+    row = (rng.standard_normal(262_144) * 3).astype(np.float32)
+    for top_p in (0.5, 0.9, 0.999):
+        ids, probs = Sampler(SamplingParams(temperature=0.7, top_p=top_p)).distribution(row)
+        full = np.exp((row.astype(np.float64) - row.max()) / 0.7)
+        full /= full.sum()
+        order = np.argsort(-full, kind="stable")
+        keep = int(np.searchsorted(np.cumsum(full[order]), top_p)) + 1
+        assert len(ids) == keep and set(ids.tolist()) == set(order[:keep].tolist())  # ties may swap order
+        assert probs.sum() == pytest.approx(1.0) and np.all(np.diff(probs) <= 1e-12)

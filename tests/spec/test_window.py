@@ -24,3 +24,18 @@ def test_adaptive_window_grows_and_shrinks():
     assert w.next() == 4
     w.observe(0, 0)  # no draft found: unchanged
     assert w.next() == 4
+
+
+def test_adaptive_window_backs_off_after_empty_drafts():
+    w = AdaptiveWindow(initial=8)
+    pauses = []
+    for _ in range(6):
+        w.observe(w.next(), 0)
+        steps = 0
+        while w.next() == 0:
+            steps += 1
+        pauses.append(steps)
+    assert pauses == [1, 2, 4, 8, 16, 16]
+    w.observe(4, 2)  # an accepted draft ends the back-off
+    w.observe(w.next(), 0)
+    assert [w.next() for _ in range(2)] == [0, 4]
