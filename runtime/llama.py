@@ -337,6 +337,10 @@ class Context:
         C.llama_memory_clear(self.mem, True)
 
     # -- state (llama_state_seq_*) ----------------------------------------------------------------
+    def state_size(self, seq_id: int = 0) -> int:
+        """Bytes :meth:`state_get` would return for ``seq_id``."""
+        return int(C.llama_state_seq_get_size(self.ptr, seq_id))
+
     def state_get(self, seq_id: int = 0) -> bytes:
         """The whole state of ``seq_id`` (KV cells, recurrent state) as bytes."""
         size = C.llama_state_seq_get_size(self.ptr, seq_id)

@@ -194,7 +194,7 @@ class Engine:
                 ctx.seq_rm(SEQ, 0)
                 return
             snapshot.save(ctx, SEQ, prefix, self.store.dir(doc.id))
-            self._remember(doc.id, prefix, ctx.state_get(SEQ))
+            self._remember(doc.id, prefix, self._state_for_ram())
             self._loaded = doc.id
             if self._is_deleted(doc.id):
                 return
@@ -320,9 +320,17 @@ class Engine:
         snapshot.load(ctx, SEQ, hot.prefix, self.store.dir(doc_id))
         if not self._holds_prefix(n):
             raise snapshot.SnapshotIncompatible("the restored state does not end at the document prefix")
-        self._remember(doc_id, hot.prefix, ctx.state_get(SEQ))
+        self._remember(doc_id, hot.prefix, self._state_for_ram())
         self._loaded = doc_id
         return hot
+
+    def _state_for_ram(self) -> bytes | None:
+        """SEQ's state bytes if they fit the RAM budget (checked before copying: a 139k-token state
+        of a 27B model is gigabytes)."""
+        assert self.ctx is not None
+        if self.ctx.state_size(SEQ) > self.settings.snapshot_ram_bytes:
+            return None
+        return self.ctx.state_get(SEQ)
 
     def _holds_prefix(self, n: int) -> bool:
         """SEQ ends at position n - 1 and still holds the cells the next token attends to."""

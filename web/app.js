@@ -333,9 +333,11 @@ async function ask() {
     max_tokens: numberInput('max-tokens', 256, (v) => parseInt(v, 10)),
     temperature: numberInput('temperature', 0, parseFloat),
     verify16: $('verify16').checked,
-    draft_tokens: numberInput('draft-tokens', 8, (v) => parseInt(v, 10)),
     stream: true,
   };
+  // Empty draft_tokens = let the server choose the window (adaptive); verify16 wins anyway.
+  const draft = parseInt($('draft-tokens').value, 10);
+  if (Number.isFinite(draft)) body.draft_tokens = draft;
 
   // One Text node receives every token: cheap appends, never parsed as HTML.
   const output = document.createTextNode('');

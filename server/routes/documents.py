@@ -10,7 +10,7 @@ from fastapi import APIRouter, File, Form, Response, UploadFile
 
 from ingest.errors import DocumentTooLong
 from ingest.extract import extract
-from ingest.store import FAILED, INGESTING, DocRecord, DuplicateDocument
+from ingest.store import FAILED, INGESTING, READY, DocRecord, DuplicateDocument
 from server.deps import EngineDep, SettingsDep, StoreDep
 from server.engine import Engine
 from server.errors import ApiError
@@ -20,7 +20,10 @@ router = APIRouter(prefix="/v1")
 
 
 def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
-    progress = 1.0 if doc.status != INGESTING else (engine.progress.get(doc.id, 0.0) if engine else 0.0)
+    if doc.status == INGESTING:
+        progress = engine.progress.get(doc.id, 0.0) if engine else 0.0
+    else:
+        progress = 1.0 if doc.status == READY else 0.0
     return DocumentPublic(
         id=doc.id,
         name=doc.name,
