@@ -76,6 +76,10 @@ class DocStore:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute(_SCHEMA)
 
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
     # -- rows -------------------------------------------------------------------------------------
     def create(self, *, name: str, sha256: str, kind: str, pages: int, tokens: int, chars: int) -> DocRecord:
         """Insert a new ``ingesting`` document; raise DuplicateDocument if the bytes are known."""

@@ -36,6 +36,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             await asyncio.to_thread(engine.stop)
+            store.close()
 
     app = FastAPI(title="docqa", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
