@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ingest.atomic import fsync_dir, write_atomic
 from runtime.llama import LLAMA_CPP_PYTHON_VERSION, Context
 
 FORMAT_VERSION = 1
@@ -87,23 +88,6 @@ class SnapshotMeta:
         return out
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def save(ctx: Context, seq_id: int, tokens: np.ndarray, directory: Path) -> SnapshotMeta:
     """Write ``seq_id``'s state (which must hold exactly ``tokens``) and its manifest to ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -114,8 +98,8 @@ def save(ctx: Context, seq_id: int, tokens: np.ndarray, directory: Path) -> Snap
     with tmp.open("rb+") as f:
         os.fsync(f.fileno())
     os.replace(tmp, directory / STATE_FILE)
-    _write_atomic(directory / META_FILE, json.dumps(asdict(meta), indent=1).encode())
-    _fsync_dir(directory)
+    write_atomic(directory / META_FILE, json.dumps(asdict(meta), indent=1).encode())
+    fsync_dir(directory)
     return meta
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ingest.atomic import write_atomic
 from ingest.extract import ExtractedText
 
 INGESTING, READY, FAILED = "ingesting", "ready", "failed"
@@ -139,9 +140,9 @@ class DocStore:
     def write_files(self, doc_id: str, upload: bytes, extracted: ExtractedText, prefix: np.ndarray) -> None:
         d = self.dir(doc_id)
         d.mkdir(parents=True, exist_ok=True)
-        _write_atomic(d / "upload.bin", upload)
+        write_atomic(d / "upload.bin", upload)
         text = {"text": extracted.text, "page_starts": extracted.page_starts, "kind": extracted.kind}
-        _write_atomic(d / "text.json", json.dumps(text, ensure_ascii=False).encode())
+        write_atomic(d / "text.json", json.dumps(text, ensure_ascii=False).encode())
         self.write_prefix(doc_id, prefix)
 
     def write_prefix(self, doc_id: str, prefix: np.ndarray) -> None:
@@ -162,12 +163,3 @@ class DocStore:
     def snapshot_bytes(self) -> int:
         """Bytes of all snapshot state files on disk."""
         return sum(p.stat().st_size for p in self.docs_dir.glob("*/state.bin"))
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
