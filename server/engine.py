@@ -212,7 +212,7 @@ class Engine:
         """Put a document in the RAM cache (LRU by state bytes)."""
         s = self.settings
         hot = self._hot.pop(doc_id, None)
-        if hot is None:
+        if hot is None or not np.array_equal(hot.prefix, prefix):  # new, or re-ingested with new tokens
             hot = HotDoc(prefix=prefix, index=NgramIndex(prefix, s.min_ngram, s.max_ngram), state=None)
         if state is not None and len(state) <= s.snapshot_ram_bytes:
             hot.state = state
