@@ -3,6 +3,9 @@
 Layout in a document's directory:
 * ``state.bin``: ``llama_state_seq_save_file`` output (the prefix token ids plus the sequence's KV
   cells; llama.cpp's own format, see notes §6).
+* ``mtp.bin`` + ``mtp_h.npy`` (models drafting with their MTP head): the MTP context's KV for the
+  prefix and the target hidden state of the last prefix token (the MTP's ``pending_h``), so a
+  restored document drafts exactly as a fresh one does.
 * ``state.json``: the manifest, :class:`SnapshotMeta`.
 
 Write order makes a crash harmless: the state goes to a temp file, is fsynced and renamed; only then
@@ -16,6 +19,7 @@ llama.cpp state files carry no model hash and depend on the KV cache types and f
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from dataclasses import asdict, dataclass, fields
@@ -28,6 +32,8 @@ from runtime.llama import LLAMA_CPP_PYTHON_VERSION, Context
 
 FORMAT_VERSION = 1
 STATE_FILE = "state.bin"
+MTP_FILE = "mtp.bin"
+MTP_H_FILE = "mtp_h.npy"
 META_FILE = "state.json"
 
 
@@ -55,9 +61,10 @@ class SnapshotMeta:
     swa_full: bool
     n_tokens: int
     tokens_sha256: str
+    mtp: bool = False  # holds the MTP context's part too
 
     @classmethod
-    def for_context(cls, ctx: Context, tokens: np.ndarray) -> SnapshotMeta:
+    def for_context(cls, ctx: Context, tokens: np.ndarray, mtp: bool = False) -> SnapshotMeta:
         cfg = ctx.config
         return cls(
             format_version=FORMAT_VERSION,
@@ -70,6 +77,7 @@ class SnapshotMeta:
             swa_full=cfg.swa_full,
             n_tokens=len(tokens),
             tokens_sha256=tokens_sha256(tokens),
+            mtp=mtp,
         )
 
     # Fields that must match for the state to load and mean the same thing. n_ctx and swa_full only
@@ -88,19 +96,38 @@ class SnapshotMeta:
         return out
 
 
-def save(ctx: Context, seq_id: int, tokens: np.ndarray, directory: Path) -> SnapshotMeta:
-    """Write ``seq_id``'s state (which must hold exactly ``tokens``) and its manifest to ``directory``."""
+def save(
+    ctx: Context,
+    seq_id: int,
+    tokens: np.ndarray,
+    directory: Path,
+    mtp: Context | None = None,
+    mtp_h: np.ndarray | None = None,
+) -> SnapshotMeta:
+    """Write ``seq_id``'s state (which must hold exactly ``tokens``) and its manifest to ``directory``;
+    with ``mtp``, also the MTP context's state for the same sequence and ``mtp_h`` [n_embd]."""
     directory.mkdir(parents=True, exist_ok=True)
-    meta = SnapshotMeta.for_context(ctx, tokens)
+    meta = SnapshotMeta.for_context(ctx, tokens, mtp=mtp is not None)
     (directory / META_FILE).unlink(missing_ok=True)  # from here on the directory holds no snapshot
-    tmp = directory / f".{STATE_FILE}.tmp"
-    ctx.state_save_file(tmp, seq_id, tokens)
-    with tmp.open("rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, directory / STATE_FILE)
+    _save_state(ctx, seq_id, tokens, directory / STATE_FILE)
+    if mtp is not None:
+        if mtp_h is None:
+            raise ValueError("an MTP snapshot needs the pending hidden state")
+        _save_state(mtp, seq_id, tokens, directory / MTP_FILE)
+        buf = io.BytesIO()
+        np.save(buf, np.asarray(mtp_h, dtype=np.float32))
+        write_atomic(directory / MTP_H_FILE, buf.getvalue())
     write_atomic(directory / META_FILE, json.dumps(asdict(meta), indent=1).encode())
     fsync_dir(directory)
     return meta
+
+
+def _save_state(ctx: Context, seq_id: int, tokens: np.ndarray, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    ctx.state_save_file(tmp, seq_id, tokens)
+    with tmp.open("rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def read_meta(directory: Path) -> SnapshotMeta:
@@ -110,7 +137,7 @@ def read_meta(directory: Path) -> SnapshotMeta:
         raise SnapshotMissing(f"no snapshot in {directory}")
     try:
         raw = json.loads(path.read_text())
-        return SnapshotMeta(**{f.name: raw[f.name] for f in fields(SnapshotMeta)})
+        return SnapshotMeta(**{f.name: raw[f.name] for f in fields(SnapshotMeta) if f.name in raw})
     except (ValueError, KeyError, TypeError) as exc:
         raise SnapshotMissing(f"unreadable snapshot manifest {path}: {exc}") from exc
 
@@ -125,19 +152,29 @@ def check(meta: SnapshotMeta, ctx: Context, tokens: np.ndarray) -> None:
         raise SnapshotIncompatible("; ".join(problems))
 
 
-def load(ctx: Context, seq_id: int, tokens: np.ndarray, directory: Path) -> SnapshotMeta:
+def load(
+    ctx: Context, seq_id: int, tokens: np.ndarray, directory: Path, mtp: Context | None = None
+) -> np.ndarray | None:
     """Load the snapshot into ``seq_id`` after checking its manifest; verify tokens and positions.
+    With ``mtp``, also load the MTP part into it and return the saved pending hidden state.
 
     Raises SnapshotMissing or SnapshotIncompatible; on any failure ``seq_id`` is left empty.
     """
     meta = read_meta(directory)
     check(meta, ctx, tokens)
+    if mtp is not None and not meta.mtp:
+        raise SnapshotIncompatible("the snapshot was made without the MTP head, which this server drafts with")
+    contexts = [(ctx, STATE_FILE)] + ([(mtp, MTP_FILE)] if mtp is not None else [])
     try:
-        stored = ctx.state_load_file(directory / STATE_FILE, seq_id, len(tokens))
+        for c, name in contexts:
+            stored = c.state_load_file(directory / name, seq_id, len(tokens))
+            if not np.array_equal(stored, tokens) or c.pos_max(seq_id) != len(tokens) - 1:
+                raise SnapshotIncompatible(f"{name} does not hold the document's prefix tokens")
+        mtp_h = np.load(directory / MTP_H_FILE) if mtp is not None else None
     except Exception as exc:
-        ctx.seq_rm(seq_id, 0)
+        for c, _ in contexts:
+            c.seq_rm(seq_id, 0)
+        if isinstance(exc, SnapshotIncompatible):
+            raise
         raise SnapshotIncompatible(f"llama.cpp refused the state file: {exc}") from exc
-    if not np.array_equal(stored, tokens) or ctx.pos_max(seq_id) != len(tokens) - 1:
-        ctx.seq_rm(seq_id, 0)
-        raise SnapshotIncompatible("the state file does not hold the document's prefix tokens")
-    return meta
+    return mtp_h

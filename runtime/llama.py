@@ -19,6 +19,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 from llama_cpp import llama_cpp as C
+from llama_cpp import llama_cpp_ext as X
 
 log = logging.getLogger("docqa.llama")
 
@@ -99,13 +100,16 @@ def model_fingerprint(path: Path) -> str:
 class Model:
     """A loaded GGUF model and its vocabulary. Tokenizer calls are read-only and thread-safe."""
 
-    def __init__(self, path: Path, n_gpu_layers: int = -1) -> None:
+    def __init__(self, path: Path, n_gpu_layers: int = -1, load_mtp: bool = False) -> None:
         _init_backend()
         self.path = Path(path)
         if not self.path.is_file():
             raise RuntimeError_(f"model file not found: {self.path}; set DOCQA_MODEL_PATH to a GGUF file")
         params = C.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
+        # MTP (nextn) tensors are skipped unless asked for; an MTP context on a model loaded without
+        # them aborts the process inside llama.cpp (notes §2.1), so this flag is remembered.
+        params.load_mtp = load_mtp
         self.ptr = C.llama_model_load_from_file(str(self.path).encode(), params)
         if not self.ptr:
             raise RuntimeError_(f"llama.cpp could not load {self.path}; is it a GGUF model file?")
@@ -121,6 +125,10 @@ class Model:
         C.llama_model_desc(self.ptr, buf, len(buf))
         self.description = buf.value.decode("utf-8", errors="replace")
         self.fingerprint = model_fingerprint(self.path)
+        self.n_embd: int = C.llama_model_n_embd(self.ptr)
+        self.n_layer_nextn: int = C.llama_model_n_layer_nextn(self.ptr)
+        self.mtp_loaded = load_mtp and self.n_layer_nextn > 0
+        self.is_recurrent = bool(C.llama_model_is_recurrent(self.ptr)) or bool(C.llama_model_is_hybrid(self.ptr))
         self._pieces: dict[int, bytes] = {}
         self._unspaced: dict[int, list[int]] = {}
 
@@ -202,6 +210,8 @@ class ContextConfig:
     flash_attn: str = "auto"
     swa_full: bool = False
     n_seq_max: int = 1
+    n_rs_seq: int = 0  # recurrent-state snapshots kept for rollback (hybrid models; notes §5)
+    mtp: bool = False  # an MTP draft context (LLAMA_CONTEXT_TYPE_MTP) instead of a target context
 
     def __post_init__(self) -> None:
         if self.type_k not in GGML_TYPES or self.type_v not in GGML_TYPES:
@@ -210,6 +220,9 @@ class ContextConfig:
             raise ValueError(f"flash_attn must be one of {sorted(FLASH_ATTN)}")
         if self.n_ubatch > self.n_batch:
             raise ValueError(f"n_ubatch ({self.n_ubatch}) must be <= n_batch ({self.n_batch})")
+        if self.n_rs_seq and self.n_ubatch <= self.n_rs_seq + 1:
+            # llama.cpp asserts n_ubatch > n_keep_tail (= n_rs_seq + 1) and aborts the process.
+            raise ValueError(f"n_ubatch ({self.n_ubatch}) must be > n_rs_seq + 1 ({self.n_rs_seq + 1})")
 
 
 class Context:
@@ -221,6 +234,10 @@ class Context:
     def __init__(self, model: Model, config: ContextConfig) -> None:
         self.model = model
         self.config = config
+        self.ptr = None
+        if config.mtp and not model.mtp_loaded:
+            # Guard: llama.cpp would hit GGML_ASSERT(eh_proj) and abort the whole process.
+            raise RuntimeError_(f"{model.path.name} has no MTP layers loaded; cannot create an MTP context")
         params = C.llama_context_default_params()
         params.n_ctx = config.n_ctx
         params.n_batch = config.n_batch
@@ -232,6 +249,8 @@ class Context:
         params.type_v = GGML_TYPES[config.type_v]
         params.flash_attn_type = FLASH_ATTN[config.flash_attn]
         params.swa_full = config.swa_full
+        params.n_rs_seq = config.n_rs_seq
+        params.ctx_type = 1 if config.mtp else 0  # LLAMA_CONTEXT_TYPE_MTP
         params.no_perf = True
         self.ptr = C.llama_init_from_model(model.ptr, params)
         if not self.ptr:
@@ -240,10 +259,19 @@ class Context:
                 "attention, and n_ctx must fit in memory"
             )
         self.n_ctx: int = C.llama_n_ctx(self.ptr)
+        self.n_rs_seq: int = C.llama_n_rs_seq(self.ptr)  # effective value (some archs clamp it to 0)
         self.mem = C.llama_get_memory(self.ptr)
         self.n_batch = config.n_batch
-        self._batch = C.llama_batch_init(self.n_batch, 0, 1)
+        self.n_embd = C.llama_model_n_embd_out(model.ptr)
+        # An MTP batch carries a token AND an embedding per row (notes §2.2): llama_batch_init with
+        # embd allocates only the embeddings, so the token array is ours (and detached before free).
+        self._batch = C.llama_batch_init(self.n_batch, self.n_embd if config.mtp else 0, 1)
         b = self._batch
+        self._embd = None
+        if config.mtp:
+            self._token_buf = np.zeros(self.n_batch, dtype=np.int32)
+            b.token = self._token_buf.ctypes.data_as(ctypes.POINTER(C.llama_token))
+            self._embd = np.ctypeslib.as_array(b.embd, shape=(self.n_batch, self.n_embd))
         # Zero-copy numpy views over the batch arrays, shape [n_batch] each.
         self._tokens = np.ctypeslib.as_array(b.token, shape=(self.n_batch,))
         self._pos = np.ctypeslib.as_array(b.pos, shape=(self.n_batch,))
@@ -254,14 +282,24 @@ class Context:
         for i in range(self.n_batch):
             b.seq_id[i][0] = 0
         self.n_outputs = 0
+        self.n_decoded = 0
 
     # -- decoding -------------------------------------------------------------------------------
-    def decode(self, tokens: Sequence[int] | np.ndarray, pos0: int, *, seq_id: int = 0, outputs: str = "last") -> int:
+    def decode(
+        self,
+        tokens: Sequence[int] | np.ndarray,
+        pos0: int,
+        *,
+        seq_id: int = 0,
+        outputs: str = "last",
+        embd: np.ndarray | None = None,
+    ) -> int:
         """Decode ``tokens`` at positions ``pos0..pos0+n-1`` of ``seq_id`` in one ``llama_decode``.
 
         ``outputs``: "last" (logits for the final row), "all" (one row per token, as a verify call
-        needs) or "none". Returns the number of logits rows; read them with :meth:`logits`.
-        Raises DecodeError on a non-zero return code.
+        needs) or "none". ``embd`` (MTP contexts only): float32 [n, n_embd], the target hidden
+        state paired with each token. Returns the number of logits rows; read them with
+        :meth:`logits`. Raises DecodeError on a non-zero return code.
         """
         n = len(tokens)
         if not 0 < n <= self.n_batch:
@@ -271,6 +309,10 @@ class Context:
                 self._batch.seq_id[i][0] = seq_id
             self._row_seq = seq_id
         self._tokens[:n] = tokens
+        if self._embd is not None:
+            if embd is None:
+                raise ValueError("an MTP context decodes tokens together with target hidden states")
+            self._embd[:n] = embd
         self._pos[:n] = np.arange(pos0, pos0 + n, dtype=np.int32)
         flags = self._logits_flags
         if outputs == "all":
@@ -288,7 +330,21 @@ class Context:
             self.n_outputs = 0
             raise DecodeError(rc, n)
         self.n_outputs = n_out
+        self.n_decoded = n
         return n_out
+
+    # -- MTP hidden states (llama-ext.h, bound in llama_cpp_ext) ----------------------------------
+    def export_hidden(self, masked: bool) -> None:
+        """Make each decode export nextn hidden states: every row (``masked=False``, the target
+        side) or only output rows (the MTP side)."""
+        X.llama_set_embeddings_nextn(self.ptr, True, masked)
+
+    def hidden(self) -> np.ndarray:
+        """Hidden states of the last decode, float32 [rows, n_embd] (a view until the next decode):
+        every batch row after ``export_hidden(masked=False)``, else the output rows."""
+        rows = self.n_decoded if not self.config.mtp else self.n_outputs
+        ptr = X.llama_get_embeddings_nextn(self.ptr)
+        return np.ctypeslib.as_array(ptr, shape=(rows, self.n_embd))
 
     def prefill(
         self,
@@ -298,11 +354,13 @@ class Context:
         seq_id: int = 0,
         on_progress: Callable[[int], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        on_chunk: Callable[[np.ndarray, int], None] | None = None,
     ) -> bool:
         """Decode ``tokens`` in ``n_batch`` chunks; logits only for the very last token.
 
-        ``on_progress(n_done)`` runs after each chunk. Returns False if ``should_stop()`` turned true
-        between chunks (the sequence then holds a partial prefix and must be cleared by the caller).
+        ``on_chunk(chunk, pos0)`` runs after each chunk's decode (the MTP catch-up), then
+        ``on_progress(n_done)``. Returns False if ``should_stop()`` turned true between chunks (the
+        sequence then holds a partial prefix and must be cleared by the caller).
         """
         n = len(tokens)
         for start in range(0, n, self.n_batch):
@@ -311,6 +369,8 @@ class Context:
             chunk = tokens[start : start + self.n_batch]
             last = start + len(chunk) >= n
             self.decode(chunk, pos0 + start, seq_id=seq_id, outputs="last" if last else "none")
+            if on_chunk is not None:
+                on_chunk(chunk, pos0 + start)
             if on_progress is not None:
                 on_progress(start + len(chunk))
         return True
@@ -379,6 +439,8 @@ class Context:
 
     def close(self) -> None:
         if self.ptr:
+            if self._embd is not None:
+                self._batch.token = ctypes.POINTER(C.llama_token)()  # ours, not llama.cpp's to free
             C.llama_batch_free(self._batch)
             C.llama_free(self.ptr)
             self.ptr = None

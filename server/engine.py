@@ -21,9 +21,10 @@ from ingest.store import FAILED, INGESTING, READY, DocStore
 from runtime.embedded import embedded_model_path
 from runtime.llama import Context, ContextConfig, Model
 from server.jobs import AnswerJob, IngestJob
-from server.settings import Settings
+from server.settings import MAX_WINDOW, Settings
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerRun, AnswerStats, generate
+from spec.mtp import MtpDrafter
 
 log = logging.getLogger("docqa.engine")
 SEQ = 0  # the sequence that holds the document in use
@@ -36,6 +37,12 @@ class HotDoc:
     prefix: np.ndarray  # int32 [n_prefix]
     index: NgramIndex
     state: bytes | None
+    mtp_state: bytes | None = None  # the MTP context's part (models drafting with MTP)
+    mtp_h: np.ndarray | None = None  # target hidden state of the last prefix token [n_embd]
+
+    @property
+    def ram_bytes(self) -> int:
+        return len(self.state or b"") + len(self.mtp_state or b"")
 
 
 class Engine:
@@ -44,6 +51,9 @@ class Engine:
         self.store = store
         self.model: Model | None = None
         self.ctx: Context | None = None
+        self.mtp_ctx: Context | None = None
+        self.mtp: MtpDrafter | None = None
+        self.max_window = MAX_WINDOW
         self.layout: PromptLayout | None = None
         self.load_error: str | None = None
         self.ready = threading.Event()
@@ -121,28 +131,50 @@ class Engine:
     def _load(self) -> None:
         s = self.settings
         path = s.model_path or embedded_model_path(s.data_dir)
-        self.model = Model(path, n_gpu_layers=s.n_gpu_layers)
-        self.ctx = Context(
-            self.model,
-            ContextConfig(
-                n_ctx=s.n_ctx,
-                n_batch=s.n_batch,
-                n_ubatch=s.n_ubatch,
-                n_threads=s.n_threads,
-                n_threads_batch=s.n_threads_batch or s.n_threads,
-                type_k=s.type_k,
-                type_v=s.type_v,
-                flash_attn=s.flash_attn,
-                swa_full=s.swa_full,
-            ),
+        model = self.model = Model(path, n_gpu_layers=s.n_gpu_layers, load_mtp=s.mtp != "off")
+        if s.mtp == "on" and not model.mtp_loaded:
+            raise RuntimeError(
+                f"DOCQA_MTP=on but {path.name} has no MTP layers (nextn_predict_layers is 0); use a GGUF "
+                "with MTP layers, or set DOCQA_MTP=auto (lookup drafts only) or off"
+            )
+        # Hybrid/recurrent models roll back through per-token recurrent snapshots: keep one per
+        # draft token of the widest window (notes §5).
+        n_rs_seq = (MAX_WINDOW if s.n_rs_seq is None else s.n_rs_seq) if model.is_recurrent else 0
+        config = ContextConfig(
+            n_ctx=s.n_ctx,
+            n_batch=s.n_batch,
+            n_ubatch=s.n_ubatch,
+            n_threads=s.n_threads,
+            n_threads_batch=s.n_threads_batch or s.n_threads,
+            type_k=s.type_k,
+            type_v=s.type_v,
+            flash_attn=s.flash_attn,
+            swa_full=s.swa_full,
+            n_rs_seq=n_rs_seq,
         )
-        self.layout = _layout_for(self.model)
+        self.ctx = Context(model, config)
+        if model.is_recurrent:
+            self.max_window = self.ctx.n_rs_seq  # the effective value: some architectures clamp it to 0
+        if model.mtp_loaded:
+            self.mtp_ctx = Context(model, replace(config, mtp=True, n_rs_seq=0))
+            self.mtp = MtpDrafter(self.ctx, self.mtp_ctx, SEQ)
+        self.layout = _layout_for(model)
         # A sliding-window cache without swa_full reuses the cells of the window as the answer grows,
-        # so truncating back to the prefix can leave holes (notes §5): restore instead.
-        self.can_truncate = self.model.n_swa == 0 or s.swa_full
-        log.info("model %s loaded (%s layout, n_ctx %d)", self.model.description, self.layout.kind, self.ctx.n_ctx)
+        # so truncating back to the prefix can leave holes (notes §5); a recurrent state cannot be
+        # truncated past n_rs_seq. Both restore the snapshot instead.
+        self.can_truncate = (model.n_swa == 0 or s.swa_full) and not model.is_recurrent
+        log.info(
+            "model %s loaded (%s layout, n_ctx %d, MTP %s, max window %d)",
+            model.description,
+            self.layout.kind,
+            self.ctx.n_ctx,
+            "on" if self.mtp else "off",
+            self.max_window,
+        )
 
     def _close(self) -> None:
+        if self.mtp_ctx is not None:
+            self.mtp_ctx.close()
         if self.ctx is not None:
             self.ctx.close()
         if self.model is not None:
@@ -180,21 +212,26 @@ class Engine:
         ctx = self.ctx
         try:
             prefix = self.store.read_prefix(doc.id)
-            self._loaded = None
-            ctx.seq_rm(SEQ, 0)
+            self._clear()
             n = len(prefix)
 
             def on_progress(done: int) -> None:
                 self.progress[doc.id] = done / n
 
             finished = ctx.prefill(
-                prefix, 0, seq_id=SEQ, on_progress=on_progress, should_stop=lambda: self._is_deleted(doc.id)
+                prefix,
+                0,
+                seq_id=SEQ,
+                on_progress=on_progress,
+                should_stop=lambda: self._is_deleted(doc.id),
+                on_chunk=self.mtp.process if self.mtp else None,
             )
             if not finished:
-                ctx.seq_rm(SEQ, 0)
+                self._clear()
                 return
-            snapshot.save(ctx, SEQ, prefix, self.store.dir(doc.id))
-            self._remember(doc.id, prefix, self._state_for_ram())
+            mtp_h = self.mtp.pending_h.copy() if self.mtp else None
+            snapshot.save(ctx, SEQ, prefix, self.store.dir(doc.id), self.mtp_ctx, mtp_h)
+            self._remember(doc.id, prefix, *self._states_for_ram(), mtp_h)
             self._loaded = doc.id
             if self._is_deleted(doc.id):
                 return
@@ -202,26 +239,41 @@ class Engine:
             log.info("ingested %s: %d tokens", doc.id, n)
         except Exception as exc:
             log.exception("ingestion of %s failed", doc.id)
-            ctx.seq_rm(SEQ, 0)
-            self._loaded = None
+            self._clear()
             self.store.set_status(doc.id, FAILED, f"prefill failed: {exc}")
         finally:
             self.progress.pop(doc.id, None)
 
-    def _remember(self, doc_id: str, prefix: np.ndarray, state: bytes | None) -> HotDoc:
+    def _clear(self) -> None:
+        """Empty SEQ in both contexts."""
+        assert self.ctx is not None
+        self._loaded = None
+        self.ctx.seq_rm(SEQ, 0)
+        if self.mtp is not None and self.mtp_ctx is not None:
+            self.mtp_ctx.seq_rm(SEQ, 0)
+            self.mtp.reset()
+
+    def _remember(
+        self,
+        doc_id: str,
+        prefix: np.ndarray,
+        state: bytes | None = None,
+        mtp_state: bytes | None = None,
+        mtp_h: np.ndarray | None = None,
+    ) -> HotDoc:
         """Put a document in the RAM cache (LRU by state bytes)."""
         s = self.settings
         hot = self._hot.pop(doc_id, None)
         if hot is None or not np.array_equal(hot.prefix, prefix):  # new, or re-ingested with new tokens
             hot = HotDoc(prefix=prefix, index=NgramIndex(prefix, s.min_ngram, s.max_ngram), state=None)
-        if state is not None and len(state) <= s.snapshot_ram_bytes:
-            hot.state = state
+        if state is not None and (self.mtp is None or mtp_state is not None):
+            hot.state, hot.mtp_state, hot.mtp_h = state, mtp_state, mtp_h
         self._hot[doc_id] = hot
-        total = sum(len(h.state) for h in self._hot.values() if h.state)
+        total = sum(h.ram_bytes for h in self._hot.values())
         for old_id, old in list(self._hot.items())[:-1]:
             if total <= s.snapshot_ram_bytes and len(self._hot) <= 64:
                 break
-            total -= len(old.state) if old.state else 0
+            total -= old.ram_bytes
             del self._hot[old_id]
         return hot
 
@@ -262,7 +314,8 @@ class Engine:
             return
         self._loaded = doc.id  # from here on SEQ holds prefix + question + answer
         stats = AnswerStats(prompt_tokens=len(suffix))
-        if not ctx.prefill(suffix, n_prefix, seq_id=SEQ, should_stop=job.cancelled.is_set):
+        catch_up = self.mtp.process if self.mtp else None
+        if not ctx.prefill(suffix, n_prefix, seq_id=SEQ, should_stop=job.cancelled.is_set, on_chunk=catch_up):
             return
         drafter = LookupDrafter(hot.index, model.piece, model.unspaced)
         drafter.extend(suffix.tolist())
@@ -274,7 +327,7 @@ class Engine:
             self._restore(doc.id)
             self._loaded = doc.id
             replay = np.concatenate([suffix, np.asarray(answer_tokens, dtype=np.int32)])
-            ctx.prefill(replay, n_prefix, seq_id=SEQ)
+            ctx.prefill(replay, n_prefix, seq_id=SEQ, on_chunk=catch_up)
             stats.prompt_tokens += len(replay)
             return n_prefix + len(replay)
 
@@ -286,6 +339,8 @@ class Engine:
             stats=stats,
             t_start=job.t_start,
             seq_id=SEQ,
+            mtp=self.mtp,
+            max_window=self.max_window,
             should_stop=job.cancelled.is_set,
             recover=recover,
         )
@@ -299,38 +354,55 @@ class Engine:
         job.emit("done", {})
 
     def _restore(self, doc_id: str) -> HotDoc:
-        """Bring SEQ to exactly the document prefix: truncate, else RAM state, else disk snapshot."""
+        """Bring SEQ to exactly the document prefix (in the MTP context too): truncate, else RAM
+        state, else disk snapshot."""
         assert self.ctx is not None
         ctx = self.ctx
         hot = self._hot.get(doc_id)
         if hot is None:
-            hot = self._remember(doc_id, self.store.read_prefix(doc_id), None)
+            hot = self._remember(doc_id, self.store.read_prefix(doc_id))
         else:
             self._hot.move_to_end(doc_id)
         n = len(hot.prefix)
         if self._loaded == doc_id and self.can_truncate and ctx.seq_rm(SEQ, n) and self._holds_prefix(n):
-            return hot
+            if self._restore_mtp_tail(hot, n):
+                return hot
         self._loaded = None
         if hot.state is not None:
             ctx.state_set(hot.state, SEQ)
-            if self._holds_prefix(n):
+            if self.mtp_ctx is not None and hot.mtp_state is not None:
+                self.mtp_ctx.state_set(hot.mtp_state, SEQ)
+            if self._holds_prefix(n) and self._restore_mtp_tail(hot, n):
                 self._loaded = doc_id
                 return hot
-            hot.state = None  # unusable; fall back to disk
-        snapshot.load(ctx, SEQ, hot.prefix, self.store.dir(doc_id))
+            hot.state = hot.mtp_state = None  # unusable; fall back to disk
+        mtp_h = snapshot.load(ctx, SEQ, hot.prefix, self.store.dir(doc_id), self.mtp_ctx)
         if not self._holds_prefix(n):
             raise snapshot.SnapshotIncompatible("the restored state does not end at the document prefix")
-        self._remember(doc_id, hot.prefix, self._state_for_ram())
+        self._remember(doc_id, hot.prefix, *self._states_for_ram(), mtp_h)
+        if self.mtp is not None:
+            self.mtp.reset(mtp_h)
         self._loaded = doc_id
         return hot
 
-    def _state_for_ram(self) -> bytes | None:
-        """SEQ's state bytes if they fit the RAM budget (checked before copying: a 139k-token state
-        of a 27B model is gigabytes)."""
+    def _restore_mtp_tail(self, hot: HotDoc, n: int) -> bool:
+        """After the target holds the prefix: the MTP context must end at n - 1 too, with the saved
+        pending hidden state."""
+        if self.mtp is None or self.mtp_ctx is None:
+            return True
+        if hot.mtp_h is None or not self.mtp_ctx.seq_rm(SEQ, n) or self.mtp_ctx.pos_max(SEQ) != n - 1:
+            return False
+        self.mtp.reset(hot.mtp_h)
+        return True
+
+    def _states_for_ram(self) -> tuple[bytes | None, bytes | None]:
+        """SEQ's state bytes (target, MTP) if they fit the RAM budget (checked before copying: a
+        139k-token state of a 27B model is gigabytes)."""
         assert self.ctx is not None
-        if self.ctx.state_size(SEQ) > self.settings.snapshot_ram_bytes:
-            return None
-        return self.ctx.state_get(SEQ)
+        size = self.ctx.state_size(SEQ) + (self.mtp_ctx.state_size(SEQ) if self.mtp_ctx else 0)
+        if size > self.settings.snapshot_ram_bytes:
+            return None, None
+        return self.ctx.state_get(SEQ), (self.mtp_ctx.state_get(SEQ) if self.mtp_ctx else None)
 
     def _holds_prefix(self, n: int) -> bool:
         """SEQ ends at position n - 1 and still holds the cells the next token attends to."""

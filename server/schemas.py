@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from server.settings import MAX_WINDOW
@@ -56,6 +58,7 @@ class AnswerRequest(BaseModel):
     stop: list[str] | None = Field(default=None, max_length=16)
     verify16: bool = False  # 16-token verification mode; wins over draft_tokens
     draft_tokens: int | None = Field(default=None, ge=0, le=MAX_WINDOW)  # 0 = no speculation
+    draft_source: Literal["both", "mtp", "lookup"] = "both"  # which drafters may fill the window
     stream: bool = False
 
 
@@ -68,6 +71,9 @@ class AnswerStatsPublic(BaseModel):
     accepted_tokens: int
     verify_steps: int
     finish_reason: str  # stop | length | cancelled
+    drafted_by_source: dict[str, int]  # {"mtp": n, "lookup": n}
+    accepted_by_source: dict[str, int]
+    mean_accepted_per_step: float  # accepted draft tokens per verify step
 
 
 class AnswerResponse(BaseModel):

@@ -43,6 +43,17 @@ class Settings(BaseSettings):
         default=False,
         description="Keep full-size sliding-window caches (lets answers be truncated instead of restored).",
     )
+    mtp: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="Draft with the model's MTP head: auto = when the GGUF has MTP layers; on = require them.",
+    )
+    mtp_draft_tokens: int = Field(default=2, ge=1, le=3, description="MTP draft tokens per verify step.")
+    n_rs_seq: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_WINDOW,
+        description="Recurrent-state snapshots for rollback on hybrid models (default: 16, the widest window).",
+    )
     answer_reserve: int = Field(
         default=1024, ge=16, description="Tokens kept free for the question and answer; documents get n_ctx - this."
     )

@@ -98,21 +98,24 @@ class LookupDrafter:
                 if end - n >= 0:
                     self.overlay[n][_hash(self._slice(end - n, end))] = end
 
-    def propose(self, k: int) -> list[int]:
+    def propose(self, k: int, after: list[int] | None = None) -> list[int]:
         """Up to ``k`` draft tokens (may be empty). Cost: O(max_n^2), independent of document length.
 
         Source choice: while the answer is copying (the last draft was at least partly accepted), keep
         copying from where that draft left off, past the document token(s) the target replaced (see
         :meth:`observe`), unless a full-length n-gram match points elsewhere. Otherwise continue the
         longest n-gram match, and fall back to the cursor only when there is none.
+
+        ``after``: tokens drafted by another source that will precede this draft in the same window
+        (MTP tokens); the match is then made on the context extended by them, without the cursor.
         """
         self._source, self._drafted = None, 0
         if k <= 0:
             return []
         total = self.base_len + len(self.tail)
-        match = self._longest_match(total)
+        match = self._longest_match(total, after or [])
         pos = match[0] if match else None
-        if self._resume is not None and self._resume < total:
+        if not after and self._resume is not None and self._resume < total:
             # A cursor that just produced accepted tokens beats a short n-gram match elsewhere; after a
             # miss it is only a fallback.
             if match is None or (self._misses == 0 and match[1] < self.index.max_n):
@@ -124,6 +127,19 @@ class LookupDrafter:
             draft = (self.unspaced(draft[0]) + draft[1:])[:k]
         self._source, self._drafted = pos, len(draft)
         return draft
+
+    def strong(self) -> bool:
+        """True when the next draft is likely good: the copy cursor is live, or the context ends with
+        a full-length (max_n) n-gram seen before."""
+        total = self.base_len + len(self.tail)
+        if self._resume is not None and self._misses == 0 and self._resume < total:
+            return True
+        match = self._longest_match(total, [])
+        return match is not None and match[1] >= self.index.max_n
+
+    def forget_cursor(self) -> None:
+        """The context moved on without this drafter's draft (another source's tokens were used)."""
+        self._resume, self._source, self._drafted, self._unspace_first = None, None, 0, False
 
     def observe(self, n_accepted: int, target_token: int) -> None:
         """Feedback after verification: ``n_accepted`` drafts were accepted, then the target chose
@@ -162,13 +178,17 @@ class LookupDrafter:
             if len(text) >= len(want):
                 return
 
-    def _longest_match(self, total: int) -> tuple[int, int] | None:
-        """(continuation position, n) of the latest occurrence of the longest n-gram ending the context."""
+    def _longest_match(self, total: int, after: list[int]) -> tuple[int, int] | None:
+        """(continuation position, n) of the latest occurrence of the longest n-gram ending the
+        context (extended by ``after``)."""
         idx = self.index
         for n in range(idx.max_n, idx.min_n - 1, -1):
-            if total < n:
+            if total + len(after) < n:
                 continue
-            key_tokens = self._slice(total - n, total)
+            if len(after) >= n:
+                key_tokens = after[len(after) - n :]
+            else:
+                key_tokens = self._slice(total - (n - len(after)), total) + after
             h = _hash(key_tokens)
             pos = self.overlay[n].get(h)
             if pos is None:

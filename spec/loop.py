@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from runtime.llama import Context, Model
+from spec.draft import DraftConfig, DraftPolicy
 from spec.lookup import LookupDrafter
+from spec.mtp import MtpDrafter
 from spec.sampling import Sampler, SamplingParams
 from spec.text import TextStream
 from spec.verify import verify
-from spec.window import AdaptiveWindow, FixedWindow, propose
 
 
 class RollbackFailed(Exception):
@@ -31,6 +32,8 @@ class AnswerParams:
     window: int | None  # draft tokens per verify step; None = adaptive; 0 = no speculation
     stops: tuple[str, ...] | None = None  # None: the prompt layout's default stop strings
     adaptive_initial: int = 8
+    sources: tuple[str, ...] = ("mtp", "lookup")  # drafters allowed to fill the window
+    n_mtp: int = 2  # MTP draft tokens per step
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -49,6 +52,9 @@ class AnswerStats:
     accepted_tokens: int = 0
     verify_steps: int = 0
     finish_reason: str = "stop"  # stop | length | cancelled
+    drafted_by_source: dict[str, int] = field(default_factory=dict)  # "mtp" / "lookup"
+    accepted_by_source: dict[str, int] = field(default_factory=dict)
+    mean_accepted_per_step: float = 0.0  # accepted draft tokens per verify step
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +70,13 @@ class AnswerRun:
 
     ctx: Context
     model: Model
-    drafter: LookupDrafter
+    drafter: LookupDrafter | None
     n_past: int  # position of the first answer token; the last decode left its logits row
     stats: AnswerStats
     t_start: float  # perf_counter() when the request arrived, for TTFT
     seq_id: int = 0
+    mtp: MtpDrafter | None = None  # the model's MTP head, when it has one and it is enabled
+    max_window: int = 16  # rollback limit of the context (n_rs_seq on hybrid models)
     should_stop: Callable[[], bool] = lambda: False
     # Rebuilds the sequence as document prefix + question + the given answer tokens (used when a
     # rollback fails); returns the new n_past.
@@ -83,7 +91,8 @@ def generate(run: AnswerRun, params: AnswerParams) -> Iterator[TokenEvent]:
     ctx, model, drafter, stats = run.ctx, run.model, run.drafter, run.stats
     sampler = Sampler(params.sampling)
     stream = TextStream(params.stops or ())
-    window = AdaptiveWindow(params.adaptive_initial) if params.window is None else FixedWindow(params.window)
+    config = DraftConfig(params.window, params.sources, params.n_mtp, params.adaptive_initial)
+    policy = DraftPolicy(config, drafter, run.mtp)
     answer: list[int] = []
     n_past = run.n_past
     decided = [sampler.choose(ctx.logits()[-1])]
@@ -105,18 +114,24 @@ def generate(run: AnswerRun, params: AnswerParams) -> Iterator[TokenEvent]:
             if room < 0:
                 stats.finish_reason = "length"
                 break
-            drafter.extend(decided)
-            draft = propose(drafter, window, room)
-            result = verify(ctx, sampler, answer[-1], draft, n_past, run.seq_id)
+            room = min(room, run.max_window)
+            if drafter is not None:
+                drafter.extend(decided)
+            last = answer[-1]
+            draft = policy.propose(last, n_past, room)
+            result = verify(ctx, sampler, last, draft.tokens, n_past, run.seq_id)
+            if run.mtp is not None:
+                run.mtp.process([last, *draft.tokens], n_past)
             n_accepted = result.n_accepted
             stats.verify_steps += 1
-            stats.drafted_tokens += len(draft)
+            stats.drafted_tokens += len(draft.tokens)
             stats.accepted_tokens += n_accepted
-            window.observe(len(draft), n_accepted)
-            drafter.observe(n_accepted, result.tokens[-1])
+            policy.observe(draft, n_accepted, result.tokens[-1])
             n_keep = n_past + 1 + n_accepted
-            if n_accepted < len(draft):
+            if n_accepted < len(draft.tokens):
                 n_keep = _rollback(run, n_keep, answer + result.tokens[:n_accepted])
+            if run.mtp is not None:
+                run.mtp.accept(n_keep)
             n_past = n_keep
             decided = result.tokens
         tail = stream.flush()
@@ -125,6 +140,10 @@ def generate(run: AnswerRun, params: AnswerParams) -> Iterator[TokenEvent]:
     finally:
         t_end = time.perf_counter()
         stats.completion_tokens = len(answer)
+        stats.drafted_by_source = dict(policy.stats.drafted)
+        stats.accepted_by_source = dict(policy.stats.accepted)
+        if stats.verify_steps:
+            stats.mean_accepted_per_step = stats.accepted_tokens / stats.verify_steps
         if len(answer) > 1 and t_end > t_first:
             stats.decode_tokens_per_s = (len(answer) - 1) / (t_end - t_first)
 

@@ -1,4 +1,4 @@
-"""How many draft tokens to verify per step.
+"""How many lookup draft tokens to verify per step in the default (adaptive) mode.
 
 A fixed window comes from the request (``draft_tokens``, or 16 for ``verify16``). Without one, the
 server adapts the window to recent acceptance, in the spirit of llama.cpp's ngram-map drafter, which
@@ -8,19 +8,6 @@ them are accepted.
 """
 
 from __future__ import annotations
-
-from spec.lookup import LookupDrafter
-
-
-class FixedWindow:
-    def __init__(self, k: int) -> None:
-        self.k = k
-
-    def next(self) -> int:
-        return self.k
-
-    def observe(self, n_drafted: int, n_accepted: int) -> None:
-        pass
 
 
 class AdaptiveWindow:
@@ -54,9 +41,3 @@ class AdaptiveWindow:
             self.k = min(self.maximum, max(self.k, 2 * n_drafted))
         else:
             self.k = max(self.minimum, min(self.maximum, n_accepted + 1))
-
-
-def propose(drafter: LookupDrafter, window: FixedWindow | AdaptiveWindow, limit: int) -> list[int]:
-    """Draft up to min(window, limit) tokens."""
-    k = min(window.next(), limit)
-    return drafter.propose(k) if k > 0 else []

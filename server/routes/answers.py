@@ -46,6 +46,8 @@ def answer_params(req: AnswerRequest, settings: Settings) -> AnswerParams:
             window=window,
             stops=tuple(req.stop) if req.stop is not None else None,
             adaptive_initial=max(1, settings.default_draft_tokens),
+            sources=("mtp", "lookup") if req.draft_source == "both" else (req.draft_source,),
+            n_mtp=settings.mtp_draft_tokens,
         )
     except ValueError as exc:
         raise ApiError(422, "invalid_request", str(exc)) from exc

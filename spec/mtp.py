@@ -1,0 +1,69 @@
+"""MTP drafting: the model's own multi-token-prediction (nextn) head in a second llama_context.
+
+Follows llama.cpp's ``common_speculative`` MTP driver (common/speculative.cpp; notes §2.2). The MTP
+context holds KV for the nextn layer only. Its entry at position ``p`` pairs the token ``x_p`` with
+the target's hidden state ``h_{p-1}`` and predicts ``x_{p+1}``; chaining its own output state drafts
+further tokens with the same head.
+
+Protocol per verify cycle (cursor invariant of spec/loop.py: ``pos`` = position of ``last``):
+1. :meth:`draft` decodes ``(last, pending_h)`` at ``pos`` and chains n single-token steps, then
+   removes those draft entries again.
+2. The target decodes ``[last, d_1..d_k]``; :meth:`process` feeds the same rows with the target's
+   true hidden states (this also runs after every prefill chunk).
+3. After acceptance, :meth:`accept` trims the MTP context to the kept positions and takes the
+   hidden state of the last kept token as the next ``pending_h``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.llama import Context
+
+
+class MtpDrafter:
+    def __init__(self, target: Context, mtp: Context, seq_id: int = 0) -> None:
+        if target.n_embd != mtp.n_embd:
+            raise ValueError(f"target and MTP hidden sizes differ ({target.n_embd} != {mtp.n_embd})")
+        self.target, self.mtp, self.seq_id = target, mtp, seq_id
+        target.export_hidden(masked=False)  # h for every target row
+        mtp.export_hidden(masked=True)  # h for the MTP's output rows, to chain drafts
+        self.pending_h = np.zeros(target.n_embd, dtype=np.float32)  # target h of the last decoded token
+        self._rows = np.zeros((0, target.n_embd), dtype=np.float32)  # target h of the last decode
+        self._rows_pos0 = 0
+
+    def reset(self, pending_h: np.ndarray | None = None) -> None:
+        """Start of a sequence (``None``: position 0) or a restored one (its saved ``pending_h``)."""
+        self.pending_h = np.zeros(self.target.n_embd, np.float32) if pending_h is None else pending_h.copy()
+        self._rows = self._rows[:0]
+
+    def process(self, tokens: np.ndarray | list[int], pos0: int) -> None:
+        """Catch up after a target decode of ``tokens`` at ``pos0..``: build MTP KV from the pairs
+        (x_p, h_{p-1}). No logits are computed (no LM head)."""
+        h = self.target.hidden()  # [n, n_embd], batch order
+        pairs = np.empty_like(h)
+        pairs[0] = self.pending_h
+        pairs[1:] = h[:-1]
+        self.mtp.decode(tokens, pos0, seq_id=self.seq_id, outputs="none", embd=pairs)
+        self._rows, self._rows_pos0 = h.copy(), pos0
+        self.pending_h = self._rows[-1]
+
+    def draft(self, last: int, pos: int, n: int) -> list[int]:
+        """Greedy top-1 drafts (deterministic, so sample-and-compare verification is exact)."""
+        out: list[int] = []
+        token, h = last, self.pending_h
+        for i in range(n):
+            self.mtp.decode([token], pos + i, seq_id=self.seq_id, outputs="all", embd=h[None, :])
+            token = int(self.mtp.logits()[0].argmax())
+            out.append(token)
+            h = self.mtp.hidden()[0].copy()
+        if n:
+            self.mtp.seq_rm(self.seq_id, pos)  # drafts were guesses; process() writes the true rows
+        return out
+
+    def accept(self, n_keep: int) -> None:
+        """The sequence now ends at position ``n_keep - 1``: trim the MTP KV to match."""
+        row = n_keep - 1 - self._rows_pos0
+        if 0 <= row < len(self._rows):
+            self.pending_h = self._rows[row].copy()
+        self.mtp.seq_rm(self.seq_id, n_keep)
