@@ -409,9 +409,11 @@ class Engine:
         assert self.ctx is not None and self.model is not None
         if self.ctx.pos_max(SEQ) != n - 1:
             return False
-        n_swa = self.model.n_swa
-        lowest_needed = max(0, n - n_swa + 1) if n_swa > 0 else 0
-        return 0 <= self.ctx.pos_min(SEQ) <= lowest_needed
+        pos_min = self.ctx.pos_min(SEQ)
+        if self.model.n_swa > 0:  # the sliding window must still reach back n_swa positions
+            return 0 <= pos_min <= max(0, n - self.model.n_swa + 1)
+        # A recurrent state reports only its last position; attention caches must start at 0.
+        return self.model.is_recurrent or pos_min == 0
 
 
 def _layout_for(model: Model) -> PromptLayout:

@@ -135,3 +135,11 @@ def sse_events(response) -> list[tuple[str, dict]]:
         elif line.startswith("data: "):
             events.append((kind, json.loads(line[len("data: ") :])))
     return events
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen35_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight qwen35 GGUF with one MTP layer (fixed seed, no downloads)."""
+    from tests.tiny_qwen35 import write_tiny_qwen35
+
+    return write_tiny_qwen35(tmp_path_factory.mktemp("tiny") / "tiny-qwen35-mtp.gguf", seed=0)

@@ -24,6 +24,8 @@ HEAD_DIM = 64
 N_HEAD, N_HEAD_KV = 2, 1
 SSM_CONV, SSM_STATE, SSM_GROUPS, SSM_DT_RANK = 4, 32, 2, 4
 SSM_INNER = SSM_STATE * SSM_DT_RANK  # value_dim
+EH_NOISE = 0.01  # MTP eh_proj = [I | 0] + noise: drafts track the bigram map, imperfectly
+GDN_OUT = 0.005  # Gated DeltaNet output projection scale: the trunk perturbation of the bigram map
 CONTROL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 MERGES = [
     "Ġ t",
@@ -131,7 +133,7 @@ def write_tiny_qwen35(path: Path, seed: int = 0, with_mtp: bool = True) -> Path:
             value = rng.standard_normal(shape) * scale if scale else np.ones(shape)
         w.add_tensor(name, np.ascontiguousarray(value, dtype=np.float32).reshape(shape))
 
-    small = 0.08
+    small = 0.02
     t("token_embd.weight", E, n_vocab, scale=1.0)
     t("output_norm.weight", E)
     t("output.weight", E, n_vocab, scale=1.0)
@@ -165,7 +167,7 @@ def write_tiny_qwen35(path: Path, seed: int = 0, with_mtp: bool = True) -> Path:
         t(f"blk.{il}.ssm_beta.weight", E, SSM_DT_RANK, scale=0.3)
         t(f"blk.{il}.ssm_alpha.weight", E, SSM_DT_RANK, scale=0.3)
         t(f"blk.{il}.ssm_norm.weight", SSM_STATE)
-        t(f"blk.{il}.ssm_out.weight", value_dim, E, scale=0.3)
+        t(f"blk.{il}.ssm_out.weight", value_dim, E, scale=GDN_OUT)
 
     if with_mtp:
         il = N_TRUNK
@@ -173,7 +175,7 @@ def write_tiny_qwen35(path: Path, seed: int = 0, with_mtp: bool = True) -> Path:
         attention(il)
         eh = np.zeros((E, 2 * E))  # numpy (out, in): h' = eh @ [enorm(e); hnorm(h)]
         eh[:, :E] = np.eye(E)
-        eh += rng.standard_normal(eh.shape) * 0.05
+        eh += rng.standard_normal(eh.shape) * EH_NOISE
         t(f"blk.{il}.nextn.eh_proj.weight", 2 * E, E, value=eh)
         t(f"blk.{il}.nextn.enorm.weight", E)
         t(f"blk.{il}.nextn.hnorm.weight", E)
