@@ -382,6 +382,13 @@ async function ask() {
   }
 }
 
+// "accepted/drafted" per draft source, e.g. "3/8 · 40/44".
+function bySource(s) {
+  const d = s.drafted_by_source || {};
+  const a = s.accepted_by_source || {};
+  return ['mtp', 'lookup'].map((k) => `${a[k] || 0}/${d[k] || 0}`).join(' · ');
+}
+
 function renderStats(s) {
   const drafted = Number(s.drafted_tokens) || 0;
   const accepted = Number(s.accepted_tokens) || 0;
@@ -395,6 +402,9 @@ function renderStats(s) {
     ['completion', 'Completion tokens', count(s.completion_tokens)],
     ['drafts', 'Drafted / accepted', `${drafted} / ${accepted}${rate}`],
     ['verify', 'Verify steps', count(s.verify_steps)],
+    ['per-step', 'Accepted / step', Number.isFinite(Number(s.mean_accepted_per_step))
+      ? Number(s.mean_accepted_per_step).toFixed(2) : '–'],
+    ['sources', 'MTP / lookup', bySource(s)],
     ['finish', 'Finish reason', show(s.finish_reason)],
   ];
   const nodes = [];
