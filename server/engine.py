@@ -22,12 +22,14 @@ from runtime.embedded import embedded_model_path
 from runtime.llama import Context, ContextConfig, Model
 from server.jobs import AnswerJob, IngestJob
 from server.settings import MAX_WINDOW, Settings
+from spec.cost import StepCosts, calibrate
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerRun, AnswerStats, generate
 from spec.mtp import MtpDrafter
 
 log = logging.getLogger("docqa.engine")
 SEQ = 0  # the sequence that holds the document in use
+_CALIBRATIONS: dict[tuple, StepCosts] = {}
 
 
 @dataclass(slots=True)
@@ -54,6 +56,7 @@ class Engine:
         self.mtp_ctx: Context | None = None
         self.mtp: MtpDrafter | None = None
         self.max_window = MAX_WINDOW
+        self.costs: StepCosts | None = None
         self.layout: PromptLayout | None = None
         self.load_error: str | None = None
         self.ready = threading.Event()
@@ -158,6 +161,7 @@ class Engine:
         if model.mtp_loaded:
             self.mtp_ctx = Context(model, replace(config, mtp=True, n_rs_seq=0))
             self.mtp = MtpDrafter(self.ctx, self.mtp_ctx, SEQ)
+        self.costs = self._calibrate()
         self.layout = _layout_for(model)
         # A sliding-window cache without swa_full reuses the cells of the window as the answer grows,
         # so truncating back to the prefix can leave holes (notes §5); a recurrent state cannot be
@@ -171,6 +175,33 @@ class Engine:
             "on" if self.mtp else "off",
             self.max_window,
         )
+
+    def _calibrate(self) -> StepCosts:
+        """Measure verify and MTP step costs on this hardware for the adaptive draft window."""
+        assert self.ctx is not None and self.model is not None
+        token = max(self.model.bos, 0)
+        mtp_step = None
+        if self.mtp_ctx is not None and self.mtp is not None:
+            mtp_ctx, zeros = self.mtp_ctx, np.zeros((1, self.mtp_ctx.n_embd), dtype=np.float32)
+
+            def mtp_step() -> None:
+                mtp_ctx.decode([token], 0, seq_id=SEQ, outputs="all", embd=zeros)
+                mtp_ctx.logits()[0].argmax()
+                mtp_ctx.hidden()[0].copy()
+                mtp_ctx.seq_rm(SEQ, 0)
+
+        cfg = self.ctx.config
+        key = (self.model.fingerprint, cfg.n_threads, cfg.type_k, cfg.type_v, cfg.flash_attn, mtp_step is not None)
+        costs = _CALIBRATIONS.get(key)
+        if costs is None:  # the same model and threads cost the same for the life of the process
+            costs = _CALIBRATIONS[key] = calibrate(self.ctx, token, mtp_step, repeats=3)
+        log.info(
+            "verify cost per step: %s ms (windows 0/1/4/16), MTP step %.2f ms",
+            "/".join(f"{costs.verify[k] * 1000:.1f}" for k in (0, 1, 4, 16)),
+            costs.mtp * 1000,
+        )
+        self._loaded = None
+        return costs
 
     def _close(self) -> None:
         if self.mtp_ctx is not None:
@@ -341,6 +372,7 @@ class Engine:
             seq_id=SEQ,
             mtp=self.mtp,
             max_window=self.max_window,
+            costs=self.costs,
             should_stop=job.cancelled.is_set,
             recover=recover,
         )

@@ -59,8 +59,11 @@ class Settings(BaseSettings):
     )
 
     # -- decoding ----------------------------------------------------------------------------
-    default_draft_tokens: int = Field(
-        default=8, ge=0, le=MAX_WINDOW, description="Draft window when a request names none (0 = no speculation)."
+    default_draft_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_WINDOW,
+        description="Draft window when a request names none: unset = adaptive (cost-calibrated), 0 = off.",
     )
     max_ngram: int = Field(default=4, ge=1, le=16, description="Longest n-gram the lookup drafter matches.")
     min_ngram: int = Field(default=2, ge=1, le=16, description="Shortest n-gram the lookup drafter accepts.")

@@ -4,9 +4,10 @@
   live copy cursor or a full-length n-gram), lookup fills the whole window; otherwise the MTP head
   drafts first (up to ``n_mtp`` tokens, where its acceptance is best) and lookup continues from the
   context extended by those tokens.
-* The default (adaptive) mode keeps an exponential moving average of each source's acceptance rate
-  and picks per step: lookup alone while it is copying, MTP (+ lookup extension) while MTP drafts get
-  accepted, and short or no drafts otherwise (see spec/window.py for the lookup window).
+* The default (adaptive) mode estimates each source's per-token acceptance from recent steps and,
+  with the verify costs measured on this machine (spec/cost.py), picks the plan with the most
+  expected tokens per second: no draft, k lookup tokens, or n MTP tokens (continued by lookup when
+  it matches). On open generation, where drafts fail, that falls back to short drafts or none.
 
 Per-source counters feed the answer's stats.
 """
@@ -15,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from spec.cost import AcceptanceRate, StepCosts, expected_accepted
 from spec.lookup import LookupDrafter
 from spec.mtp import MtpDrafter
-from spec.window import AdaptiveWindow
 
 SOURCES = ("mtp", "lookup")
 
@@ -27,7 +28,6 @@ class DraftConfig:
     window: int | None  # draft tokens per step; None = adaptive; 0 = no speculation
     sources: tuple[str, ...] = SOURCES
     n_mtp: int = 2  # MTP tokens per step (1..3; acceptance falls with depth, notes §2.2)
-    adaptive_initial: int = 8
 
     def __post_init__(self) -> None:
         if not set(self.sources) <= set(SOURCES) or not self.sources:
@@ -49,16 +49,29 @@ class SourceStats:
 
 
 class DraftPolicy:
-    EMA = 0.3  # weight of the newest step in each source's acceptance-rate average
+    """Proposes each step's draft. Fixed windows follow the request; the adaptive mode picks the plan
+    with the most expected tokens per second under :mod:`spec.cost`'s acceptance model."""
 
-    def __init__(self, config: DraftConfig, lookup: LookupDrafter | None, mtp: MtpDrafter | None) -> None:
+    PROBE_EVERY = 16  # adaptive mode: try a source again after this many steps without it
+
+    def __init__(
+        self,
+        config: DraftConfig,
+        lookup: LookupDrafter | None,
+        mtp: MtpDrafter | None,
+        costs: StepCosts | None = None,
+    ) -> None:
         self.config = config
         self.lookup = lookup if "lookup" in config.sources else None
         self.mtp = mtp if "mtp" in config.sources else None
-        self.window = AdaptiveWindow(config.adaptive_initial)
-        self.rate = dict.fromkeys(SOURCES, 0.5)
+        self.costs = costs or StepCosts.cpu_default()
+        # Per-token acceptance: MTP, and lookup split by match strength (a live copy cursor or a
+        # full-length n-gram is far more reliable than a short match).
+        # Priors lean optimistic so each source gets tried before the evidence decides.
+        self.rate = {"mtp": AcceptanceRate(0.6), "strong": AcceptanceRate(0.85), "weak": AcceptanceRate(0.4)}
         self.stats = SourceStats()
-        self._mtp_idle = 0  # adaptive mode: steps since MTP was last tried
+        self._lookup_kind = "weak"
+        self._idle = {"mtp": 0, "weak": 0}
 
     def propose(self, last: int, pos: int, limit: int) -> Draft:
         """Draft for the step whose first verify row is ``last`` at ``pos``; at most ``limit`` tokens."""
@@ -69,44 +82,58 @@ class DraftPolicy:
         if cfg.window is None:
             return self._adaptive(last, pos, k)
         if self.lookup is not None and (self.mtp is None or self.lookup.strong()):
+            self._lookup_kind = "strong" if self.lookup.strong() else "weak"
             return Draft(self.lookup.propose(k), 0)
         return self._mtp_then_lookup(last, pos, k, min(cfg.n_mtp, k))
 
     def _adaptive(self, last: int, pos: int, limit: int) -> Draft:
-        lookup_k = min(self.window.next(), limit)
-        if self.lookup is not None and lookup_k > 0 and (self.mtp is None or self.lookup.strong()):
-            return Draft(self.lookup.propose(lookup_k), 0)
+        verify = self.costs.verify
+        best_value, best = 1.0 / verify[0], ("none", 0)
+        candidate: list[int] = []
+        if self.lookup is not None:
+            self._lookup_kind = kind = "strong" if self.lookup.strong() else "weak"
+            candidate = self.lookup.propose(limit)
+            a = self.rate[kind].value
+            for k in range(1, len(candidate) + 1):
+                value = (1 + expected_accepted(a, k)) / verify[k]
+                if value > best_value:
+                    best_value, best = value, ("lookup", k)
         if self.mtp is not None:
-            n_mtp = self._mtp_length()
-            if n_mtp:
-                return self._mtp_then_lookup(last, pos, min(limit, n_mtp + lookup_k), min(n_mtp, limit))
-        if self.lookup is not None and lookup_k > 0:
-            return Draft(self.lookup.propose(lookup_k), 0)
+            a = self.rate["mtp"].value
+            for n in range(1, min(self.config.n_mtp, limit) + 1):
+                value = (1 + expected_accepted(a, n)) / (verify[n] + n * self.costs.mtp)
+                if value > best_value:
+                    best_value, best = value, ("mtp", n)
+        # Exploration: a source that has not drafted for a while gets one short probe, so its
+        # acceptance estimate can recover when the text changes (e.g. the answer starts quoting).
+        if best[0] == "none":
+            if self.mtp is not None and self._idle["mtp"] >= self.PROBE_EVERY:
+                best = ("mtp", 1)
+            elif candidate and self._idle["weak"] >= self.PROBE_EVERY:
+                best = ("lookup", min(4, len(candidate)))
+        plan, n = best
+        self._idle["mtp"] = 0 if plan == "mtp" else self._idle["mtp"] + 1
+        self._idle["weak"] = 0 if plan == "lookup" else self._idle["weak"] + 1
+        if plan == "lookup":
+            assert self.lookup is not None
+            self.lookup.keep_first(n)
+            return Draft(candidate[:n], 0)
+        if self.lookup is not None:
+            self.lookup.keep_first(0)
+        if plan == "mtp":
+            return self._mtp_then_lookup(last, pos, n, n)
         return Draft([], 0)
-
-    def _mtp_length(self) -> int:
-        """MTP draft length from its recent acceptance; re-probe now and then after backing off."""
-        rate = self.rate["mtp"]
-        n = self.config.n_mtp if rate >= 0.5 else 1 if rate >= 0.2 else 0
-        if n == 0:
-            self._mtp_idle += 1
-            if self._mtp_idle >= 16:
-                n = 1
-        if n:
-            self._mtp_idle = 0
-        return n
 
     def _mtp_then_lookup(self, last: int, pos: int, k: int, n_mtp: int) -> Draft:
         assert self.mtp is not None
         tokens = self.mtp.draft(last, pos, n_mtp)
         if self.lookup is not None and k > len(tokens):
+            self._lookup_kind = "weak"
             tokens = tokens + self.lookup.propose(k - len(tokens), after=tokens)
-        elif self.lookup is not None:
-            self.lookup.forget_cursor()
         return Draft(tokens, n_mtp)
 
     def observe(self, draft: Draft, n_accepted: int, target_token: int) -> None:
-        """Update per-source counters, acceptance averages, the lookup window and its cursor."""
+        """Update per-source counters and acceptance rates, and move the lookup cursor."""
         n_lookup = len(draft.tokens) - draft.n_mtp
         mtp_ok = min(n_accepted, draft.n_mtp)
         lookup_ok = max(0, n_accepted - draft.n_mtp)
@@ -115,14 +142,15 @@ class DraftPolicy:
         s.accepted["mtp"] += mtp_ok
         s.drafted["lookup"] += n_lookup
         s.accepted["lookup"] += lookup_ok
-        if draft.n_mtp:
-            self.rate["mtp"] += self.EMA * (mtp_ok / draft.n_mtp - self.rate["mtp"])
+        self.rate["mtp"].observe(draft.n_mtp, mtp_ok)
         reached_lookup = n_accepted >= draft.n_mtp
         if n_lookup and reached_lookup:
-            self.rate["lookup"] += self.EMA * (lookup_ok / n_lookup - self.rate["lookup"])
-            self.window.observe(n_lookup, lookup_ok)
-        if self.lookup is not None:
-            if n_lookup and reached_lookup:
-                self.lookup.observe(lookup_ok, target_token)
-            else:
-                self.lookup.forget_cursor()
+            self.rate[self._lookup_kind].observe(n_lookup, lookup_ok)
+        if self.lookup is None:
+            return
+        if n_lookup and reached_lookup:
+            self.lookup.observe(lookup_ok, target_token)
+        elif not draft.tokens:
+            self.lookup.advance(target_token)  # a plain step: the cursor survives if the text matched
+        else:
+            self.lookup.forget_cursor()

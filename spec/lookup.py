@@ -137,6 +137,21 @@ class LookupDrafter:
         match = self._longest_match(total, [])
         return match is not None and match[1] >= self.index.max_n
 
+    def keep_first(self, n: int) -> None:
+        """Only the first ``n`` tokens of the last proposal are verified."""
+        self._drafted = min(self._drafted, n)
+        if n == 0:
+            self._source = None
+
+    def advance(self, token: int) -> None:
+        """A step without a lookup draft emitted ``token``: keep the cursor if it was the next
+        document token."""
+        self._source, self._drafted = None, 0
+        if self._resume is not None and self._slice(self._resume, self._resume + 1) == [token]:
+            self._resume += 1
+        else:
+            self._resume = None
+
     def forget_cursor(self) -> None:
         """The context moved on without this drafter's draft (another source's tokens were used)."""
         self._resume, self._source, self._drafted, self._unspace_first = None, None, 0, False

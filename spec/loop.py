@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from runtime.llama import Context, Model
+from spec.cost import StepCosts
 from spec.draft import DraftConfig, DraftPolicy
 from spec.lookup import LookupDrafter
 from spec.mtp import MtpDrafter
@@ -31,7 +32,6 @@ class AnswerParams:
     sampling: SamplingParams
     window: int | None  # draft tokens per verify step; None = adaptive; 0 = no speculation
     stops: tuple[str, ...] | None = None  # None: the prompt layout's default stop strings
-    adaptive_initial: int = 8
     sources: tuple[str, ...] = ("mtp", "lookup")  # drafters allowed to fill the window
     n_mtp: int = 2  # MTP draft tokens per step
 
@@ -77,6 +77,7 @@ class AnswerRun:
     seq_id: int = 0
     mtp: MtpDrafter | None = None  # the model's MTP head, when it has one and it is enabled
     max_window: int = 16  # rollback limit of the context (n_rs_seq on hybrid models)
+    costs: StepCosts | None = None  # measured verify/MTP step costs, for the adaptive window
     should_stop: Callable[[], bool] = lambda: False
     # Rebuilds the sequence as document prefix + question + the given answer tokens (used when a
     # rollback fails); returns the new n_past.
@@ -91,8 +92,8 @@ def generate(run: AnswerRun, params: AnswerParams) -> Iterator[TokenEvent]:
     ctx, model, drafter, stats = run.ctx, run.model, run.drafter, run.stats
     sampler = Sampler(params.sampling)
     stream = TextStream(params.stops or ())
-    config = DraftConfig(params.window, params.sources, params.n_mtp, params.adaptive_initial)
-    policy = DraftPolicy(config, drafter, run.mtp)
+    config = DraftConfig(params.window, params.sources, params.n_mtp)
+    policy = DraftPolicy(config, drafter, run.mtp, run.costs)
     answer: list[int] = []
     n_past = run.n_past
     decided = [sampler.choose(ctx.logits()[-1])]

@@ -37,7 +37,7 @@ def answer_params(req: AnswerRequest, settings: Settings) -> AnswerParams:
     elif req.draft_tokens is not None:
         window = req.draft_tokens
     else:
-        window = None if settings.default_draft_tokens > 0 else 0
+        window = settings.default_draft_tokens  # None: adaptive
     try:
         sampling = SamplingParams(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=req.seed)
         return AnswerParams(
@@ -45,7 +45,6 @@ def answer_params(req: AnswerRequest, settings: Settings) -> AnswerParams:
             sampling=sampling,
             window=window,
             stops=tuple(req.stop) if req.stop is not None else None,
-            adaptive_initial=max(1, settings.default_draft_tokens),
             sources=("mtp", "lookup") if req.draft_source == "both" else (req.draft_source,),
             n_mtp=settings.mtp_draft_tokens,
         )

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from runtime.llama import Model, RuntimeError_
+from spec.cost import calibrate
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats, generate
 from spec.mtp import MtpDrafter
@@ -34,6 +35,14 @@ class Tiny:
         self.t = open_ctx(model, n_rs_seq=n_rs_seq, **cfg)
         self.d = open_ctx(model, mtp=True, **cfg)
         self.mtp = MtpDrafter(self.t, self.d)
+        zeros = np.zeros((1, self.d.n_embd), dtype=np.float32)
+
+        def mtp_step() -> None:
+            self.d.decode([0], 0, outputs="all", embd=zeros)
+            self.d.logits()[0].argmax()
+            self.d.seq_rm(0, 0)
+
+        self.costs = calibrate(self.t, 0, mtp_step, repeats=3)  # as the engine does at start-up
 
     def start(self, prompt: np.ndarray) -> None:
         self.t.clear()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from spec.sampling import Sampler, SamplingParams
-from spec.verify import verify
+from spec.verify import accept_greedy, verify
 from tests.helpers import open_ctx
 
 TEXT = (
@@ -87,3 +87,11 @@ def test_rollback_equals_fresh_decode(f16, n_accepted):
         assert after_rollback.argmax() == reference.argmax()
     ctx.close()
     fresh.close()
+
+
+def test_accept_greedy_table():
+    # choices[i] is the target's token after [last, d_1..d_i]
+    assert accept_greedy(np.array([4, 5, 6, 7]), [4, 5, 6]) == 3  # all accepted; choices[3] is the bonus
+    assert accept_greedy(np.array([4, 9, 6, 7]), [4, 5, 6]) == 1  # stop at the first disagreement
+    assert accept_greedy(np.array([1, 5, 6, 7]), [4, 5, 6]) == 0  # 0 accepted: emit choices[0]
+    assert accept_greedy(np.array([3]), []) == 0  # no draft: a plain decode step
