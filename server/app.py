@@ -7,12 +7,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from ingest.store import DocStore
+from ingest.worker import ExtractionWorker
 from server import errors
+from server.deps import require_api_key
 from server.engine import Engine
 from server.limits import UploadLimit
 from server.routes import answers, documents, health
@@ -31,10 +34,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = Engine(settings, store)
         app.state.store = store
         app.state.engine = engine
+        app.state.extractor = ExtractionWorker(settings.extract_timeout_s, settings.extract_memory_bytes)
         await asyncio.to_thread(engine.start)
         try:
             yield
         finally:
+            app.state.extractor.close()
             await asyncio.to_thread(engine.stop)
             store.close()
 
@@ -42,8 +47,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     errors.install(app)
     app.include_router(health.router)
-    app.include_router(documents.router)
-    app.include_router(answers.router)
+    guarded = [Depends(require_api_key)] if settings.api_key else []
+    app.include_router(documents.router, dependencies=guarded)
+    app.include_router(answers.router, dependencies=guarded)
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
 
     @app.get("/", include_in_schema=False)
@@ -51,4 +57,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return FileResponse(WEB_DIR / "index.html")
 
     app.add_middleware(UploadLimit, max_bytes=settings.max_upload_bytes)
+    if settings.cors_origins:  # off unless configured
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
+        )
     return app

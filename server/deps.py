@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from ingest.store import DocStore
+from ingest.worker import ExtractionWorker
 from server.engine import Engine
 from server.errors import ApiError
 from server.settings import Settings
@@ -27,6 +28,22 @@ def _engine(request: Request) -> Engine:
     return engine
 
 
+def require_api_key(request: Request) -> None:
+    """Bearer-token check for /v1 routes when DOCQA_API_KEY is set (constant-time comparison)."""
+    import hmac
+
+    expected = request.app.state.settings.api_key
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if not (scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), expected.encode())):
+        raise ApiError(401, "unauthorized", "this server needs an API key: send `Authorization: Bearer <key>`")
+
+
+def _extractor(request: Request):
+    return request.app.state.extractor
+
+
 SettingsDep = Annotated[Settings, Depends(_settings)]
 StoreDep = Annotated[DocStore, Depends(_store)]
 EngineDep = Annotated[Engine, Depends(_engine)]
+ExtractorDep = Annotated[ExtractionWorker, Depends(_extractor)]

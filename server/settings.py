@@ -79,6 +79,16 @@ class Settings(BaseSettings):
     host: str = Field(default="127.0.0.1", description="Bind address.")
     port: int = Field(default=8000, ge=1, le=65535, description="Bind port.")
     max_upload_bytes: int = Field(default=64 * 1024**2, ge=1, description="Largest accepted upload (bytes).")
+    api_key: str | None = Field(
+        default=None, description="When set, every /v1 route needs `Authorization: Bearer <key>`."
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list, description="Origins allowed by CORS (default: none, CORS off)."
+    )
+    extract_timeout_s: float = Field(default=60.0, gt=0, description="Wall-clock limit of one text extraction.")
+    extract_memory_bytes: int = Field(
+        default=1024**3, ge=64 * 1024**2, description="Address-space limit of the extraction worker process."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

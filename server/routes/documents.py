@@ -9,9 +9,8 @@ import hashlib
 from fastapi import APIRouter, File, Form, Response, UploadFile
 
 from ingest.errors import DocumentTooLong
-from ingest.extract import extract
 from ingest.store import FAILED, INGESTING, READY, DocRecord, DuplicateDocument
-from server.deps import EngineDep, SettingsDep, StoreDep
+from server.deps import EngineDep, ExtractorDep, SettingsDep, StoreDep
 from server.engine import Engine
 from server.errors import ApiError
 from server.schemas import DocumentCreated, DocumentList, DocumentPublic, DocumentText, PageSpan
@@ -55,6 +54,7 @@ async def upload(
     store: StoreDep,
     engine: EngineDep,
     settings: SettingsDep,
+    extractor: ExtractorDep,
     file: UploadFile = File(description="PDF, .txt or .md"),  # noqa: B008
     password: str | None = Form(default=None),
 ) -> DocumentCreated:
@@ -64,7 +64,7 @@ async def upload(
     if known is not None and known.status != FAILED:
         response.status_code = 200
         return DocumentCreated(id=known.id, name=known.name, status=known.status)
-    extracted = await asyncio.to_thread(extract, data, password or None)
+    extracted = await asyncio.to_thread(extractor.extract, data, password or None)
     prefix = await asyncio.to_thread(engine.document_prefix, extracted.text)
     if len(prefix) > settings.document_budget:
         raise DocumentTooLong(len(prefix), settings.document_budget)

@@ -1,0 +1,87 @@
+"""Text extraction in a separate, bounded process.
+
+A hostile PDF (a decompression bomb, a deep recursion, a page-tree cycle) must cost the server at
+most a 4xx: extraction runs in a spawned worker process with an address-space limit (RLIMIT_AS) and
+a wall-clock timeout. On a timeout or a crash the worker is killed and replaced; the server process
+never holds the inflated data.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import threading
+from concurrent.futures.process import BrokenProcessPool
+
+from ingest.errors import UnreadablePdf
+from ingest.extract import ExtractedText, extract
+
+
+def _limit_memory(max_bytes: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+
+
+def _extract_in_worker(data: bytes, password: str | None) -> ExtractedText:
+    try:
+        return extract(data, password)
+    except MemoryError as exc:
+        raise UnreadablePdf(
+            "the document needs more memory to extract than the limit allows (a decompression bomb?); "
+            "upload a smaller or repaired file"
+        ) from exc
+    except RecursionError as exc:
+        raise UnreadablePdf("the PDF's structure is nested too deeply to read; repair or re-export it") from exc
+
+
+class ExtractionWorker:
+    """One spawned worker process at a time; thread-safe."""
+
+    def __init__(self, timeout_s: float, memory_bytes: int) -> None:
+        self.timeout_s, self.memory_bytes = timeout_s, memory_bytes
+        self._lock = threading.Lock()
+        self._pool: cf.ProcessPoolExecutor | None = None
+
+    def _executor(self) -> cf.ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = cf.ProcessPoolExecutor(
+                    max_workers=1,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_limit_memory,
+                    initargs=(self.memory_bytes,),
+                )
+            return self._pool
+
+    def _discard(self, pool: cf.ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def extract(self, data: bytes, password: str | None = None) -> ExtractedText:
+        """As :func:`ingest.extract.extract`, bounded; raises UnreadablePdf on a timeout or crash."""
+        pool = self._executor()
+        future = pool.submit(_extract_in_worker, data, password)
+        try:
+            return future.result(timeout=self.timeout_s)
+        except cf.TimeoutError as exc:
+            self._discard(pool)
+            raise UnreadablePdf(
+                f"extracting the text took longer than {self.timeout_s:.0f} s (a decompression bomb or a "
+                "page-tree loop?); repair or re-export the file"
+            ) from exc
+        except BrokenProcessPool as exc:
+            self._discard(pool)
+            raise UnreadablePdf(
+                "the extraction worker ran out of memory or crashed on this file; repair or re-export it"
+            ) from exc
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
