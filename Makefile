@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.docqa-installed
 
-.PHONY: setup serve test test-slow lint clean
+.PHONY: setup serve test test-slow bench lint clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,12 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
+
+# Benchmarks against plain llama-cpp-python and llama.cpp's llama-server (builds them; ~35 min on 2 cores).
+bench: $(STAMP)
+	$(BIN)/pip install -e '.[test,bench]'
+	bash bench/setup.sh
+	$(BIN)/python -m bench.run
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

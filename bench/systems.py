@@ -261,8 +261,7 @@ class PlainLlamaCppPython:
 
     def reset(self) -> None:
         """Forget the cached prefix, so the next call is a cold prefill."""
-        self.llm.reset()
-        self.llm._ctx.memory_clear(True)
+        self.llm.reset()  # n_tokens = 0: no cached prefix to match
 
     def close(self) -> None:
         self.llm.close()
