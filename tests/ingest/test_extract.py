@@ -147,3 +147,43 @@ def test_type_comes_from_bytes_not_name():
 def test_whitespace_only_text_is_empty():
     with pytest.raises(EmptyDocument):
         extract(b"  \n\t \x07 ")
+
+
+def _pdf(objects: list[bytes]) -> bytes:
+    """A minimal PDF with a correct xref table from numbered object bodies."""
+    out, offsets = [b"%PDF-1.4\n"], []
+    for i, body in enumerate(objects, start=1):
+        offsets.append(sum(len(p) for p in out))
+        out.append(b"%d 0 obj\n%s\nendobj\n" % (i, body))
+    xref = sum(len(p) for p in out)
+    out.append(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    out += [b"%010d 00000 n \n" % o for o in offsets]
+    out.append(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
+    return b"".join(out)
+
+
+def test_page_tree_cycle_is_an_error_not_a_hang():
+    from ingest.worker import ExtractionWorker
+
+    # /Pages 2 lists itself as a kid: a cycle in the page tree.
+    data = _pdf([b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [2 0 R] /Count 1 >>"])
+    worker = ExtractionWorker(timeout_s=20, memory_bytes=512 * 1024**2)
+    try:
+        with pytest.raises((UnreadablePdf, NoTextLayer)):
+            worker.extract(data)
+    finally:
+        worker.close()
+
+
+def test_worker_timeout_and_memory_limit_become_unreadable_pdf(cases, manifest):
+    from ingest.worker import ExtractionWorker
+
+    bomb = (cases / manifest["BRK-10"]["path"]).read_bytes()
+    worker = ExtractionWorker(timeout_s=20, memory_bytes=128 * 1024**2)
+    try:
+        with pytest.raises(UnreadablePdf):
+            worker.extract(bomb)
+        # The worker is still usable afterwards.
+        assert "Lorem ipsum" in worker.extract((cases / manifest["PDF-01"]["path"]).read_bytes()).text
+    finally:
+        worker.close()

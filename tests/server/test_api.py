@@ -211,3 +211,36 @@ def test_injected_template_text_stays_text(server, cases, gemma):
         assert not any(gemma.is_control(int(t)) for t in ids)
         out = ask(client, doc["id"], "What is the replacement part number for valve V-12?", max_tokens=24)
         print(f"Gemma answer to INJ-01: {out['answer']!r}")
+
+
+def test_state01_alternating_documents_and_a_restart_give_identical_answers(server, cases, tmp_path):
+    """STATE-01: upload A, upload B, ask A, ask B, ask A again, restart, ask A."""
+    data = tmp_path / "state01"
+    q = {"question": QUOTE, "max_tokens": 24}
+    with server(data_dir=data) as client:
+        a = upload(client, cases / CRAZY)
+        b = upload(client, cases / "pdf/sample-files/001-trivial/minimal-document.pdf")
+        first_a = ask(client, a["id"], **q)["answer"]
+        first_b = ask(client, b["id"], **q)["answer"]
+        again_a = ask(client, a["id"], **q)["answer"]
+    with server(data_dir=data) as client:
+        restarted_a = ask(client, a["id"], **q)["answer"]
+    assert first_a == again_a == restarted_a
+    assert "Lorem" in first_b and "Lorem" not in first_a  # no cross-document leakage
+
+
+def test_kvq01_quantized_v_without_flash_attention_is_refused_at_startup(server):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="quantized V cache.*flash attention"):
+        with server(type_v="q8_0", flash_attn="off"):
+            pass
+
+
+def test_kvq01_quantized_kv_with_a_document_filling_the_context(server, cases):
+    with server(type_k="q8_0", type_v="q8_0", flash_attn="on", n_ctx=2048, answer_reserve=128) as client:
+        text = (cases / "text/gutenberg/alice-in-wonderland-pg11.txt").read_text(encoding="utf-8-sig")[:7000]
+        doc = upload(client, cases / CRAZY, name="alice.txt", data=text.encode())
+        assert 1700 < doc["tokens"] <= 2048 - 128
+        out = ask(client, doc["id"], "Who is Alice?", max_tokens=100, stop=[])
+        assert out["stats"]["completion_tokens"] >= 1  # runs to the end of the context, no abort
