@@ -7,6 +7,7 @@ restoring the snapshot (kept in RAM while the document is hot, else read from di
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
@@ -16,6 +17,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ingest import snapshot
+from ingest.atomic import write_atomic
 from ingest.prompt import PromptLayout, chat_layout, plain_layout
 from ingest.store import FAILED, INGESTING, READY, DocStore
 from runtime.embedded import embedded_model_path
@@ -29,7 +31,7 @@ from spec.mtp import MtpDrafter
 
 log = logging.getLogger("docqa.engine")
 SEQ = 0  # the sequence that holds the document in use
-_CALIBRATIONS: dict[tuple, StepCosts] = {}
+_CALIBRATIONS: dict[str, StepCosts] = {}
 
 
 @dataclass(slots=True)
@@ -191,10 +193,17 @@ class Engine:
                 mtp_ctx.seq_rm(SEQ, 0)
 
         cfg = self.ctx.config
-        key = (self.model.fingerprint, cfg.n_threads, cfg.type_k, cfg.type_v, cfg.flash_attn, mtp_step is not None)
-        costs = _CALIBRATIONS.get(key)
-        if costs is None:  # the same model and threads cost the same for the life of the process
-            costs = _CALIBRATIONS[key] = calibrate(self.ctx, token, mtp_step, repeats=3)
+        key = "/".join(
+            map(
+                str,
+                (self.model.fingerprint, cfg.n_threads, cfg.type_k, cfg.type_v, cfg.flash_attn, mtp_step is not None),
+            )
+        )
+        stored = self._stored_calibration(key)
+        costs = stored or _CALIBRATIONS.get(key) or calibrate(self.ctx, token, mtp_step, repeats=3)
+        if stored is None:
+            self._store_calibration(key, costs)
+        _CALIBRATIONS[key] = costs
         log.info(
             "verify cost per step: %s ms (windows 0/1/4/16), MTP step %.2f ms",
             "/".join(f"{costs.verify[k] * 1000:.1f}" for k in (0, 1, 4, 16)),
@@ -202,6 +211,26 @@ class Engine:
         )
         self._loaded = None
         return costs
+
+    # The measured costs are kept in the data directory: the same machine, model and threads cost the
+    # same after a restart, and reusing them keeps the adaptive window's choices, and so greedy answers
+    # on a quantized model (notes §14), the same across restarts.
+    def _stored_calibration(self, key: str) -> StepCosts | None:
+        path = self.settings.data_dir / "calibration.json"
+        try:
+            entry = json.loads(path.read_text()).get(key)
+            return StepCosts(tuple(entry["verify"]), entry["mtp"]) if entry else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _store_calibration(self, key: str, costs: StepCosts) -> None:
+        path = self.settings.data_dir / "calibration.json"
+        try:
+            table = json.loads(path.read_text()) if path.is_file() else {}
+        except ValueError:
+            table = {}
+        table[key] = {"verify": list(costs.verify), "mtp": costs.mtp}
+        write_atomic(path, json.dumps(table, indent=1).encode())
 
     def _close(self) -> None:
         if self.mtp_ctx is not None:

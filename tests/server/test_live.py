@@ -212,3 +212,14 @@ def test_api_key_guards_v1_and_cors_is_off(server, cases):
             "/v1/documents", headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"}
         )
         assert "access-control-allow-origin" not in preflight.headers
+
+
+def test_calibration_is_kept_across_restarts(live, tmp_path):
+    data = tmp_path / "calib"
+    server = live(data)
+    table = json.loads((data / "calibration.json").read_text())
+    server.stop()
+    live(data)
+    assert json.loads((data / "calibration.json").read_text()) == table  # reused, not measured again
+    (entry,) = table.values()
+    assert len(entry["verify"]) == 17 and entry["verify"][16] > entry["verify"][0] > 0
