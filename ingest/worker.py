@@ -17,10 +17,18 @@ from ingest.errors import UnreadablePdf
 from ingest.extract import ExtractedText, extract
 
 
-def _limit_memory(max_bytes: int) -> None:
+def _init_worker(max_bytes: int) -> None:
+    """Runs in the worker: cap its address space, and have the kernel kill it if the server dies
+    (SIGKILL included), so no orphaned worker outlives a crashed server (Linux prctl)."""
+    import ctypes
     import resource
+    import signal
+    import sys
 
     resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _extract_in_worker(data: bytes, password: str | None) -> ExtractedText:
@@ -49,7 +57,7 @@ class ExtractionWorker:
                 self._pool = cf.ProcessPoolExecutor(
                     max_workers=1,
                     mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_limit_memory,
+                    initializer=_init_worker,
                     initargs=(self.memory_bytes,),
                 )
             return self._pool
