@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from ingest.store import DocStore
@@ -18,6 +18,7 @@ from server import errors
 from server.deps import require_api_key
 from server.engine import Engine
 from server.limits import UploadLimit
+from server.metrics import CONTENT_TYPE, Metrics, RequestMetrics
 from server.routes import answers, documents, health
 from server.settings import Settings
 
@@ -36,6 +37,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.engine = engine
         app.state.extractor = ExtractionWorker(settings.extract_timeout_s, settings.extract_memory_bytes)
         await asyncio.to_thread(engine.start)
+        metrics.bind(engine, store)
         try:
             yield
         finally:
@@ -45,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="docqa", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
+    metrics = app.state.metrics = Metrics()
     errors.install(app)
     app.include_router(health.router)
     guarded = [Depends(require_api_key)] if settings.api_key else []
@@ -52,11 +55,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(answers.router, dependencies=guarded)
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
 
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:
         return FileResponse(WEB_DIR / "index.html")
 
     app.add_middleware(UploadLimit, max_bytes=settings.max_upload_bytes)
+    app.add_middleware(RequestMetrics, metrics=metrics)
     if settings.cors_origins:  # off unless configured
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]

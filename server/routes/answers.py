@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from ingest.store import FAILED, INGESTING
@@ -61,11 +61,13 @@ def _sse(kind: str, data: dict) -> str:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-async def _events(job: AnswerJob, first: tuple[str, dict]) -> AsyncIterator[str]:
+async def _events(job: AnswerJob, first: tuple[str, dict], metrics) -> AsyncIterator[str]:
     """SSE frames until done/error. Closing the generator (client gone) cancels the job."""
     try:
         kind, data = first
         while True:
+            if kind == "stats":
+                metrics.observe_answer(data)
             yield _sse(kind, data)
             if kind in ("done", "error"):
                 return
@@ -75,7 +77,9 @@ async def _events(job: AnswerJob, first: tuple[str, dict]) -> AsyncIterator[str]
 
 
 @router.post("/documents/{doc_id}/answers", response_model=AnswerResponse)
-async def answer(doc_id: str, req: AnswerRequest, store: StoreDep, engine: EngineDep, settings: SettingsDep):
+async def answer(
+    doc_id: str, req: AnswerRequest, request: Request, store: StoreDep, engine: EngineDep, settings: SettingsDep
+):
     doc = _get(store, doc_id)
     if doc.status == INGESTING:
         pct = engine.progress.get(doc.id, 0.0) * 100
@@ -95,7 +99,9 @@ async def answer(doc_id: str, req: AnswerRequest, store: StoreDep, engine: Engin
         raise
     if req.stream:
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return StreamingResponse(_events(job, first), media_type="text/event-stream", headers=headers)
+        return StreamingResponse(
+            _events(job, first, request.app.state.metrics), media_type="text/event-stream", headers=headers
+        )
     parts: list[str] = []
     stats: AnswerStatsPublic | None = None
     kind, data = first
@@ -105,6 +111,7 @@ async def answer(doc_id: str, req: AnswerRequest, store: StoreDep, engine: Engin
                 parts.append(data["text"])
             elif kind == "stats":
                 stats = AnswerStatsPublic(**data)
+                request.app.state.metrics.observe_answer(data)
             elif kind == "error":
                 _raise_engine_error(data)
             kind, data = await job.events.get()

@@ -1,0 +1,100 @@
+"""Prometheus metrics (prometheus-client), one registry per app so several apps can live in one
+process (tests). Exposed at GET /metrics in the text exposition format."""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("docqa_http_requests", "HTTP requests", ["route", "status"], registry=r)
+        self.latency = Histogram(
+            "docqa_http_request_seconds", "HTTP request latency (until the response starts)", ["route"], registry=r
+        )
+        self.ttft = Histogram(
+            "docqa_ttft_seconds",
+            "Time to first token of an answer",
+            buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=r,
+        )
+        self.decode_tps = Histogram(
+            "docqa_decode_tokens_per_second",
+            "Decode rate of each answer",
+            buckets=(5, 10, 20, 40, 60, 80, 120, 160, 240, 400),
+            registry=r,
+        )
+        self.completion_tokens = Counter("docqa_completion_tokens", "Tokens generated", registry=r)
+        self.drafted = Counter("docqa_draft_tokens", "Draft tokens verified", ["source"], registry=r)
+        self.accepted = Counter("docqa_accepted_draft_tokens", "Draft tokens accepted", ["source"], registry=r)
+        self.queue_depth = Gauge("docqa_engine_queue_depth", "Jobs waiting for the engine", registry=r)
+        self._engine = None
+        self._store = None
+        r.register(self)  # collect(): live values read at scrape time
+
+    def bind(self, engine, store) -> None:
+        self._engine, self._store = engine, store
+
+    def observe_answer(self, stats: dict) -> None:
+        self.ttft.observe(stats["ttft_ms"] / 1000)
+        if stats["completion_tokens"] > 1:
+            self.decode_tps.observe(stats["decode_tokens_per_s"])
+        self.completion_tokens.inc(stats["completion_tokens"])
+        for source, n in stats["drafted_by_source"].items():
+            self.drafted.labels(source).inc(n)
+            self.accepted.labels(source).inc(stats["accepted_by_source"].get(source, 0))
+
+    def collect(self):
+        """Values read at scrape time: ingest progress per document and snapshot bytes on disk."""
+        if self._engine is not None:
+            self.queue_depth.set(self._engine.queue_depth)
+            progress = GaugeMetricFamily("docqa_ingest_progress", "Prefill progress (0..1)", labels=["document"])
+            for doc_id, value in list(self._engine.progress.items()):
+                progress.add_metric([doc_id], value)
+            yield progress
+        if self._store is not None:
+            yield GaugeMetricFamily(
+                "docqa_snapshot_bytes", "Bytes of document snapshots on disk", value=self._store.snapshot_bytes()
+            )
+
+    def describe(self):
+        return []
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class RequestMetrics:
+    """ASGI middleware: count requests by route template and status, and time them."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        status = 500
+
+        async def timed_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                route = scope.get("route")
+                self.metrics.latency.labels(getattr(route, "path", "other")).observe(time.perf_counter() - t0)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, timed_send)
+        finally:
+            route = scope.get("route")
+            self.metrics.requests.labels(getattr(route, "path", "other"), str(status)).inc()
