@@ -130,7 +130,7 @@ def generate(run: AnswerRun, params: AnswerParams) -> Iterator[TokenEvent]:
             policy.observe(draft, n_accepted, result.tokens[-1])
             n_keep = n_past + 1 + n_accepted
             if n_accepted < len(draft.tokens):
-                n_keep = _rollback(run, n_keep, answer + result.tokens[:n_accepted])
+                n_keep = _rollback(run, n_keep, answer, result.tokens[:n_accepted])
             if run.mtp is not None:
                 run.mtp.accept(n_keep)
             n_past = n_keep
@@ -169,20 +169,21 @@ def _emit(
     return "".join(out), None, len(decided)
 
 
-def _rollback(run: AnswerRun, n_keep: int, kept_answer: list[int]) -> int:
+def _rollback(run: AnswerRun, n_keep: int, answer: list[int], accepted: list[int]) -> int:
     """Remove cells at positions >= n_keep; verify the sequence ends at n_keep - 1.
 
     ``seq_rm`` can return True and still leave the wrong state (a sliding-window cache, notes §5),
     so the position range is checked too. On failure the sequence is rebuilt through
-    ``run.recover`` from the document snapshot plus ``kept_answer`` (the answer tokens that must be
-    in the cache). Returns the position of the next token.
+    ``run.recover`` from the document snapshot plus ``answer + accepted`` (the answer tokens that must
+    be in the cache; joined only then, so a normal step does no work that grows with the answer).
+    Returns the position of the next token.
     """
     ctx = run.ctx
     if ctx.seq_rm(run.seq_id, n_keep) and ctx.pos_max(run.seq_id) == n_keep - 1:
         return n_keep
     if run.recover is None:
         raise RollbackFailed(f"could not roll back sequence {run.seq_id} to {n_keep} tokens")
-    n_past = run.recover(kept_answer)
+    n_past = run.recover(answer + accepted)
     if n_past != n_keep:
         raise RollbackFailed(f"recovery rebuilt {n_past} positions, expected {n_keep}")
     return n_past
