@@ -12,6 +12,7 @@ tokenized with it off, so ``<|im_start|>`` written inside a document stays plain
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,6 +24,8 @@ INSTRUCTION = (
 )
 _DOC_MARK = "\u0002DOCQA-DOCUMENT\u0003"
 _QUESTION_MARK = "\u0002DOCQA-QUESTION\u0003"
+_ANSWER_MARK = "\u0002DOCQA-ANSWER\u0003"
+_NEXT_MARK = "\u0002DOCQA-NEXT\u0003"
 
 # Plain layout for base models. The stop strings end an answer where the model would start
 # inventing the next question.
@@ -45,7 +48,8 @@ class Tokenizer(Protocol):
 class PromptLayout:
     """Scaffolding strings around the document and the question.
 
-    prefix = head + document + between;  suffix = question + tail.
+    prefix = head + document + between;  suffix = question + tail, or for a conversation
+    (question + tail + answer_lead + answer + next_turn) per earlier turn, then question + tail.
     """
 
     head: str
@@ -54,6 +58,16 @@ class PromptLayout:
     stops: tuple[str, ...]
     bos: bool  # prepend the BOS token id (when the rendered head does not carry it as text)
     kind: str  # "plain" | "chat"
+    next_turn: str | None = None  # scaffolding from an answer to the next question; None: turns are folded
+    answer_lead: str = ""  # text between the tail and an earlier answer (" " after the plain "Answer:")
+
+    def n_head(self, tok: Tokenizer) -> int:
+        """Number of prefix tokens before the document's first token."""
+        return int(self.bos) + len(tok.tokenize(self.head, parse_special=True))
+
+    def n_between(self, tok: Tokenizer) -> int:
+        """Number of prefix tokens after the document's last token."""
+        return len(tok.tokenize(self.between, parse_special=True))
 
     def document_prefix(self, tok: Tokenizer, document: str) -> np.ndarray:
         """Token ids of the fixed prefix, int32 shape [n]."""
@@ -65,9 +79,26 @@ class PromptLayout:
         ]
         return np.concatenate(parts).astype(np.int32)
 
-    def question_suffix(self, tok: Tokenizer, question: str) -> np.ndarray:
-        """Token ids of one question's suffix, int32 shape [n]."""
-        parts = [tok.tokenize(question, parse_special=False), tok.tokenize(self.tail, parse_special=True)]
+    def question_suffix(
+        self, tok: Tokenizer, question: str, history: Sequence[tuple[str, str]] = ()
+    ) -> np.ndarray:
+        """Token ids after the document prefix, int32 shape [n]: the earlier (question, answer) turns
+        of a conversation, if any, then ``question`` and the scaffolding the answer follows.
+
+        User and model text is tokenized with special-token parsing off; scaffolding with it on.
+        """
+        if history and self.next_turn is None:  # the template cannot render turns: fold them in
+            earlier = "".join(f"Earlier question: {q}\nEarlier answer: {a.strip()}\n\n" for q, a in history)
+            question, history = f"{earlier}Question: {question}", ()
+        parts = []
+        for q, a in history:
+            parts += [
+                tok.tokenize(q, parse_special=False),
+                tok.tokenize(self.tail, parse_special=True),
+                tok.tokenize(self.answer_lead + a.strip(), parse_special=False),
+                tok.tokenize(self.next_turn or "", parse_special=True),
+            ]
+        parts += [tok.tokenize(question, parse_special=False), tok.tokenize(self.tail, parse_special=True)]
         return np.concatenate(parts).astype(np.int32)
 
 
@@ -79,6 +110,8 @@ def plain_layout(add_bos: bool) -> PromptLayout:
         stops=PLAIN_STOPS,
         bos=add_bos,
         kind="plain",
+        next_turn=PLAIN_QUESTION,
+        answer_lead=" ",
     )
 
 
@@ -95,15 +128,47 @@ def chat_layout(template: str, bos_text: str, eos_text: str, add_bos: bool) -> P
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = raise_exception
     user = f"{INSTRUCTION}\n\n=== DOCUMENT ===\n{_DOC_MARK}{PLAIN_TAIL}\nQuestion: {_QUESTION_MARK}"
-    rendered = env.from_string(template).render(
-        messages=[{"role": "user", "content": user}],
-        add_generation_prompt=True,
-        bos_token=bos_text,
-        eos_token=eos_text,
-    )
+
+    def render(messages: list[dict]) -> str:
+        return env.from_string(template).render(
+            messages=messages, add_generation_prompt=True, bos_token=bos_text, eos_token=eos_text
+        )
+
+    rendered = render([{"role": "user", "content": user}])
     if rendered.count(_DOC_MARK) != 1 or rendered.count(_QUESTION_MARK) != 1:
         raise ValueError("the chat template does not keep the user message intact")
     head, rest = rendered.split(_DOC_MARK)
     between, tail = rest.split(_QUESTION_MARK)
     has_bos_text = bool(bos_text) and head.startswith(bos_text)
-    return PromptLayout(head=head, between=between, tail=tail, stops=(), bos=add_bos and not has_bos_text, kind="chat")
+    return PromptLayout(
+        head=head,
+        between=between,
+        tail=tail,
+        stops=(),
+        bos=add_bos and not has_bos_text,
+        kind="chat",
+        next_turn=_next_turn(render, user, head + _DOC_MARK + between + _QUESTION_MARK, tail),
+    )
+
+
+def _next_turn(render: Callable[[list[dict]], str], user: str, start: str, tail: str) -> str | None:
+    """The scaffolding between an assistant answer and the next user question, from a two-turn
+    render; None when the template renders earlier turns differently from the first (then
+    conversations are folded into one question)."""
+    try:
+        rendered = render(
+            [
+                {"role": "user", "content": user},
+                {"role": "assistant", "content": _ANSWER_MARK},
+                {"role": "user", "content": _NEXT_MARK},
+            ]
+        )
+    except Exception:
+        return None
+    if not rendered.startswith(start) or rendered.count(_ANSWER_MARK) != 1 or rendered.count(_NEXT_MARK) != 1:
+        return None
+    before_answer, rest = rendered[len(start) :].split(_ANSWER_MARK)
+    next_turn, after = rest.split(_NEXT_MARK)
+    if before_answer != tail or after != tail:
+        return None
+    return next_turn

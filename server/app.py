@@ -19,7 +19,7 @@ from server.deps import require_api_key
 from server.engine import Engine
 from server.limits import UploadLimit
 from server.metrics import CONTENT_TYPE, Metrics, RequestMetrics
-from server.routes import answers, documents, health
+from server.routes import answers, documents, health, openai
 from server.settings import Settings
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
@@ -53,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     guarded = [Depends(require_api_key)] if settings.api_key else []
     app.include_router(documents.router, dependencies=guarded)
     app.include_router(answers.router, dependencies=guarded)
+    app.include_router(openai.router, dependencies=guarded)
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
 
     @app.get("/metrics", include_in_schema=False)

@@ -24,6 +24,7 @@ from runtime.embedded import embedded_model_path
 from runtime.llama import Context, ContextConfig, Model
 from server.jobs import AnswerJob, IngestJob
 from server.settings import MAX_WINDOW, Settings
+from spec.cite import Citation, CitationIndex, TokenOffsets
 from spec.cost import StepCosts, calibrate
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerRun, AnswerStats, generate
@@ -43,6 +44,7 @@ class HotDoc:
     state: bytes | None
     mtp_state: bytes | None = None  # the MTP context's part (models drafting with MTP)
     mtp_h: np.ndarray | None = None  # target hidden state of the last prefix token [n_embd]
+    citations: tuple[CitationIndex, TokenOffsets] | None = None  # built at the first answer
 
     @property
     def ram_bytes(self) -> int:
@@ -364,7 +366,7 @@ class Engine:
             )
             return
         n_prefix = len(hot.prefix)
-        suffix = self.layout.question_suffix(model, job.question)
+        suffix = self.layout.question_suffix(model, job.question, job.history)
         if n_prefix + len(suffix) + 1 > ctx.n_ctx:
             job.fail(
                 "question_too_long",
@@ -373,7 +375,7 @@ class Engine:
             )
             return
         self._loaded = doc.id  # from here on SEQ holds prefix + question + answer
-        stats = AnswerStats(prompt_tokens=len(suffix))
+        stats = AnswerStats(prompt_tokens=len(suffix), cached_tokens=n_prefix)
         catch_up = self.mtp.process if self.mtp else None
         if not ctx.prefill(suffix, n_prefix, seq_id=SEQ, should_stop=job.cancelled.is_set, on_chunk=catch_up):
             return
@@ -408,11 +410,27 @@ class Engine:
         params = job.params
         if params.stops is None:
             params = replace(params, stops=self.layout.stops)
+        parts: list[str] = []
         for event in generate(run, params):
             if event.text:
+                parts.append(event.text)
                 job.emit("token", {"text": event.text})
+        citations = self._cite(doc.id, hot, "".join(parts), drafter.copied)
+        job.emit("citations", {"citations": [c.as_dict() for c in citations]})
         job.emit("stats", asdict(stats))
         job.emit("done", {})
+
+    def _cite(self, doc_id: str, hot: HotDoc, answer: str, copied: list[tuple[int, int]]) -> list[Citation]:
+        """Document spans the answer quotes (spec.cite), from accepted lookup copies and n-gram matches."""
+        assert self.model is not None and self.layout is not None
+        if hot.citations is None:
+            extracted = self.store.read_text(doc_id)
+            n_head, n_between = self.layout.n_head(self.model), self.layout.n_between(self.model)
+            n_doc = len(hot.prefix) - n_head - n_between
+            offsets = TokenOffsets(hot.prefix, n_head, n_doc, extracted.text, self.model.piece)
+            hot.citations = CitationIndex(extracted.text, extracted.page_starts), offsets
+        index, offsets = hot.citations
+        return index.cite(answer, [offsets.chars(a, b) for a, b in copied])
 
     def _restore(self, doc_id: str) -> HotDoc:
         """Bring SEQ to exactly the document prefix (in the MTP context too): truncate, else RAM

@@ -21,12 +21,17 @@ class IngestJob:
 
 @dataclass(eq=False)
 class AnswerJob:
-    """One question. Events: ("token", {"text"}), ("stats", {...}), ("done", {}), ("error", {...})."""
+    """One question. Events: ("token", {"text"}), ("citations", {"citations": [...]}), ("stats", {...}),
+    ("done", {}), ("error", {...}).
+
+    ``history``: earlier (question, answer) turns of a conversation about the same document.
+    """
 
     doc_id: str
     question: str
     params: AnswerParams
     loop: asyncio.AbstractEventLoop
+    history: tuple[tuple[str, str], ...] = ()
     t_start: float = field(default_factory=time.perf_counter)
     cancelled: threading.Event = field(default_factory=threading.Event)
     events: asyncio.Queue[tuple[str, dict[str, Any]]] = field(default_factory=asyncio.Queue)

@@ -64,6 +64,7 @@ class AnswerRequest(BaseModel):
 
 class AnswerStatsPublic(BaseModel):
     prompt_tokens: int  # tokens evaluated for this answer (question suffix, plus any replay)
+    cached_tokens: int  # document prefix tokens reused from the saved state (not prefilled again)
     completion_tokens: int
     ttft_ms: float
     decode_tokens_per_s: float
@@ -76,6 +77,18 @@ class AnswerStatsPublic(BaseModel):
     mean_accepted_per_step: float  # accepted draft tokens per verify step
 
 
+class CitationPublic(BaseModel):
+    """A document span the answer quotes."""
+
+    start: int  # character offsets into the document text (GET /v1/documents/{id}/text), [start, end)
+    end: int
+    page: int  # 1-based page of `start`
+    page_end: int  # 1-based page of the last cited character
+    text: str
+    source: str  # lookup (accepted copied drafts) | match (answer n-grams) | lookup+match
+
+
 class AnswerResponse(BaseModel):
     answer: str
+    citations: list[CitationPublic]
     stats: AnswerStatsPublic

@@ -87,6 +87,8 @@ class LookupDrafter:
         self._resume: int | None = None
         self._unspace_first = False  # the target just wrote a line break/space itself
         self._misses = 0
+        # Document token ranges [a, b) copied by accepted drafts, in order (for citations).
+        self.copied: list[tuple[int, int]] = []
 
     def extend(self, tokens: Iterable[int]) -> None:
         """Append decided tokens; register the n-grams that now have a continuation."""
@@ -170,6 +172,8 @@ class LookupDrafter:
         if self._source is None or self._drafted == 0:
             return
         self._misses = self._misses + 1 if n_accepted == 0 else 0
+        if n_accepted and self._source < self.base_len:
+            self._record_copy(self._source, min(self._source + n_accepted, self.base_len))
         if self._misses >= 2:
             self._resume = None
             return
@@ -192,6 +196,12 @@ class LookupDrafter:
                 return
             if len(text) >= len(want):
                 return
+
+    def _record_copy(self, a: int, b: int) -> None:
+        if self.copied and self.copied[-1][1] <= a <= self.copied[-1][1] + 2:  # the copy went on
+            self.copied[-1] = (self.copied[-1][0], b)
+        else:
+            self.copied.append((a, b))
 
     def _longest_match(self, total: int, after: list[int]) -> tuple[int, int] | None:
         """(continuation position, n) of the latest occurrence of the longest n-gram ending the

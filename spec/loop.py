@@ -44,7 +44,8 @@ class AnswerParams:
 
 @dataclass(slots=True)
 class AnswerStats:
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # tokens prefilled for this answer (question suffix, plus any replay)
+    cached_tokens: int = 0  # document prefix tokens reused from the saved state, not prefilled
     completion_tokens: int = 0
     ttft_ms: float = 0.0
     decode_tokens_per_s: float = 0.0

@@ -5,16 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from ingest.store import FAILED, INGESTING
+from ingest.store import FAILED, INGESTING, DocRecord
 from server.deps import EngineDep, SettingsDep, StoreDep
+from server.engine import Engine
 from server.errors import ApiError
 from server.jobs import AnswerJob
 from server.routes.documents import _get
-from server.schemas import AnswerRequest, AnswerResponse, AnswerStatsPublic
+from server.schemas import AnswerRequest, AnswerResponse, AnswerStatsPublic, CitationPublic
 from server.settings import MAX_WINDOW, Settings
 from spec.loop import AnswerParams
 from spec.sampling import SamplingParams
@@ -81,14 +83,31 @@ async def answer(
     doc_id: str, req: AnswerRequest, request: Request, store: StoreDep, engine: EngineDep, settings: SettingsDep
 ):
     doc = _get(store, doc_id)
+    check_answerable(doc, engine)
+    job = AnswerJob(
+        doc_id=doc.id, question=req.question, params=answer_params(req, settings), loop=asyncio.get_running_loop()
+    )
+    first = await start(engine, job)
+    if req.stream:
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(
+            _events(job, first, request.app.state.metrics), media_type="text/event-stream", headers=headers
+        )
+    answer = await collect(job, first, request.app.state.metrics)
+    return AnswerResponse(answer=answer.text, citations=answer.citations, stats=answer.stats)
+
+
+def check_answerable(doc: DocRecord, engine: Engine) -> None:
+    """Raise a 409 naming the reason when ``doc`` cannot be asked about yet (or at all)."""
     if doc.status == INGESTING:
         pct = engine.progress.get(doc.id, 0.0) * 100
         raise ApiError(409, "document_ingesting", f"document {doc.id} is still being ingested ({pct:.0f}%); retry soon")
     if doc.status == FAILED:
         raise ApiError(409, "document_failed", f"document {doc.id} failed to ingest: {doc.error}; upload it again")
-    job = AnswerJob(
-        doc_id=doc.id, question=req.question, params=answer_params(req, settings), loop=asyncio.get_running_loop()
-    )
+
+
+async def start(engine: Engine, job: AnswerJob) -> tuple[str, dict]:
+    """Queue ``job`` and wait for its first event; an engine error becomes an ApiError."""
     engine.submit_answer(job)
     try:
         first = await job.events.get()
@@ -97,21 +116,31 @@ async def answer(
     except BaseException:
         job.cancel()
         raise
-    if req.stream:
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return StreamingResponse(
-            _events(job, first, request.app.state.metrics), media_type="text/event-stream", headers=headers
-        )
+    return first
+
+
+@dataclass
+class Collected:
+    text: str
+    citations: list[CitationPublic]
+    stats: AnswerStatsPublic
+
+
+async def collect(job: AnswerJob, first: tuple[str, dict], metrics) -> Collected:
+    """Read a started job's events to the end: the whole answer, its citations and stats."""
     parts: list[str] = []
+    citations: list[CitationPublic] = []
     stats: AnswerStatsPublic | None = None
     kind, data = first
     try:
         while kind != "done":
             if kind == "token":
                 parts.append(data["text"])
+            elif kind == "citations":
+                citations = [CitationPublic(**c) for c in data["citations"]]
             elif kind == "stats":
                 stats = AnswerStatsPublic(**data)
-                request.app.state.metrics.observe_answer(data)
+                metrics.observe_answer(data)
             elif kind == "error":
                 _raise_engine_error(data)
             kind, data = await job.events.get()
@@ -119,4 +148,4 @@ async def answer(
         job.cancel()
     if stats is None:
         raise ApiError(500, "engine_error", "the engine finished without stats")
-    return AnswerResponse(answer="".join(parts), stats=stats)
+    return Collected("".join(parts), citations, stats)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -69,3 +71,30 @@ def test_chat_template_is_split_around_document_and_question(smollm):
 def test_unrenderable_template_raises_value_error():
     with pytest.raises(ValueError):
         chat_layout("{{ raise_exception('no') }}", "", "", False)
+
+
+def test_conversation_turns_follow_the_chat_template(smollm):
+    layout = _smol_layout(smollm)
+    assert layout.next_turn == "<|im_end|>\n<|im_start|>user\n"
+    suffix = layout.question_suffix(smollm, "And the colour?", [("What is the part number?", " KX-5521 ")])
+    text = b"".join(
+        smollm.token_text(int(t)).encode() if smollm.is_control(int(t)) else smollm.piece(int(t)) for t in suffix
+    ).decode()
+    expected = (
+        "What is the part number?<|im_end|>\n<|im_start|>assistant\nKX-5521<|im_end|>\n<|im_start|>user\n"
+        "And the colour?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert text == expected
+    # An earlier answer that spells a control marker stays text.
+    injected = layout.question_suffix(smollm, "q", [("q0", INJECTION)])
+    scaffold = smollm.tokenize(layout.tail + layout.next_turn + layout.tail, parse_special=True)
+    assert len(_controls(smollm, injected)) == len(_controls(smollm, scaffold))
+
+
+def test_plain_conversation_and_folded_fallback(gemma):
+    layout = plain_layout(gemma.add_bos)
+    text = gemma.detokenize(layout.question_suffix(gemma, "Q2?", [("Q1?", " A1.")]).tolist())
+    assert text == "Q1?\nAnswer: A1.\nQuestion: Q2?\nAnswer:"
+    folded = replace(layout, next_turn=None)
+    text = gemma.detokenize(folded.question_suffix(gemma, "Q2?", [("Q1?", "A1.")]).tolist())
+    assert text == "Earlier question: Q1?\nEarlier answer: A1.\n\nQuestion: Q2?\nAnswer:"

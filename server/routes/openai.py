@@ -1,0 +1,282 @@
+"""OpenAI-compatible chat: ``POST /v1/chat/completions`` (JSON or SSE) and ``GET /v1/models``.
+
+Follows the OpenAI Chat Completions API (https://platform.openai.com/docs/api-reference/chat) closely
+enough for the official ``openai`` client to work unchanged. The conversation is about one loaded
+document, named by the extra body field ``document_id`` or by ``model`` (``doc:<id>``, the bare id, or
+the document's file name when it is unique). The document's saved state is reused for every turn:
+only the conversation after the document is prefilled, and ``usage.prompt_tokens_details.
+cached_tokens`` counts the document tokens that were not.
+
+Differences, by design:
+
+* ``temperature`` defaults to the server's greedy decoding (0), not 1.
+* ``n`` must be 1; tools, logprobs and response formats are not supported (422).
+* System and developer messages are placed at the start of the first user turn, after the document:
+  the document prefix is fixed, so nothing can precede it without prefilling it again.
+* Extra response fields: ``citations`` (the document spans the answer quotes; in the final chunk when
+  streaming) and ``docqa`` (the answer's decoding statistics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from ingest.store import DocRecord, DocStore
+from server.deps import EngineDep, SettingsDep, StoreDep
+from server.errors import ApiError
+from server.jobs import AnswerJob
+from server.routes.answers import answer_params, check_answerable, collect, start
+from server.schemas import AnswerRequest
+from server.settings import MAX_WINDOW
+
+router = APIRouter(prefix="/v1")
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = None
+
+    def text(self) -> str:
+        if self.content is None or isinstance(self.content, str):
+            return self.content or ""
+        if any(p.type != "text" for p in self.content):
+            kinds = sorted({p.type for p in self.content} - {"text"})
+            raise ApiError(422, "invalid_request", f"only text content is supported, not {', '.join(kinds)}")
+        return "".join(p.text or "" for p in self.content)
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    """The subset of the OpenAI request that docqa honours; unknown fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field(max_length=300)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
+    document_id: str | None = None  # docqa: the document the conversation is about
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(default=None, ge=1, le=32768)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=32768)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    seed: int | None = Field(default=None, ge=0, lt=2**63)
+    stop: str | list[str] | None = None
+    n: int = 1
+    tools: list | None = None
+    logprobs: bool | None = None
+    # docqa's speculative-decoding controls, as in POST /v1/documents/{id}/answers
+    verify16: bool = False
+    draft_tokens: int | None = Field(default=None, ge=0, le=MAX_WINDOW)
+    draft_source: Literal["both", "mtp", "lookup"] = "both"
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: str = "model"
+    created: int
+    owned_by: str = "docqa"
+    name: str  # docqa: the document's file name
+    status: str
+
+
+class ModelList(BaseModel):
+    object: str = "list"
+    data: list[ModelCard]
+
+
+@router.get("/models", response_model=ModelList)
+async def models(store: StoreDep) -> ModelList:
+    """Every loaded document as a model id ``doc:<id>``."""
+    cards = [
+        ModelCard(id=f"doc:{d.id}", created=int(d.created_at), name=d.name, status=d.status) for d in store.list()
+    ]
+    return ModelList(data=cards)
+
+
+def resolve_document(store: DocStore, req: ChatCompletionRequest) -> DocRecord:
+    """The document a request names: ``document_id``, else ``model`` as ``doc:<id>``, an id or a file name."""
+    if req.document_id is not None:
+        doc = store.get(req.document_id) if req.document_id.isalnum() else None
+        if doc is None:
+            raise ApiError(404, "document_not_found", f"no document with id {req.document_id!r}; see GET /v1/models")
+        return doc
+    name = req.model.removeprefix("doc:")
+    doc = store.get(name) if name.isalnum() else None
+    if doc is not None:
+        return doc
+    named = [d for d in store.list() if d.name == req.model]
+    if len(named) == 1:
+        return named[0]
+    if len(named) > 1:
+        ids = ", ".join(f"doc:{d.id}" for d in named)
+        raise ApiError(400, "ambiguous_model", f"{len(named)} documents are named {req.model!r}; use one of {ids}")
+    raise ApiError(
+        400,
+        "document_required",
+        f"model {req.model!r} names no loaded document: pass the extra body field document_id, or use "
+        "model 'doc:<id>' (GET /v1/models lists them)",
+    )
+
+
+def conversation(messages: list[ChatMessage]) -> tuple[tuple[tuple[str, str], ...], str]:
+    """Messages -> (earlier (question, answer) turns, the question to answer now).
+
+    Raises ApiError(422) unless the conversation ends with a user message.
+    """
+    system: list[str] = []
+    turns: list[list[str]] = []  # [question, answer]
+    for m in messages:
+        if m.role == "tool":
+            raise ApiError(422, "invalid_request", "tool messages are not supported")
+        text = m.text()
+        if m.role in ("system", "developer"):
+            system.append(text)
+        elif m.role == "user":
+            if turns and not turns[-1][1]:
+                turns[-1][0] += "\n\n" + text
+            else:
+                turns.append([text, ""])
+        elif turns:
+            turns[-1][1] += ("\n\n" if turns[-1][1] else "") + text
+        else:
+            raise ApiError(422, "invalid_request", "the conversation starts with an assistant message")
+    if not turns or turns[-1][1]:
+        raise ApiError(422, "invalid_request", "the last message must be a user message (the question)")
+    if system:
+        turns[0][0] = "\n\n".join([*system, turns[0][0]])
+    if not turns[-1][0].strip():
+        raise ApiError(422, "invalid_request", "the question (last user message) is empty")
+    return tuple((q, a) for q, a in turns[:-1]), turns[-1][0]
+
+
+def _answer_request(req: ChatCompletionRequest, question: str) -> AnswerRequest:
+    if req.n != 1:
+        raise ApiError(422, "invalid_request", "n must be 1")
+    if req.tools or req.logprobs:
+        raise ApiError(422, "invalid_request", "tools and logprobs are not supported")
+    stop = [req.stop] if isinstance(req.stop, str) else req.stop
+    fields = {
+        "question": question[:20000],
+        "max_tokens": req.max_completion_tokens or req.max_tokens,
+        "temperature": req.temperature if req.temperature is not None else 0.0,
+        "top_p": req.top_p if req.top_p is not None else 1.0,
+        "seed": req.seed,
+        "stop": stop,
+        "verify16": req.verify16,
+        "draft_tokens": req.draft_tokens,
+        "draft_source": req.draft_source,
+    }
+    try:
+        return AnswerRequest(**fields)
+    except ValueError as exc:
+        raise ApiError(422, "invalid_request", str(exc)) from exc
+
+
+def _usage(stats: dict) -> dict:
+    prompt = stats["prompt_tokens"] + stats["cached_tokens"]
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": stats["completion_tokens"],
+        "total_tokens": prompt + stats["completion_tokens"],
+        "prompt_tokens_details": {"cached_tokens": stats["cached_tokens"]},
+    }
+
+
+def _finish(reason: str) -> str:
+    return "length" if reason == "length" else "stop"
+
+
+@router.post("/chat/completions")
+async def chat_completions(
+    req: ChatCompletionRequest, request: Request, store: StoreDep, engine: EngineDep, settings: SettingsDep
+):
+    doc = resolve_document(store, req)
+    check_answerable(doc, engine)
+    history, question = conversation(req.messages)
+    params = answer_params(_answer_request(req, question), settings)
+    job = AnswerJob(doc.id, question, params, asyncio.get_running_loop(), history=history)
+    first = await start(engine, job)
+    metrics = request.app.state.metrics
+    base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": req.model}
+    if req.stream:
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        return StreamingResponse(
+            _chunks(job, first, base, include_usage, metrics),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+    answer = await collect(job, first, metrics)
+    stats = answer.stats.model_dump()
+    return {
+        **base,
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": answer.text},
+                "finish_reason": _finish(answer.stats.finish_reason),
+                "logprobs": None,
+            }
+        ],
+        "usage": _usage(stats),
+        "citations": [c.model_dump() for c in answer.citations],
+        "docqa": stats,
+    }
+
+
+def _data(payload: dict | str) -> str:
+    text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return f"data: {text}\n\n"
+
+
+async def _chunks(
+    job: AnswerJob, first: tuple[str, dict], base: dict, include_usage: bool, metrics
+) -> AsyncIterator[str]:
+    """chat.completion.chunk frames, then ``[DONE]``. Closing the generator (client gone) cancels the job."""
+    chunk = {**base, "object": "chat.completion.chunk"}
+
+    def delta(d: dict, finish: str | None = None, **extra) -> str:
+        return _data({**chunk, "choices": [{"index": 0, "delta": d, "finish_reason": finish}], **extra})
+
+    try:
+        yield delta({"role": "assistant", "content": ""})
+        citations: list[dict] = []
+        kind, data = first
+        while kind != "done":
+            if kind == "token":
+                yield delta({"content": data["text"]})
+            elif kind == "citations":
+                citations = data["citations"]
+            elif kind == "stats":
+                metrics.observe_answer(data)
+                yield delta({}, _finish(data["finish_reason"]), citations=citations, docqa=data)
+                if include_usage:
+                    yield _data({**chunk, "choices": [], "usage": _usage(data)})
+            elif kind == "error":  # the openai client raises APIError on an `error` payload
+                yield _data({"error": data["error"]})
+                return
+            kind, data = await job.events.get()
+        yield _data("[DONE]")
+    finally:
+        job.cancel()
