@@ -10,6 +10,8 @@ const state = {
   uploadId: null,      // id of the latest upload, mirrored in #upload-status
   polling: new Set(),  // ids with an active ingest poll loop
   controller: null,    // AbortController of the answer being streamed, if any
+  viewer: null,        // {id, text, pages} of the document shown in the viewer pane
+  citations: [],       // citations of the latest answer about that document
 };
 
 // ---------------------------------------------------------------- small helpers
@@ -154,6 +156,99 @@ function renderDoc(doc) {
 function selectDoc(id) {
   state.selectedId = id;
   renderDocs();
+  showDocument(selectedDoc());
+}
+
+// ---------------------------------------------------------------- document viewer
+
+/** Load a ready document's text into the viewer pane (once per document). */
+async function showDocument(doc) {
+  if (!doc || doc.status !== 'ready') {
+    if (!doc) { state.viewer = null; renderViewer(); }
+    return;
+  }
+  if (state.viewer && state.viewer.id === doc.id) return;
+  $('viewer-name').textContent = `— ${doc.name}`;
+  try {
+    const body = await api(`${docUrl(doc.id)}/text`);
+    if (state.selectedId !== doc.id) return; // the user moved on meanwhile
+    state.viewer = { id: doc.id, text: body.text || '', pages: body.pages || [] };
+    state.citations = [];
+    renderViewer();
+  } catch (err) {
+    $('viewer').textContent = `Could not load the document text: ${err.message}`;
+  }
+}
+
+/**
+ * Render the document text with a marker at each page start and a <mark> on each cited span.
+ * Citations come from the server sorted and non-overlapping; everything is set as text nodes.
+ */
+function renderViewer() {
+  const view = state.viewer;
+  const box = $('viewer');
+  const list = $('citations');
+  if (!view) {
+    box.replaceChildren();
+    list.replaceChildren();
+    $('viewer-name').textContent = '';
+    return;
+  }
+  const cuts = new Map(); // offset -> what starts there
+  for (const p of view.pages) cuts.set(p.start, { ...(cuts.get(p.start) || {}), page: p.page });
+  state.citations.forEach((c, i) => cuts.set(c.start, { ...(cuts.get(c.start) || {}), cite: i }));
+  const offsets = [...cuts.keys()].sort((a, b) => a - b);
+  const nodes = [];
+  let pos = 0;
+  let open = null; // the <mark> being filled, and where it ends
+  const emit = (end) => {
+    if (end <= pos) return;
+    const text = document.createTextNode(view.text.slice(pos, end));
+    if (open) open.mark.append(text); else nodes.push(text);
+    pos = end;
+    if (open && pos >= open.end) open = null;
+  };
+  for (const at of offsets) {
+    while (open && open.end <= at) emit(open.end);
+    emit(at);
+    const cut = cuts.get(at);
+    if (cut.page !== undefined && view.pages.length > 1) {
+      const marker = el('span', 'page-marker', `Page ${cut.page}`);
+      marker.dataset.page = cut.page;
+      if (open) open.mark.append(marker); else nodes.push(marker);
+    }
+    if (cut.cite !== undefined) {
+      const c = state.citations[cut.cite];
+      const mark = el('mark', 'cite');
+      mark.dataset.cite = cut.cite;
+      mark.dataset.page = c.page;
+      mark.title = c.page === c.page_end ? `page ${c.page}` : `pages ${c.page}–${c.page_end}`;
+      nodes.push(mark);
+      open = { mark, end: c.end };
+    }
+  }
+  while (open) emit(open.end);
+  emit(view.text.length);
+  box.replaceChildren(...nodes);
+
+  list.replaceChildren(...state.citations.map((c, i) => {
+    const item = el('li');
+    item.dataset.cite = i;
+    const pages = c.page === c.page_end ? `p. ${c.page}` : `pp. ${c.page}–${c.page_end}`;
+    const quote = c.text.length > 120 ? `${c.text.slice(0, 117)}…` : c.text;
+    item.append(el('span', 'cite-page', pages), el('span', 'cite-text', `“${quote}”`));
+    item.title = `characters ${c.start}–${c.end} (${c.source})`;
+    item.addEventListener('click', () => focusCitation(i));
+    return item;
+  }));
+  if (state.citations.length) focusCitation(0);
+}
+
+function focusCitation(i) {
+  const marks = $('viewer').querySelectorAll('mark.cite');
+  marks.forEach((m) => m.classList.toggle('focused', m.dataset.cite === String(i)));
+  const mark = $('viewer').querySelector(`mark.cite[data-cite="${i}"]`);
+  if (mark) mark.scrollIntoView({ block: 'center' });
 }
 
 async function deleteDoc(doc) {
@@ -188,7 +283,10 @@ function startPolling(id) {
     }
     upsertDoc(doc);
     if (doc.status === 'ingesting') setTimeout(tick, POLL_MS);
-    else state.polling.delete(id);
+    else {
+      state.polling.delete(id);
+      if (doc.id === state.selectedId) showDocument(doc);
+    }
   };
   setTimeout(tick, POLL_MS);
 }
@@ -339,6 +437,12 @@ async function ask() {
   const draft = parseInt($('draft-tokens').value, 10);
   if (Number.isFinite(draft)) body.draft_tokens = draft;
 
+  if (state.viewer && state.viewer.id === doc.id && state.citations.length) {
+    state.citations = []; // the old answer's highlights
+    renderViewer();
+  } else if (!state.viewer || state.viewer.id !== doc.id) {
+    showDocument(doc);
+  }
   // One Text node receives every token: cheap appends, never parsed as HTML.
   const output = document.createTextNode('');
   $('answer').replaceChildren(output);
@@ -362,6 +466,11 @@ async function ask() {
       if (event === 'token') {
         output.appendData(data.text || '');
         $('answer').scrollTop = $('answer').scrollHeight;
+      } else if (event === 'citations') {
+        if (state.viewer && state.viewer.id === doc.id) {
+          state.citations = data.citations || [];
+          renderViewer();
+        }
       } else if (event === 'stats') {
         stats = data;
       } else if (event === 'done') {

@@ -27,12 +27,20 @@ def test_ingest_a_pdf_and_stream_an_answer(server, cases):
             assert r.headers["content-type"].startswith("text/event-stream")
             events = sse_events(r)
         kinds = [k for k, _ in events]
-        assert kinds[-2:] == ["stats", "done"] and kinds.count("token") >= 2
+        assert kinds[-3:] == ["citations", "stats", "done"] and kinds.count("token") >= 2
         text = "".join(d["text"] for k, d in events if k == "token")
         assert "misfits" in text
         stats = dict(events)["stats"]
         assert stats["completion_tokens"] == 40 and stats["finish_reason"] == "length"
         assert stats["accepted_tokens"] > 0 and stats["ttft_ms"] > 0
+        assert stats["cached_tokens"] == doc["tokens"]
+        # The quoted passage is cited: offsets into the document text, its page, and where it came from.
+        document = client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
+        citations = dict(events)["citations"]["citations"]
+        assert any("misfits" in c["text"] for c in citations), (text, citations)
+        for c in citations:
+            assert document[c["start"] : c["end"]] == c["text"] and c["page"] == c["page_end"] == 1
+        assert any("lookup" in c["source"] for c in citations)  # the quote was copied by lookup drafts
 
 
 def test_second_question_only_evaluates_the_question(server, cases):
