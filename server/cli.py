@@ -1,7 +1,7 @@
 """The ``docqa`` command line (click, with its progress bar, and httpx): serve, ingest with a progress bar, ask with a
-streamed answer, list documents, run the benchmark.
+streamed answer, list documents, run the benchmark, plan memory.
 
-Every command except ``serve`` talks to a running server (``--url``, env ``DOCQA_URL``).
+Every command except ``serve``, ``bench`` and ``plan`` talks to a running server (``--url``, env ``DOCQA_URL``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from pathlib import Path
 
 import click
 import httpx
+
+from runtime.plan import KV_TYPES
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -134,6 +136,61 @@ def bench(quick: bool) -> None:
     root = Path(__file__).resolve().parent.parent
     cmd = [sys.executable, "-m", "bench.run", *(["--quick"] if quick else [])]
     raise SystemExit(subprocess.call(cmd, cwd=root))
+
+
+@main.command()
+@click.argument("model", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--preset", "preset_name", default=None, help="plan a model we have no file for (qwen3.6-27b-q4_k_m)")
+@click.option("--vram", default=None, help="GPU memory budget: 24GiB, 24000MiB, 24GB")
+@click.option(
+    "--n-ctx", type=int, default=None, help="context tokens [default: the largest that fits --vram, or 32768]"
+)
+@click.option(
+    "--n-seq-max", type=int, default=1, show_default=True, help="llama.cpp sequences (server: DOCQA_N_SEQ_MAX + 1)"
+)
+@click.option("--n-rs-seq", type=int, default=None, help="recurrent snapshots [default: 16 on hybrid models]")
+@click.option("--type-k", type=click.Choice(KV_TYPES), default="f16", show_default=True)
+@click.option("--type-v", type=click.Choice(KV_TYPES), default="f16", show_default=True)
+@click.option("--mtp/--no-mtp", default=None, help="add the MTP draft context [default: when the model has MTP layers]")
+@click.option("--flash-attn/--no-flash-attn", default=True, show_default=True)
+@click.option("--n-batch", type=int, default=512, show_default=True)
+@click.option("--n-ubatch", type=int, default=512, show_default=True)
+@click.option("--n-gpu-layers", type=int, default=-1, show_default=True)
+@click.option("--kv-unified", is_flag=True, help="one KV stream shared by all sequences")
+@click.option("--swa-full", is_flag=True, help="full-size sliding-window caches")
+@click.option("--reserve", default="512MiB", show_default=True, help="GPU memory kept for the CUDA context and pool")
+def plan(
+    model: Path | None, preset_name: str | None, vram: str | None, n_ctx: int | None, n_seq_max: int, **opts
+) -> None:
+    """Print the memory breakdown of MODEL.gguf (or --preset) and the largest n_ctx / n_seq_max that fit --vram."""
+    from dataclasses import replace
+
+    from runtime.plan import CTX_PAD, PlanConfig, fit, largest_n_ctx, parse_size, render
+    from runtime.plan import plan as make_plan
+    from runtime.presets import preset
+    from runtime.shape import ModelShape
+    from server.settings import MAX_WINDOW
+
+    if (model is None) == (preset_name is None):
+        raise click.UsageError("give either MODEL.gguf or --preset NAME")
+    try:
+        shape = preset(preset_name) if preset_name else ModelShape.from_gguf(model)
+        budget = parse_size(vram) if vram else None
+        n_rs_seq = opts.pop("n_rs_seq")
+        mtp = opts.pop("mtp")
+        cfg = PlanConfig(
+            n_ctx=n_ctx or 32768,
+            n_seq_max=n_seq_max,
+            n_rs_seq=(MAX_WINDOW if n_rs_seq is None else n_rs_seq) if shape.is_recurrent else 0,
+            mtp=shape.n_layer_nextn > 0 if mtp is None else mtp,
+            reserve=parse_size(opts.pop("reserve")),
+            **opts,
+        )
+        if n_ctx is None and budget is not None:
+            cfg = replace(cfg, n_ctx=largest_n_ctx(shape, cfg, budget) or CTX_PAD)
+        click.echo(render(make_plan(shape, cfg), fit(shape, cfg, budget) if budget is not None else None))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 if __name__ == "__main__":

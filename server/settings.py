@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 KvType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"]
@@ -57,6 +57,15 @@ class Settings(BaseSettings):
     answer_reserve: int = Field(
         default=1024, ge=16, description="Tokens kept free for the question and answer; documents get n_ctx - this."
     )
+    vram_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        description="GPU memory budget (bytes, or 24GiB / 24000MiB / 24GB); the model is checked against it at load.",
+    )
+    preset: Literal["rtx3090-27b"] | None = Field(
+        default=None,
+        description="Fill unset settings for a known GPU + model (rtx3090-27b: Qwen3.6-27B Q4_K_M on 24 GiB).",
+    )
 
     # -- decoding ----------------------------------------------------------------------------
     default_draft_tokens: int | None = Field(
@@ -90,8 +99,20 @@ class Settings(BaseSettings):
         default=1024**3, ge=64 * 1024**2, description="Address-space limit of the extraction worker process."
     )
 
+    @field_validator("vram_bytes", mode="before")
+    @classmethod
+    def _size(cls, value: object) -> object:
+        from runtime.plan import parse_size
+
+        return parse_size(value) if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _check(self) -> Settings:
+        if self.preset is not None:
+            from server.memory import preset_values
+
+            for name, value in preset_values(self.preset, self).items():
+                setattr(self, name, value)
         if self.min_ngram > self.max_ngram:
             raise ValueError(f"min_ngram ({self.min_ngram}) must be <= max_ngram ({self.max_ngram})")
         if self.n_ubatch > self.n_batch:

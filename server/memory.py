@@ -1,0 +1,123 @@
+"""Settings -> memory plan: the check that a configuration fits the GPU, and the settings presets.
+
+The engine creates its contexts from Settings (server/engine.py); :func:`plan_config` mirrors that
+mapping, so a plan made here is the plan of what the engine will allocate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runtime.plan import Plan, PlanConfig, format_size, largest_n_ctx, largest_n_seq_max, plan
+from runtime.presets import preset
+from runtime.shape import ModelShape
+from server.settings import MAX_WINDOW
+
+if TYPE_CHECKING:
+    from server.settings import Settings
+
+#: Settings presets: the model shape planned for, the VRAM it assumes, the context wanted, and the
+#: settings it fills when the user has not set them (DOCQA_PRESET).
+PRESETS = {
+    "rtx3090-27b": {
+        "shape": "qwen3.6-27b-q4_k_m",
+        "vram_bytes": 24 * 1024**3,
+        "n_ctx": 139_264,  # 136 Ki tokens: the long-document target (notes §7)
+        "fixed": {"type_k": "q8_0", "type_v": "q8_0", "flash_attn": "on"},
+    },
+}
+#: n_rs_seq values a preset tries, widest first; 4 still covers MTP's 3-token drafts.
+RS_CHOICES = (MAX_WINDOW, 12, 8, 6, 4)
+MAX_SEQ_SETTING = 64  # Settings.n_seq_max's upper bound
+
+
+def plan_config(settings: Settings, shape: ModelShape) -> PlanConfig:
+    """The contexts server/engine.py creates for ``settings`` on this model, as a PlanConfig: one
+    sequence holds the document and each of ``n_seq_max`` concurrent questions gets its own (so
+    llama.cpp's n_seq_max is one more), in one unified KV pool; the MTP context has the same shape.
+    Keep this in step with ``Engine._load``."""
+    n_rs_seq = (MAX_WINDOW if settings.n_rs_seq is None else settings.n_rs_seq) if shape.is_recurrent else 0
+    return PlanConfig(
+        n_ctx=settings.n_ctx,
+        n_seq_max=settings.n_seq_max + 1,
+        n_rs_seq=n_rs_seq,
+        type_k=settings.type_k,
+        type_v=settings.type_v,
+        flash_attn=settings.flash_attn != "off",
+        swa_full=settings.swa_full,
+        kv_unified=True,
+        n_batch=settings.n_batch,
+        n_ubatch=settings.n_ubatch,
+        mtp=settings.mtp != "off" and shape.n_layer_nextn > 0,
+        n_gpu_layers=settings.n_gpu_layers,
+    )
+
+
+def check_fits(settings: Settings, model_path: Path) -> None:
+    """Raise ValueError when the model and contexts ``settings`` describe need more GPU memory than
+    ``settings.vram_bytes`` (DOCQA_VRAM_BYTES); do nothing when that is unset.
+
+    The message lists needed vs available bytes per component and the largest n_ctx that would fit.
+    """
+    if settings.vram_bytes is None:
+        return
+    shape = ModelShape.from_gguf(model_path)
+    cfg = plan_config(settings, shape)
+    p = plan(shape, cfg)
+    if p.device_total <= settings.vram_bytes:
+        return
+    raise ValueError(_overflow_message(p, shape, cfg, settings.vram_bytes))
+
+
+def _overflow_message(p: Plan, shape: ModelShape, cfg: PlanConfig, budget: int) -> str:
+    parts = ", ".join(f"{r.name} {format_size(r.device)}" for r in p.rows if r.device)
+    best = largest_n_ctx(shape, cfg, budget)
+    hint = (
+        f"DOCQA_N_CTX={best} fits with these settings"
+        if best
+        else "even the smallest context does not fit: offload fewer layers (DOCQA_N_GPU_LAYERS) or use a smaller model"
+    )
+    return (
+        f"{shape.name} with n_ctx {p.n_ctx}, {cfg.n_seq_max - 1} concurrent questions, n_rs_seq {p.n_rs_seq}, KV "
+        f"{cfg.type_k}/{cfg.type_v} needs {format_size(p.device_total)} of GPU memory ({parts}) but "
+        f"DOCQA_VRAM_BYTES allows {format_size(budget)} ({format_size(p.device_total - budget)} over); {hint}, "
+        "or lower DOCQA_N_SEQ_MAX / DOCQA_N_RS_SEQ, or quantize the KV cache (DOCQA_TYPE_K/V=q4_0). "
+        "`docqa plan` prints the whole breakdown."
+    )
+
+
+def preset_values(name: str, settings: Settings) -> dict[str, object]:
+    """The values preset ``name`` gives the fields the user left unset (``model_fields_set``).
+
+    Fixed values first (KV types, flash attention, the VRAM budget). Then, on the preset's model
+    shape: the widest n_rs_seq of :data:`RS_CHOICES` with which the preset's n_ctx fits at least one
+    question (or the user's n_seq_max questions); if none does, the narrowest and the largest n_ctx
+    that fits with it (long documents first); then as many questions (n_seq_max) as fit.
+    """
+    spec = PRESETS[name]
+    explicit = settings.model_fields_set
+    values: dict[str, object] = {k: v for k, v in spec["fixed"].items() if k not in explicit}
+    if "vram_bytes" not in explicit:
+        values["vram_bytes"] = spec["vram_bytes"]
+    budget = int(values.get("vram_bytes") or settings.vram_bytes or spec["vram_bytes"])
+    shape = preset(spec["shape"])
+    if "n_ctx" not in explicit:
+        values["n_ctx"] = spec["n_ctx"]
+    if "n_seq_max" not in explicit:
+        values["n_seq_max"] = 1
+    choices = [settings.n_rs_seq] if "n_rs_seq" in explicit else list(RS_CHOICES)
+
+    def config(**update: object) -> PlanConfig:
+        return plan_config(settings.model_copy(update={**values, **update}), shape)
+
+    fitting = [rs for rs in choices if plan(shape, config(n_rs_seq=rs)).device_total <= budget]
+    values["n_rs_seq"] = fitting[0] if fitting else choices[-1]
+    if not fitting and "n_ctx" not in explicit:
+        values["n_ctx"] = largest_n_ctx(shape, config(), budget) or spec["n_ctx"]
+    if "n_seq_max" not in explicit:
+        contexts = largest_n_seq_max(shape, config(), budget, limit=MAX_SEQ_SETTING + 1)
+        values["n_seq_max"] = max(1, contexts - 1)
+    if "n_rs_seq" in explicit:
+        del values["n_rs_seq"]
+    return values
