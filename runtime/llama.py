@@ -210,6 +210,7 @@ class ContextConfig:
     flash_attn: str = "auto"
     swa_full: bool = False
     n_seq_max: int = 1
+    kv_unified: bool = False  # one KV pool for all sequences: seq_cp shares a prefix's cells (notes §6)
     n_rs_seq: int = 0  # recurrent-state snapshots kept for rollback (hybrid models; notes §5)
     mtp: bool = False  # an MTP draft context (LLAMA_CONTEXT_TYPE_MTP) instead of a target context
 
@@ -249,6 +250,7 @@ class Context:
         params.type_v = GGML_TYPES[config.type_v]
         params.flash_attn_type = FLASH_ATTN[config.flash_attn]
         params.swa_full = config.swa_full
+        params.kv_unified = config.kv_unified
         params.n_rs_seq = config.n_rs_seq
         params.ctx_type = 1 if config.mtp else 0  # LLAMA_CONTEXT_TYPE_MTP
         params.no_perf = True
@@ -278,9 +280,13 @@ class Context:
         self._n_seq_id = np.ctypeslib.as_array(b.n_seq_id, shape=(self.n_batch,))
         self._logits_flags = np.ctypeslib.as_array(b.logits, shape=(self.n_batch,))
         self._n_seq_id[:] = 1
-        self._row_seq = 0
+        # Each row's seq_id array (one id per row) is pointed into one numpy array, so a multi-sequence
+        # batch is filled with one slice assignment; llama.cpp's own arrays are put back before free.
+        self._seq = np.zeros(self.n_batch, dtype=np.int32)
+        self._seq_id_orig = [ctypes.cast(b.seq_id[i], ctypes.c_void_p).value for i in range(self.n_batch)]
+        base = self._seq.ctypes.data
         for i in range(self.n_batch):
-            b.seq_id[i][0] = 0
+            b.seq_id[i] = ctypes.cast(base + 4 * i, ctypes.POINTER(C.llama_seq_id))
         self.n_outputs = 0
         self.n_decoded = 0
 
@@ -304,10 +310,7 @@ class Context:
         n = len(tokens)
         if not 0 < n <= self.n_batch:
             raise ValueError(f"decode takes 1..{self.n_batch} tokens, got {n}")
-        if seq_id != self._row_seq:
-            for i in range(self.n_batch):
-                self._batch.seq_id[i][0] = seq_id
-            self._row_seq = seq_id
+        self._seq[:n] = seq_id
         self._tokens[:n] = tokens
         if self._embd is not None:
             if embd is None:
@@ -332,6 +335,29 @@ class Context:
         self.n_outputs = n_out
         self.n_decoded = n
         return n_out
+
+    def decode_rows(self, tokens: np.ndarray, pos: np.ndarray, seq_ids: np.ndarray, outputs: np.ndarray) -> int:
+        """One ``llama_decode`` of rows from any sequences (continuous batching).
+
+        All arrays have shape [n]: token id, position and seq_id of each row, and ``outputs`` (bool)
+        marks the rows that get logits. Logits come back in row order of the marked rows; with
+        ``export_hidden(masked=False)`` :meth:`hidden` has one row per batch row. Raises DecodeError.
+        """
+        n = len(tokens)
+        if not 0 < n <= self.n_batch or self._embd is not None:
+            raise ValueError(f"decode_rows takes 1..{self.n_batch} rows of a target context, got {n}")
+        self._tokens[:n] = tokens
+        self._pos[:n] = pos
+        self._seq[:n] = seq_ids
+        self._logits_flags[:n] = outputs
+        self._batch.n_tokens = n
+        rc = C.llama_decode(self.ptr, self._batch)
+        if rc != 0:
+            self.n_outputs = 0
+            raise DecodeError(rc, n)
+        self.n_outputs = int(np.count_nonzero(outputs))
+        self.n_decoded = n
+        return self.n_outputs
 
     # -- MTP hidden states (llama-ext.h, bound in llama_cpp_ext) ----------------------------------
     def export_hidden(self, masked: bool) -> None:
@@ -387,6 +413,11 @@ class Context:
         """Remove positions [p0, p1) of ``seq_id`` (p1 = -1: to the end). False if the cache refused."""
         return bool(C.llama_memory_seq_rm(self.mem, seq_id, p0, p1))
 
+    def seq_cp(self, src: int, dst: int, p0: int = 0, p1: int = -1) -> None:
+        """Give ``dst`` the cells of ``src`` at positions [p0, p1). With ``kv_unified`` the cells are
+        shared, not copied; a recurrent state is shared copy-on-write whatever the range (notes §6)."""
+        C.llama_memory_seq_cp(self.mem, src, dst, p0, p1)
+
     def pos_min(self, seq_id: int = 0) -> int:
         return int(C.llama_memory_seq_pos_min(self.mem, seq_id))
 
@@ -441,6 +472,8 @@ class Context:
         if self.ptr:
             if self._embd is not None:
                 self._batch.token = ctypes.POINTER(C.llama_token)()  # ours, not llama.cpp's to free
+            for i, orig in enumerate(self._seq_id_orig):
+                self._batch.seq_id[i] = ctypes.cast(orig, ctypes.POINTER(C.llama_seq_id))
             C.llama_batch_free(self._batch)
             C.llama_free(self.ptr)
             self.ptr = None
