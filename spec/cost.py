@@ -29,6 +29,23 @@ class StepCosts:
     verify: tuple[float, ...]
     mtp: float = 0.0
 
+    def rows(self, n: int) -> float:
+        """Seconds of one decode call with ``n`` rows in all (any sequences): measured up to 17 rows,
+        extrapolated linearly beyond from the 9- and 17-row costs (compute grows with rows once a
+        call is past its fixed overhead)."""
+        if n <= len(self.verify):
+            return self.verify[max(n, 1) - 1]
+        top, mid = self.verify[-1], self.verify[8]
+        return top + (top - mid) / (len(self.verify) - 9) * (n - len(self.verify))
+
+    def share(self, k: int, load: int) -> float:
+        """One sequence's share of a batched step in which each of ``load`` sequences verifies ``k``
+        drafts: ``rows(load * (k + 1)) / load``. Equals ``verify[k]`` for one sequence; as the load
+        grows the fixed overhead is spread thinner and each draft row costs relatively more, so
+        the best window shrinks unless acceptance is high."""
+        load = max(load, 1)
+        return self.rows(load * (k + 1)) / load
+
     @classmethod
     def cpu_default(cls) -> StepCosts:
         """Relative costs measured on a 2-core CPU with Gemma 3 270M (bench/results/spec_costs.json),

@@ -21,6 +21,7 @@ from spec.lookup import LookupDrafter
 from spec.mtp import MtpDrafter
 
 SOURCES = ("mtp", "lookup")
+MAX_ROWS = 17  # rows of one verify16 call: the row budget per step that fixed windows share under load
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,7 @@ class DraftPolicy:
     with the most expected tokens per second under :mod:`spec.cost`'s acceptance model."""
 
     PROBE_EVERY = 16  # adaptive mode: try a source again after this many steps without it
+    HIGH_ACCEPTANCE = 0.9  # fixed windows keep their full length under load above this acceptance
 
     def __init__(
         self,
@@ -70,38 +72,47 @@ class DraftPolicy:
         # Priors lean optimistic so each source gets tried before the evidence decides.
         self.rate = {"mtp": AcceptanceRate(0.6), "strong": AcceptanceRate(0.85), "weak": AcceptanceRate(0.4)}
         self.stats = SourceStats()
+        self.recent = AcceptanceRate(0.5)  # all sources together, for the load cap of fixed windows
         self._lookup_kind = "weak"
         self._idle = {"mtp": 0, "weak": 0}
 
-    def propose(self, last: int, pos: int, limit: int) -> Draft:
-        """Draft for the step whose first verify row is ``last`` at ``pos``; at most ``limit`` tokens."""
+    def propose(self, last: int, pos: int, limit: int, load: int = 1) -> Draft:
+        """Draft for the step whose first verify row is ``last`` at ``pos``; at most ``limit`` tokens.
+
+        ``load``: sequences sharing this step's decode call. The adaptive plan prices each window at
+        this sequence's share of the batched call (:meth:`StepCosts.share`). A fixed window is capped
+        under load to about one verify16 call's rows in all (``17 // load - 1`` drafts, at least 1),
+        unless recent acceptance is at least ``HIGH_ACCEPTANCE``.
+        """
         cfg = self.config
         k = limit if cfg.window is None else min(cfg.window, limit)
+        if k > 1 and cfg.window is not None and load > 1 and self.recent.value < self.HIGH_ACCEPTANCE:
+            k = min(k, max(1, (MAX_ROWS // load) - 1))
         if k <= 0:
             return Draft([], 0)
         if cfg.window is None:
-            return self._adaptive(last, pos, k)
+            return self._adaptive(last, pos, k, load)
         if self.lookup is not None and (self.mtp is None or self.lookup.strong()):
             self._lookup_kind = "strong" if self.lookup.strong() else "weak"
             return Draft(self.lookup.propose(k), 0)
         return self._mtp_then_lookup(last, pos, k, min(cfg.n_mtp, k))
 
-    def _adaptive(self, last: int, pos: int, limit: int) -> Draft:
-        verify = self.costs.verify
-        best_value, best = 1.0 / verify[0], ("none", 0)
+    def _adaptive(self, last: int, pos: int, limit: int, load: int = 1) -> Draft:
+        share = self.costs.share
+        best_value, best = 1.0 / share(0, load), ("none", 0)
         candidate: list[int] = []
         if self.lookup is not None:
             self._lookup_kind = kind = "strong" if self.lookup.strong() else "weak"
             candidate = self.lookup.propose(limit)
             a = self.rate[kind].value
             for k in range(1, len(candidate) + 1):
-                value = (1 + expected_accepted(a, k)) / verify[k]
+                value = (1 + expected_accepted(a, k)) / share(k, load)
                 if value > best_value:
                     best_value, best = value, ("lookup", k)
         if self.mtp is not None:
             a = self.rate["mtp"].value
             for n in range(1, min(self.config.n_mtp, limit) + 1):
-                value = (1 + expected_accepted(a, n)) / (verify[n] + n * self.costs.mtp)
+                value = (1 + expected_accepted(a, n)) / (share(n, load) + n * self.costs.mtp)
                 if value > best_value:
                     best_value, best = value, ("mtp", n)
         # Exploration: a source that has not drafted for a while gets one short probe, so its
@@ -142,6 +153,7 @@ class DraftPolicy:
         s.accepted["mtp"] += mtp_ok
         s.drafted["lookup"] += n_lookup
         s.accepted["lookup"] += lookup_ok
+        self.recent.observe(len(draft.tokens), n_accepted)
         self.rate["mtp"].observe(draft.n_mtp, mtp_ok)
         reached_lookup = n_accepted >= draft.n_mtp
         if n_lookup and reached_lookup:

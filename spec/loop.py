@@ -12,14 +12,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from runtime.llama import Context, Model
 from spec.cost import StepCosts
-from spec.draft import DraftConfig, DraftPolicy
+from spec.draft import Draft, DraftConfig, DraftPolicy
 from spec.lookup import LookupDrafter
 from spec.mtp import MtpDrafter
 from spec.sampling import Sampler, SamplingParams
 from spec.text import TextStream
-from spec.verify import verify
+from spec.verify import accept
 
 
 class RollbackFailed(Exception):
@@ -85,69 +87,129 @@ class AnswerRun:
     recover: Callable[[list[int]], int] | None = None
 
 
-def generate(run: AnswerRun, params: AnswerParams) -> Iterator[TokenEvent]:
-    """Yield TokenEvents until EOS, a stop string, ``max_tokens``, a full context or cancellation.
+class Answer:
+    """One answer's decoding state, advanced one verify step at a time.
 
-    ``run.stats`` is filled in as it goes; read it after the iterator ends.
+    The caller owns the decode call, so several answers can share one (continuous batching):
+
+    1. :meth:`begin` chooses the first token from the logits row the question's prefill left.
+    2. While not :attr:`done`: :meth:`plan` gives the step's rows ``[last, *draft]`` at positions
+       ``n_past..``; the caller decodes them (alone, or with other sequences' rows) with logits for
+       every row; :meth:`finish` accepts, rolls back and emits.
+    3. :meth:`close` fills in the stats.
+
+    Each method returns the TokenEvents it produced (zero to two).
     """
-    ctx, model, drafter, stats = run.ctx, run.model, run.drafter, run.stats
-    sampler = Sampler(params.sampling)
-    stream = TextStream(params.stops or ())
-    config = DraftConfig(params.window, params.sources, params.n_mtp)
-    policy = DraftPolicy(config, drafter, run.mtp, run.costs)
-    answer: list[int] = []
-    n_past = run.n_past
-    decided = [sampler.choose(ctx.logits()[-1])]
-    n_accepted = 0
-    t_first = time.perf_counter()
-    stats.ttft_ms = (t_first - run.t_start) * 1000.0
-    try:
-        while True:
-            text, finish, used = _emit(model, stream, decided, answer, params.max_tokens)
-            if text or used:
-                yield TokenEvent(text=text, token_ids=tuple(decided[:used]), n_accepted=n_accepted)
-            if finish:
-                stats.finish_reason = finish
-                break
-            if run.should_stop():
-                stats.finish_reason = "cancelled"
-                break
-            room = min(params.max_tokens - len(answer), ctx.n_ctx - n_past) - 1
+
+    def __init__(self, run: AnswerRun, params: AnswerParams) -> None:
+        self.run, self.params = run, params
+        self.sampler = Sampler(params.sampling)
+        self.stream = TextStream(params.stops or ())
+        config = DraftConfig(params.window, params.sources, params.n_mtp)
+        self.policy = DraftPolicy(config, run.drafter, run.mtp, run.costs)
+        self.answer: list[int] = []
+        self.n_past = run.n_past
+        self.done = False
+        self._decided: list[int] = []
+        self._draft: Draft | None = None
+        self._n_accepted = 0
+        self._room = 0
+        self._t_first = 0.0
+
+    def begin(self, row: np.ndarray) -> list[TokenEvent]:
+        """Choose the first answer token from ``row`` (float32 [n_vocab]), the last prefill row."""
+        self._decided = [self.sampler.choose(row)]
+        self._t_first = time.perf_counter()
+        self.run.stats.ttft_ms = (self._t_first - self.run.t_start) * 1000.0
+        return self._after_decided()
+
+    def plan(self, load: int = 1) -> list[int]:
+        """The rows of the next verify step: ``[last, *draft]``, to decode at ``n_past..`` with
+        logits for every row. ``load``: sequences sharing the decode call."""
+        drafter = self.run.drafter
+        if drafter is not None:
+            drafter.extend(self._decided)
+        last = self.answer[-1]
+        self._draft = self.policy.propose(last, self.n_past, self._room, load)
+        return [last, *self._draft.tokens]
+
+    def finish(self, rows: np.ndarray, hidden: np.ndarray | None = None) -> list[TokenEvent]:
+        """Accept from the verify logits ``rows`` (float32 [k + 1, n_vocab]) and roll back the
+        rejected cells. ``hidden``: the target hidden states of the same rows (MTP models), default
+        the context's last decode."""
+        run, draft, stats = self.run, self._draft, self.run.stats
+        assert draft is not None, "finish() without plan()"
+        last, n_past = self.answer[-1], self.n_past
+        result = accept(self.sampler, rows, draft.tokens)
+        if run.mtp is not None:
+            run.mtp.process([last, *draft.tokens], n_past, hidden)
+        self._n_accepted = n_accepted = result.n_accepted
+        stats.verify_steps += 1
+        stats.drafted_tokens += len(draft.tokens)
+        stats.accepted_tokens += n_accepted
+        self.policy.observe(draft, n_accepted, result.tokens[-1])
+        n_keep = n_past + 1 + n_accepted
+        if n_accepted < len(draft.tokens):
+            n_keep = _rollback(run, n_keep, self.answer, result.tokens[:n_accepted])
+        if run.mtp is not None:
+            run.mtp.accept(n_keep)
+        self.n_past = n_keep
+        self._decided = result.tokens
+        self._draft = None
+        return self._after_decided()
+
+    def _after_decided(self) -> list[TokenEvent]:
+        """Emit the decided tokens; end the answer on EOS, a stop string, max_tokens, cancellation
+        or a full context."""
+        run, params, stats = self.run, self.params, self.run.stats
+        events = []
+        text, finish, used = _emit(run.model, self.stream, self._decided, self.answer, params.max_tokens)
+        if text or used:
+            events.append(TokenEvent(text=text, token_ids=tuple(self._decided[:used]), n_accepted=self._n_accepted))
+        if finish is None and run.should_stop():
+            finish = "cancelled"
+        if finish is None:
+            room = min(params.max_tokens - len(self.answer), run.ctx.n_ctx - self.n_past) - 1
             if room < 0:
-                stats.finish_reason = "length"
-                break
-            room = min(room, run.max_window)
-            if drafter is not None:
-                drafter.extend(decided)
-            last = answer[-1]
-            draft = policy.propose(last, n_past, room)
-            result = verify(ctx, sampler, last, draft.tokens, n_past, run.seq_id)
-            if run.mtp is not None:
-                run.mtp.process([last, *draft.tokens], n_past)
-            n_accepted = result.n_accepted
-            stats.verify_steps += 1
-            stats.drafted_tokens += len(draft.tokens)
-            stats.accepted_tokens += n_accepted
-            policy.observe(draft, n_accepted, result.tokens[-1])
-            n_keep = n_past + 1 + n_accepted
-            if n_accepted < len(draft.tokens):
-                n_keep = _rollback(run, n_keep, answer, result.tokens[:n_accepted])
-            if run.mtp is not None:
-                run.mtp.accept(n_keep)
-            n_past = n_keep
-            decided = result.tokens
-        tail = stream.flush()
-        if tail:
-            yield TokenEvent(text=tail, token_ids=(), n_accepted=0)
-    finally:
+                finish = "length"
+            self._room = min(room, run.max_window)
+        if finish is not None:
+            stats.finish_reason = finish
+            self.done = True
+            tail = self.stream.flush()
+            if tail:
+                events.append(TokenEvent(text=tail, token_ids=(), n_accepted=0))
+        return events
+
+    def close(self) -> None:
+        """Fill in the stats that cover the whole answer (also after an error)."""
+        stats, policy = self.run.stats, self.policy
         t_end = time.perf_counter()
-        stats.completion_tokens = len(answer)
+        stats.completion_tokens = len(self.answer)
         stats.drafted_by_source = dict(policy.stats.drafted)
         stats.accepted_by_source = dict(policy.stats.accepted)
         if stats.verify_steps:
             stats.mean_accepted_per_step = stats.accepted_tokens / stats.verify_steps
-        if len(answer) > 1 and t_end > t_first:
-            stats.decode_tokens_per_s = (len(answer) - 1) / (t_end - t_first)
+        if len(self.answer) > 1 and t_end > self._t_first > 0:
+            stats.decode_tokens_per_s = (len(self.answer) - 1) / (t_end - self._t_first)
+
+
+def generate(run: AnswerRun, params: AnswerParams) -> Iterator[TokenEvent]:
+    """Yield TokenEvents until EOS, a stop string, ``max_tokens``, a full context or cancellation,
+    decoding this one sequence alone (one verify call per step).
+
+    ``run.stats`` is filled in as it goes; read it after the iterator ends.
+    """
+    ctx = run.ctx
+    answer = Answer(run, params)
+    try:
+        yield from answer.begin(ctx.logits()[-1])
+        while not answer.done:
+            rows = answer.plan()
+            ctx.decode(rows, answer.n_past, seq_id=run.seq_id, outputs="all")
+            yield from answer.finish(ctx.logits())
+    finally:
+        answer.close()
 
 
 def _emit(

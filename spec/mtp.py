@@ -37,10 +37,12 @@ class MtpDrafter:
         self.pending_h = np.zeros(self.target.n_embd, np.float32) if pending_h is None else pending_h.copy()
         self._rows = self._rows[:0]
 
-    def process(self, tokens: np.ndarray | list[int], pos0: int) -> None:
+    def process(self, tokens: np.ndarray | list[int], pos0: int, h: np.ndarray | None = None) -> None:
         """Catch up after a target decode of ``tokens`` at ``pos0..``: build MTP KV from the pairs
-        (x_p, h_{p-1}). No logits are computed (no LM head)."""
-        h = self.target.hidden()  # [n, n_embd], batch order
+        (x_p, h_{p-1}). ``h``: the target hidden states of those rows, float32 [n, n_embd] (default:
+        the target's whole last decode). No logits are computed (no LM head)."""
+        if h is None:
+            h = self.target.hidden()  # [n, n_embd], batch order
         pairs = np.empty_like(h)
         pairs[0] = self.pending_h
         pairs[1:] = h[:-1]

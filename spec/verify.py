@@ -40,7 +40,11 @@ def verify(ctx: Context, sampler: Sampler, last: int, draft: list[int], pos: int
     The caller removes the rejected cells (positions ``>= pos + 1 + n_accepted``) afterwards.
     """
     ctx.decode([last, *draft], pos, seq_id=seq_id, outputs="all")
-    rows = ctx.logits()  # [k + 1, n_vocab]
+    return accept(sampler, ctx.logits(), draft)
+
+
+def accept(sampler: Sampler, rows: np.ndarray, draft: list[int]) -> VerifyResult:
+    """Accept from verify logits ``rows`` (float32 [k + 1, n_vocab]; row i follows ``[last, d_1..d_i]``)."""
     if sampler.params.greedy:
         choices = rows.argmax(axis=1)
         m = accept_greedy(choices, draft)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from spec.cost import StepCosts
+from spec.cost import AcceptanceRate, StepCosts
 from spec.draft import DraftConfig, DraftPolicy
 from spec.lookup import LookupDrafter, NgramIndex
 
@@ -50,3 +50,40 @@ def test_per_source_counters():
     p.observe(draft, 3, 77)
     assert p.stats.drafted["lookup"] == 8 and p.stats.accepted["lookup"] == 3
     assert p.stats.drafted["mtp"] == 0
+
+
+# A GPU-like cost curve: a fixed overhead, then each row costs 1/8 of it (memory-bound up to ~17 rows
+# on a big model, compute-bound beyond).
+LINEAR = StepCosts(tuple(1.0 + 0.125 * k for k in range(17)))
+
+
+def _adaptive_window(load: int, acceptance: float) -> int:
+    p = policy(None, LINEAR)
+    p.rate["weak"] = AcceptanceRate(acceptance, weight=1000)  # as if learned over many steps
+    return len(p.propose(11, 2, 16, load).tokens)
+
+
+def test_batch_cost_share_grows_with_load():
+    assert LINEAR.share(4, 1) == LINEAR.verify[4]
+    # Eight sequences of 5 rows: one 40-row call, extrapolated past the measured 17 rows.
+    assert LINEAR.rows(40) == LINEAR.verify[16] + (LINEAR.verify[16] - LINEAR.verify[8]) / 8 * 23
+    assert LINEAR.share(4, 8) == LINEAR.rows(40) / 8
+    assert LINEAR.share(0, 8) < LINEAR.share(0, 1)  # the fixed overhead is shared
+
+
+def test_adaptive_window_shrinks_under_load_unless_acceptance_is_high():
+    for acceptance in (0.5, 0.7, 0.9):
+        windows = [_adaptive_window(load, acceptance) for load in (1, 2, 4, 8)]
+        assert windows == sorted(windows, reverse=True) and windows[-1] < windows[0], (acceptance, windows)
+    assert _adaptive_window(8, 0.99) >= 12  # nearly everything accepted: long drafts pay at any load
+
+
+def test_fixed_window_is_capped_under_load_unless_acceptance_is_high():
+    p = policy(16, CPU)
+    assert len(p.propose(11, 2, 16, load=1).tokens) == 16
+    assert len(p.propose(11, 2, 16, load=8).tokens) == 1  # 17 // 8 - 1: about one verify16 of rows
+    assert len(p.propose(11, 2, 16, load=4).tokens) == 3
+    for _ in range(8):
+        draft = p.propose(11, 2, 16)
+        p.observe(draft, len(draft.tokens), 99)
+    assert len(p.propose(11, 2, 16, load=8).tokens) == 16
