@@ -1,8 +1,15 @@
-"""The engine: one thread owns the model and its context; jobs queue behind it.
+"""The engine: one thread owns the model and its contexts; jobs queue behind it.
 
-Jobs run one at a time in arrival order (FIFO). Sequence 0 holds the document in use; for a question
-it is brought back to exactly the document prefix by truncation where the cache allows it, or by
-restoring the snapshot (kept in RAM while the document is hot, else read from disk).
+Continuous batching. Sequence 0 (``DOC_SEQ``) holds exactly the prefix of the document in use,
+restored from its snapshot (kept in RAM while the document is hot, else read from disk) and never
+decoded into. Each question gets its own sequence 1..n_seq_max: the prefix is shared into it with
+``llama_memory_seq_cp`` on a unified KV cache (stored once, notes §6), its question suffix is
+prefilled, and from then on every active question adds its verify rows (last token + draft) to one
+shared ``llama_decode`` per step. A question joins between steps and leaves when it finishes.
+
+Admission is FIFO: questions about the loaded document join while sequences and KV cells are free;
+a job for another document, or an ingestion, waits for the active questions to finish (so nothing
+starves), then runs.
 """
 
 from __future__ import annotations
@@ -11,8 +18,8 @@ import json
 import logging
 import queue
 import threading
-from collections import OrderedDict
-from dataclasses import asdict, dataclass, replace
+from collections import OrderedDict, deque
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -23,15 +30,16 @@ from ingest.store import FAILED, INGESTING, READY, DocStore
 from runtime.embedded import embedded_model_path
 from runtime.llama import Context, ContextConfig, Model
 from server.jobs import AnswerJob, IngestJob
+from server.memory import check_fits
 from server.settings import MAX_WINDOW, Settings
 from spec.cite import Citation, CitationIndex, TokenOffsets
 from spec.cost import StepCosts, calibrate
 from spec.lookup import LookupDrafter, NgramIndex
-from spec.loop import AnswerRun, AnswerStats, generate
+from spec.loop import Answer, AnswerRun, AnswerStats
 from spec.mtp import MtpDrafter
 
 log = logging.getLogger("docqa.engine")
-SEQ = 0  # the sequence that holds the document in use
+SEQ = DOC_SEQ = 0  # the sequence that holds the prefix of the document in use
 _CALIBRATIONS: dict[str, StepCosts] = {}
 
 
@@ -49,6 +57,21 @@ class HotDoc:
     @property
     def ram_bytes(self) -> int:
         return len(self.state or b"") + len(self.mtp_state or b"")
+
+
+@dataclass(eq=False)
+class Active:
+    """A question being answered in sequence ``seq``."""
+
+    job: AnswerJob
+    seq: int
+    answer: Answer
+    hot: HotDoc
+    drafter: LookupDrafter
+    cells: int  # KV cells reserved beyond the shared prefix (question + answer + a window)
+    parts: list[str] = field(default_factory=list)
+    replay: list[int] | None = None  # answer tokens to rebuild the sequence from, after a failed rollback
+    suffix: np.ndarray | None = None  # the question's tokens after the prefix
 
 
 class Engine:
@@ -71,8 +94,11 @@ class Engine:
         self._deleted_lock = threading.Lock()
         # Engine-thread state:
         self._hot: OrderedDict[str, HotDoc] = OrderedDict()
-        self._loaded: str | None = None  # doc whose prefix is at the start of SEQ (tail may follow)
-        self.can_truncate = True
+        self._loaded: str | None = None  # doc whose prefix DOC_SEQ holds, exactly
+        self._pending: deque[IngestJob | AnswerJob] = deque()
+        self._active: dict[int, Active] = {}  # seq id -> question
+        self.n_answer_seqs = 1  # concurrent questions (sequences 1..n)
+        self.batch_sizes: dict[int, int] = {}  # sequences per batched step -> steps (for tests and bench)
 
     # -- lifecycle (called from the server) --------------------------------------------------------
     def start(self, timeout: float = 600.0) -> None:
@@ -89,7 +115,12 @@ class Engine:
 
     @property
     def queue_depth(self) -> int:
-        return self._jobs.qsize()
+        """Jobs waiting (not yet answering or ingesting)."""
+        return self._jobs.qsize() + len(self._pending)
+
+    @property
+    def active_answers(self) -> int:
+        return len(self._active)
 
     # -- thread-safe calls from routes -------------------------------------------------------------
     def document_prefix(self, text: str) -> np.ndarray:
@@ -121,23 +152,69 @@ class Engine:
             return
         self.ready.set()
         self._resume_interrupted()
-        while (job := self._jobs.get()) is not None:
+        while self._pull(block=not self._active and not self._pending):
             self._purge_deleted()
-            try:
-                if isinstance(job, IngestJob):
-                    self._ingest(job)
-                else:
-                    self._answer(job)
-            except Exception as exc:  # keep serving; tell the waiting request what happened
-                log.exception("engine job failed")
-                self._loaded = None
-                if isinstance(job, AnswerJob):
-                    job.fail("engine_error", f"generation failed: {type(exc).__name__}: {exc}")
+            self._admit()
+            if self._active:
+                self._step()
+        for active in list(self._active.values()):
+            active.job.fail("engine_stopped", "the server is shutting down; ask again after it restarts")
+            self._release(active)
         self._close()
+
+    def _pull(self, block: bool) -> bool:
+        """Move queued jobs to ``_pending``; wait for one if ``block``. False once stop() was called."""
+        try:
+            job = self._jobs.get() if block else self._jobs.get_nowait()
+        except queue.Empty:
+            return True
+        while True:
+            if job is None:
+                return False
+            self._pending.append(job)
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return True
+
+    def _admit(self) -> None:
+        """Start pending jobs in FIFO order while they can run now (see the module docstring)."""
+        while self._pending:
+            job = self._pending[0]
+            if isinstance(job, IngestJob):
+                if self._active:
+                    return  # ingestion needs DOC_SEQ: let the active questions finish first
+                self._pending.popleft()
+                self._guarded(job, self._ingest)
+                continue
+            if job.cancelled.is_set():
+                self._pending.popleft()
+                continue
+            if self._active and (job.doc_id != self._loaded or len(self._active) >= self.n_answer_seqs):
+                return
+            if self._active and not self._cells_free_for(job):
+                return
+            self._pending.popleft()
+            self._guarded(job, self._start_answer)
+
+    def _guarded(self, job: IngestJob | AnswerJob, run) -> None:
+        try:
+            run(job)
+        except Exception as exc:  # keep serving; tell the waiting request what happened
+            log.exception("engine job failed")
+            self._loaded = None if not self._active else self._loaded
+            if isinstance(job, AnswerJob):
+                job.fail("engine_error", f"generation failed: {type(exc).__name__}: {exc}")
+                for active in [a for a in self._active.values() if a.job is job]:
+                    self._release(active)
 
     def _load(self) -> None:
         s = self.settings
         path = s.model_path or embedded_model_path(s.data_dir)
+        try:
+            check_fits(s, path)  # DOCQA_VRAM_BYTES: refuse a configuration that cannot fit, with the numbers
+        except ValueError as exc:
+            raise RuntimeError(str(exc)) from None
         model = self.model = Model(path, n_gpu_layers=s.n_gpu_layers, load_mtp=s.mtp != "off")
         if s.mtp == "on" and not model.mtp_loaded:
             raise RuntimeError(
@@ -147,6 +224,7 @@ class Engine:
         # Hybrid/recurrent models roll back through per-token recurrent snapshots: keep one per
         # draft token of the widest window (notes §5).
         n_rs_seq = (MAX_WINDOW if s.n_rs_seq is None else s.n_rs_seq) if model.is_recurrent else 0
+        self.n_answer_seqs = s.n_seq_max
         config = ContextConfig(
             n_ctx=s.n_ctx,
             n_batch=s.n_batch,
@@ -158,6 +236,8 @@ class Engine:
             flash_attn=s.flash_attn,
             swa_full=s.swa_full,
             n_rs_seq=n_rs_seq,
+            n_seq_max=s.n_seq_max + 1,  # the document's sequence plus one per concurrent question
+            kv_unified=True,  # questions share the document prefix's cells (notes §6)
         )
         self.ctx = Context(model, config)
         if model.is_recurrent:
@@ -167,15 +247,12 @@ class Engine:
             self.mtp = MtpDrafter(self.ctx, self.mtp_ctx, SEQ)
         self.costs = self._calibrate()
         self.layout = _layout_for(model)
-        # A sliding-window cache without swa_full reuses the cells of the window as the answer grows,
-        # so truncating back to the prefix can leave holes (notes §5); a recurrent state cannot be
-        # truncated past n_rs_seq. Both restore the snapshot instead.
-        self.can_truncate = (model.n_swa == 0 or s.swa_full) and not model.is_recurrent
         log.info(
-            "model %s loaded (%s layout, n_ctx %d, MTP %s, max window %d)",
+            "model %s loaded (%s layout, n_ctx %d, %d concurrent questions, MTP %s, max window %d)",
             model.description,
             self.layout.kind,
             self.ctx.n_ctx,
+            self.n_answer_seqs,
             "on" if self.mtp else "off",
             self.max_window,
         )
@@ -329,7 +406,9 @@ class Engine:
         if hot is None or not np.array_equal(hot.prefix, prefix):  # new, or re-ingested with new tokens
             hot = HotDoc(prefix=prefix, index=NgramIndex(prefix, s.min_ngram, s.max_ngram), state=None)
         if state is not None and (self.mtp is None or mtp_state is not None):
-            hot.state, hot.mtp_state, hot.mtp_h = state, mtp_state, mtp_h
+            hot.state, hot.mtp_state = state, mtp_state
+        if mtp_h is not None:
+            hot.mtp_h = mtp_h
         self._hot[doc_id] = hot
         total = sum(h.ram_bytes for h in self._hot.values())
         for old_id, old in list(self._hot.items())[:-1]:
@@ -340,10 +419,22 @@ class Engine:
         return hot
 
     # -- answering ---------------------------------------------------------------------------------
-    def _answer(self, job: AnswerJob) -> None:
+    def _cells_needed(self, job: AnswerJob, n_suffix: int | None = None) -> int:
+        """KV cells a question may use beyond the shared prefix: its suffix, its answer, a window."""
+        n_suffix = n_suffix if n_suffix is not None else len(job.question) // 2 + 64  # before tokenizing: generous
+        return n_suffix + job.params.max_tokens + self.max_window + 1
+
+    def _cells_free_for(self, job: AnswerJob) -> bool:
+        assert self.ctx is not None
+        hot = self._hot.get(job.doc_id)
+        n_prefix = len(hot.prefix) if hot is not None else 0
+        used = n_prefix + sum(a.cells for a in self._active.values())
+        return used + self._cells_needed(job) <= self.ctx.n_ctx
+
+    def _start_answer(self, job: AnswerJob) -> None:
+        """Bring the document into DOC_SEQ if no question is active, share its prefix into a free
+        sequence, prefill the question there and choose the first token."""
         assert self.ctx is not None and self.model is not None and self.layout is not None
-        if job.cancelled.is_set():
-            return
         doc = self.store.get(job.doc_id)
         if doc is None or doc.status != READY:
             job.fail("document_not_ready", f"document {job.doc_id} is not ready (deleted or re-ingesting)")
@@ -374,25 +465,28 @@ class Engine:
                 f"n_ctx {ctx.n_ctx}",
             )
             return
-        self._loaded = doc.id  # from here on SEQ holds prefix + question + answer
+        seq = next(i for i in range(1, self.n_answer_seqs + 1) if i not in self._active)
+        mtp = self._share_prefix(seq, hot)
         stats = AnswerStats(prompt_tokens=len(suffix), cached_tokens=n_prefix)
-        catch_up = self.mtp.process if self.mtp else None
-        if not ctx.prefill(suffix, n_prefix, seq_id=SEQ, should_stop=job.cancelled.is_set, on_chunk=catch_up):
-            return
         drafter = LookupDrafter(hot.index, model.piece, model.unspaced)
+        active = Active(job, seq, None, hot, drafter, self._cells_needed(job, len(suffix)))  # type: ignore[arg-type]
+        self._active[seq] = active
+        if not ctx.prefill(
+            suffix, n_prefix, seq_id=seq, should_stop=job.cancelled.is_set, on_chunk=mtp.process if mtp else None
+        ):
+            self._release(active)
+            return
         drafter.extend(suffix.tolist())
 
         def recover(answer_tokens: list[int]) -> int:
-            """Rebuild SEQ from the snapshot: prefix, then question + answer tokens."""
-            log.warning("rollback failed on %s; restoring the snapshot and decoding again", doc.id)
-            self._loaded = None
-            self._restore(doc.id)
-            self._loaded = doc.id
-            replay = np.concatenate([suffix, np.asarray(answer_tokens, dtype=np.int32)])
-            ctx.prefill(replay, n_prefix, seq_id=SEQ, on_chunk=catch_up)
-            stats.prompt_tokens += len(replay)
-            return n_prefix + len(replay)
+            # Deferred: other sequences' logits of this step are still to be read; _step rebuilds the
+            # sequence after them (:meth:`_rebuild`).
+            active.replay = answer_tokens
+            return n_prefix + len(suffix) + len(answer_tokens)
 
+        params = job.params
+        if params.stops is None:
+            params = replace(params, stops=self.layout.stops)
         run = AnswerRun(
             ctx=ctx,
             model=model,
@@ -400,25 +494,137 @@ class Engine:
             n_past=n_prefix + len(suffix),
             stats=stats,
             t_start=job.t_start,
-            seq_id=SEQ,
-            mtp=self.mtp,
+            seq_id=seq,
+            mtp=mtp,
             max_window=self.max_window,
             costs=self.costs,
             should_stop=job.cancelled.is_set,
             recover=recover,
         )
-        params = job.params
-        if params.stops is None:
-            params = replace(params, stops=self.layout.stops)
-        parts: list[str] = []
-        for event in generate(run, params):
+        active.answer = Answer(run, params)
+        active.suffix = suffix
+        self._deliver(active, active.answer.begin(ctx.logits()[-1]))
+
+    def _share_prefix(self, seq: int, hot: HotDoc) -> MtpDrafter | None:
+        """Make ``seq`` hold the document prefix (shared cells of DOC_SEQ) in both contexts."""
+        assert self.ctx is not None
+        n = len(hot.prefix)
+        self.ctx.seq_rm(seq, 0)
+        self.ctx.seq_cp(DOC_SEQ, seq, 0, n)
+        if self.mtp_ctx is None:
+            return None
+        self.mtp_ctx.seq_rm(seq, 0)
+        self.mtp_ctx.seq_cp(DOC_SEQ, seq, 0, n)
+        mtp = MtpDrafter(self.ctx, self.mtp_ctx, seq)
+        mtp.reset(hot.mtp_h)
+        return mtp
+
+    def _step(self) -> None:
+        """One batched verify step: every active question's ``[last, *draft]`` rows in one decode."""
+        assert self.ctx is not None
+        ctx = self.ctx
+        actives = list(self._active.values())
+        load = len(actives)
+        plans: list[tuple[Active, list[int]]] = []
+        for active in actives:
+            try:
+                plans.append((active, active.answer.plan(load)))
+            except Exception as exc:
+                self._abort(active, exc)
+        self.batch_sizes[len(plans)] = self.batch_sizes.get(len(plans), 0) + 1
+        # Sequences whose rows together fit n_batch decode together (always, unless n_batch is tiny).
+        group: list[tuple[Active, list[int]]] = []
+        n_rows = 0
+        for active, rows in plans:
+            if group and n_rows + len(rows) > ctx.n_batch:
+                self._decode_group(group)
+                group, n_rows = [], 0
+            group.append((active, rows))
+            n_rows += len(rows)
+        if group:
+            self._decode_group(group)
+
+    def _decode_group(self, group: list[tuple[Active, list[int]]]) -> None:
+        assert self.ctx is not None
+        ctx = self.ctx
+        tokens = np.concatenate([np.asarray(rows, dtype=np.int32) for _, rows in group])
+        pos = np.concatenate([np.arange(a.answer.n_past, a.answer.n_past + len(r), dtype=np.int32) for a, r in group])
+        seqs = np.concatenate([np.full(len(r), a.seq, dtype=np.int32) for a, r in group])
+        try:
+            ctx.decode_rows(tokens, pos, seqs, np.ones(len(tokens), dtype=np.int8))
+        except Exception as exc:
+            for active, _ in group:
+                self._abort(active, exc)
+            return
+        logits = ctx.logits()
+        hidden = ctx.hidden() if self.mtp_ctx is not None else None
+        off = 0
+        rebuild: list[Active] = []
+        for active, rows in group:
+            n = len(rows)
+            try:
+                events = active.answer.finish(
+                    logits[off : off + n], hidden[off : off + n] if hidden is not None else None
+                )
+            except Exception as exc:
+                self._abort(active, exc)
+                off += n
+                continue
+            off += n
+            if active.replay is not None:
+                rebuild.append(active)
+            self._deliver(active, events)
+        for active in rebuild:  # after every sequence has read its rows of this call
+            if active.seq in self._active:
+                self._rebuild(active)
+
+    def _rebuild(self, active: Active) -> None:
+        """A rollback failed: the sequence is rebuilt from the shared prefix plus suffix + answer."""
+        assert self.ctx is not None and active.replay is not None
+        log.warning("rollback failed on %s (seq %d); rebuilding it from the prefix", active.job.doc_id, active.seq)
+        mtp = self._share_prefix(active.seq, active.hot)
+        run = active.answer.run
+        if mtp is not None:
+            run.mtp = mtp
+            active.answer.policy.mtp = mtp if active.answer.policy.mtp is not None else None
+        replay = np.concatenate([active.suffix, np.asarray(active.replay, dtype=np.int32)])
+        active.replay = None
+        self.ctx.prefill(replay, len(active.hot.prefix), seq_id=active.seq, on_chunk=mtp.process if mtp else None)
+        run.stats.prompt_tokens += len(replay)
+
+    def _deliver(self, active: Active, events) -> None:
+        for event in events:
             if event.text:
-                parts.append(event.text)
-                job.emit("token", {"text": event.text})
-        citations = self._cite(doc.id, hot, "".join(parts), drafter.copied)
+                active.parts.append(event.text)
+                active.job.emit("token", {"text": event.text})
+        if active.answer.done:
+            self._finish(active)
+
+    def _finish(self, active: Active) -> None:
+        answer, job = active.answer, active.job
+        answer.close()
+        try:
+            citations = self._cite(job.doc_id, active.hot, "".join(active.parts), active.drafter.copied)
+        except Exception:  # citations are a courtesy; never lose the answer over them
+            log.exception("citations failed for %s", job.doc_id)
+            citations = []
         job.emit("citations", {"citations": [c.as_dict() for c in citations]})
-        job.emit("stats", asdict(stats))
+        job.emit("stats", asdict(answer.run.stats))
         job.emit("done", {})
+        self._release(active)
+
+    def _abort(self, active: Active, exc: Exception) -> None:
+        log.error("answer on seq %d failed: %s: %s", active.seq, type(exc).__name__, exc)
+        active.job.fail("engine_error", f"generation failed: {type(exc).__name__}: {exc}")
+        self._release(active)
+
+    def _release(self, active: Active) -> None:
+        """Free the question's sequence (its own cells; the shared prefix stays in DOC_SEQ)."""
+        self._active.pop(active.seq, None)
+        if self.ctx is not None:
+            self.ctx.seq_rm(active.seq, 0)
+        if self.mtp_ctx is not None:
+            self.mtp_ctx.seq_rm(active.seq, 0)
 
     def _cite(self, doc_id: str, hot: HotDoc, answer: str, copied: list[tuple[int, int]]) -> list[Citation]:
         """Document spans the answer quotes (spec.cite), from accepted lookup copies and n-gram matches."""
@@ -433,8 +639,8 @@ class Engine:
         return index.cite(answer, [offsets.chars(a, b) for a, b in copied])
 
     def _restore(self, doc_id: str) -> HotDoc:
-        """Bring SEQ to exactly the document prefix (in the MTP context too): truncate, else RAM
-        state, else disk snapshot."""
+        """The document's RAM entry, with DOC_SEQ holding exactly its prefix (in the MTP context too):
+        as it is if already loaded, else from the RAM state, else from the disk snapshot."""
         assert self.ctx is not None
         ctx = self.ctx
         hot = self._hot.get(doc_id)
@@ -442,53 +648,42 @@ class Engine:
             hot = self._remember(doc_id, self.store.read_prefix(doc_id))
         else:
             self._hot.move_to_end(doc_id)
+        if self._loaded == doc_id:
+            return hot
+        if self._active:
+            raise RuntimeError("cannot switch documents while questions are active")
         n = len(hot.prefix)
-        if self._loaded == doc_id and self.can_truncate and ctx.seq_rm(SEQ, n) and self._holds_prefix(n):
-            if self._restore_mtp_tail(hot, n):
-                return hot
         self._loaded = None
         if hot.state is not None:
-            ctx.state_set(hot.state, SEQ)
+            ctx.state_set(hot.state, DOC_SEQ)
             if self.mtp_ctx is not None and hot.mtp_state is not None:
-                self.mtp_ctx.state_set(hot.mtp_state, SEQ)
-            if self._holds_prefix(n) and self._restore_mtp_tail(hot, n):
+                self.mtp_ctx.state_set(hot.mtp_state, DOC_SEQ)
+            if self._holds_prefix(n):
                 self._loaded = doc_id
                 return hot
             hot.state = hot.mtp_state = None  # unusable; fall back to disk
-        mtp_h = snapshot.load(ctx, SEQ, hot.prefix, self.store.dir(doc_id), self.mtp_ctx)
+        mtp_h = snapshot.load(ctx, DOC_SEQ, hot.prefix, self.store.dir(doc_id), self.mtp_ctx)
         if not self._holds_prefix(n):
             raise snapshot.SnapshotIncompatible("the restored state does not end at the document prefix")
         self._remember(doc_id, hot.prefix, *self._states_for_ram(), mtp_h)
-        if self.mtp is not None:
-            self.mtp.reset(mtp_h)
         self._loaded = doc_id
         return hot
 
-    def _restore_mtp_tail(self, hot: HotDoc, n: int) -> bool:
-        """After the target holds the prefix: the MTP context must end at n - 1 too, with the saved
-        pending hidden state."""
-        if self.mtp is None or self.mtp_ctx is None:
-            return True
-        if hot.mtp_h is None or not self.mtp_ctx.seq_rm(SEQ, n) or self.mtp_ctx.pos_max(SEQ) != n - 1:
-            return False
-        self.mtp.reset(hot.mtp_h)
-        return True
-
     def _states_for_ram(self) -> tuple[bytes | None, bytes | None]:
-        """SEQ's state bytes (target, MTP) if they fit the RAM budget (checked before copying: a
+        """DOC_SEQ's state bytes (target, MTP) if they fit the RAM budget (checked before copying: a
         139k-token state of a 27B model is gigabytes)."""
         assert self.ctx is not None
-        size = self.ctx.state_size(SEQ) + (self.mtp_ctx.state_size(SEQ) if self.mtp_ctx else 0)
+        size = self.ctx.state_size(DOC_SEQ) + (self.mtp_ctx.state_size(DOC_SEQ) if self.mtp_ctx else 0)
         if size > self.settings.snapshot_ram_bytes:
             return None, None
-        return self.ctx.state_get(SEQ), (self.mtp_ctx.state_get(SEQ) if self.mtp_ctx else None)
+        return self.ctx.state_get(DOC_SEQ), (self.mtp_ctx.state_get(DOC_SEQ) if self.mtp_ctx else None)
 
     def _holds_prefix(self, n: int) -> bool:
-        """SEQ ends at position n - 1 and still holds the cells the next token attends to."""
+        """DOC_SEQ ends at position n - 1 and still holds the cells the next token attends to."""
         assert self.ctx is not None and self.model is not None
-        if self.ctx.pos_max(SEQ) != n - 1:
+        if self.ctx.pos_max(DOC_SEQ) != n - 1:
             return False
-        pos_min = self.ctx.pos_min(SEQ)
+        pos_min = self.ctx.pos_min(DOC_SEQ)
         if self.model.n_swa > 0:  # the sliding window must still reach back n_swa positions
             return 0 <= pos_min <= max(0, n - self.model.n_swa + 1)
         # A recurrent state reports only its last position; attention caches must start at 0.

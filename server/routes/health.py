@@ -23,4 +23,6 @@ async def health(request: Request) -> dict:
         "n_ctx": engine.ctx.n_ctx,
         "document_budget": request.app.state.settings.document_budget,
         "queue_depth": engine.queue_depth,
+        "n_seq_max": engine.n_answer_seqs,  # questions answered concurrently (continuous batching)
+        "active_answers": engine.active_answers,
     }

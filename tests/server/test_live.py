@@ -99,8 +99,12 @@ def test_http06_stream_is_not_buffered_even_with_gzip(live, cases):
     assert first_token < total / 2
 
 
-def test_http07_eight_simultaneous_questions_all_complete_correctly(live, cases):
-    server = live()
+@pytest.mark.parametrize("n_seq_max", [1, 8])
+def test_http07_eight_simultaneous_questions_all_complete_correctly(live, cases, n_seq_max):
+    """All eight complete. One at a time (n_seq_max=1) each answer is exactly its answer alone; batched
+    (n_seq_max=8) the row counts change the Q4_K_M numerics (notes §14), so agreement is reported,
+    and the exact comparison is tests/server/test_batching.py's, on F16."""
+    server = live(DOCQA_N_SEQ_MAX=str(n_seq_max))
     doc_id = _ready_doc(server, cases, "pdf/sample-files/001-trivial/minimal-document.pdf")
     questions = [f"What is sentence {i} about?" for i in range(8)]
     alone = {
@@ -118,9 +122,14 @@ def test_http07_eight_simultaneous_questions_all_complete_correctly(live, cases)
     for t in threads:
         t.join(120)
     assert len(results) == 8
+    same = 0
     for q in questions:
         status, body = results[q]
-        assert status == 200 and body["answer"] == alone[q]  # queued: each gets its own, unchanged answer
+        assert status == 200 and body["stats"]["completion_tokens"] >= 1
+        same += body["answer"] == alone[q]
+    if n_seq_max == 1:
+        assert same == 8  # queued: each gets its own, unchanged answer
+    print(f"HTTP-07 n_seq_max={n_seq_max}: {same}/8 answers identical to the answer alone")
 
 
 def test_http01_multipart_epilogue_is_cheap(live, cases):

@@ -47,3 +47,9 @@ def test_check_fits_names_the_components(tiny_qwen35_path, tmp_path):
     message = str(err.value)
     assert "needs" in message and "DOCQA_VRAM_BYTES allows 8.0 MiB" in message
     assert "kv " in message and "rs " in message and "compute " in message and "reserve 512.0 MiB" in message
+
+
+def test_server_refuses_to_start_when_the_plan_does_not_fit(server):
+    with pytest.raises(RuntimeError, match=r"needs .* of GPU memory .* DOCQA_VRAM_BYTES allows 64\.0 MiB"):
+        with server(vram_bytes="64MiB"):
+            pass

@@ -1,0 +1,138 @@
+"""Continuous batching: concurrent questions share each decode call and the document prefix.
+
+Exactness is asserted on the F16 copy of the embedded model, up to the first near-tie of a plain
+one-row-at-a-time greedy decode (notes §14): batching changes how many rows each call has, which on
+Q4_K_M legitimately changes logits, so there it is reported, not asserted.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from runtime.llama import Model
+from tests.conftest import upload
+from tests.helpers import Prompt, first_divergence, open_ctx, plain_greedy
+
+CRAZY = "pdf/pypdf-resources/crazyones.pdf"
+QUESTIONS = [
+    "Quote the whole text of the document verbatim.",
+    "Who are the crazy ones?",
+    "What do the crazy ones change?",
+    "What can you not do about them?",
+    "What is the title of the text?",
+    "What do they invent?",
+    "What do they push forward?",
+    "Quote the last sentence.",
+]
+MAX_TOKENS = 24
+NEAR_TIE = 0.5  # top-2 logit margin; about 4x the F16 row-count noise (notes §14)
+
+
+def _ask_all(client, doc_id: str, questions: list[str], concurrent: bool) -> dict[str, dict]:
+    def ask(q: str) -> dict:
+        if concurrent:
+            start.wait(30)
+        r = client.post(f"/v1/documents/{doc_id}/answers", json={"question": q, "max_tokens": MAX_TOKENS})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    if not concurrent:
+        return {q: ask(q) for q in questions}
+    start = threading.Barrier(len(questions))
+    with ThreadPoolExecutor(len(questions)) as pool:
+        return dict(zip(questions, pool.map(ask, questions), strict=True))
+
+
+def test_eight_concurrent_greedy_answers_equal_alone_on_f16(server, cases, gemma_f16_path):
+    with server(model_path=gemma_f16_path, n_seq_max=8) as client:
+        doc = upload(client, cases / CRAZY)
+        engine = client.app.state.engine
+        alone = _ask_all(client, doc["id"], QUESTIONS, concurrent=False)
+        assert set(engine.batch_sizes) == {1}
+        engine.batch_sizes.clear()
+        together = _ask_all(client, doc["id"], QUESTIONS, concurrent=True)
+        assert max(engine.batch_sizes) == 8, engine.batch_sizes  # steps really carried all eight sequences
+        prefix = engine.store.read_prefix(doc["id"])
+        layout = engine.layout
+
+    # Reference: plain greedy decoding, one row per call, with the top-2 margin at every position.
+    model = Model(gemma_f16_path)
+    ctx = open_ctx(model)
+    agreed, total = 0, 0
+    try:
+        for q in QUESTIONS:
+            suffix = layout.question_suffix(model, q)
+            tokens, margins = plain_greedy(ctx, Prompt(ctx, prefix, suffix), MAX_TOKENS)
+            tie = next((i for i, m in enumerate(margins) if m < NEAR_TIE), len(tokens))
+            reference = model.detokenize(tokens[:tie])
+            one, batched = alone[q]["answer"], together[q]["answer"]
+            for text in (one, batched):  # exact up to the first near-tie
+                n = min(len(reference), len(text))
+                assert text[:n] == reference[:n], (q, tie, text, reference)
+            assert together[q]["stats"]["cached_tokens"] == len(prefix)
+            agreed += first_divergence(list(one), list(batched))
+            total += max(len(one), len(batched))
+            print(f"{q!r}: first near-tie at token {tie}; alone == batched: {one == batched}")
+    finally:
+        ctx.close()
+        model.close()
+    # Past the near-ties the answers are not guaranteed equal, but on F16 they nearly always are: a
+    # crossed wire between sequences would show up here as early disagreement.
+    assert agreed >= total // 2, (agreed, total)
+
+
+def test_questions_about_another_document_wait_for_the_batch(server, cases):
+    """FIFO across documents: a question about B after questions about A is answered correctly once
+    A's batch drains, and A's later questions do not overtake it."""
+    with server(n_seq_max=4) as client:
+        a = upload(client, cases / CRAZY)
+        b = upload(client, cases / "pdf/sample-files/001-trivial/minimal-document.pdf")
+        jobs = [(a["id"], "Who are the crazy ones?"), (b["id"], "Quote the first sentence."), (a["id"], "What?")]
+        with ThreadPoolExecutor(3) as pool:
+            results = list(
+                pool.map(
+                    lambda j: client.post(
+                        f"/v1/documents/{j[0]}/answers", json={"question": j[1], "max_tokens": 16}
+                    ).json(),
+                    jobs,
+                )
+            )
+        assert all(r["stats"]["completion_tokens"] >= 1 for r in results), results
+        assert results[1]["stats"]["cached_tokens"] == b["tokens"]
+        assert results[0]["stats"]["cached_tokens"] == results[2]["stats"]["cached_tokens"] == a["tokens"]
+        alone = client.post(
+            f"/v1/documents/{b['id']}/answers", json={"question": "Quote the first sentence.", "max_tokens": 16}
+        ).json()
+        assert alone["answer"] == results[1]["answer"]  # answered alone in both cases: same numerics
+
+
+def test_hybrid_mtp_model_batches_with_shared_recurrent_prefix(server, tiny_qwen35_path):
+    """The tiny qwen35 (attention + gated delta net, MTP head, f32): four concurrent questions share
+    the document's KV cells and its recurrent state copy-on-write (notes §6, hybrid caveat), each
+    with its own MTP drafter, and each answer equals the same question answered alone."""
+    doc_text = b"the cat sat on the mat and the dog ran in the sun. " * 12
+    bodies = [
+        {"question": "what did the cat do", "verify16": True},
+        {"question": "what did the dog do", "draft_source": "mtp", "draft_tokens": 3},
+        {"question": "where is the sun"},
+        {"question": "the mat", "draft_tokens": 0},
+    ]
+    with server(model_path=tiny_qwen35_path, n_threads=1, n_ctx=4096, n_seq_max=4) as client:
+        doc = upload(client, tiny_qwen35_path, name="doc.txt", data=doc_text)
+        engine = client.app.state.engine
+
+        def ask(body: dict) -> dict:
+            r = client.post(f"/v1/documents/{doc['id']}/answers", json={"max_tokens": 32, **body})
+            assert r.status_code == 200, r.text
+            return r.json()
+
+        alone = [ask(b) for b in bodies]
+        engine.batch_sizes.clear()
+        with ThreadPoolExecutor(len(bodies)) as pool:
+            together = list(pool.map(ask, bodies))
+        assert max(engine.batch_sizes) >= 3, engine.batch_sizes
+    for one, batched, body in zip(alone, together, bodies, strict=True):
+        assert batched["answer"] == one["answer"], body
+        assert batched["stats"]["completion_tokens"] == one["stats"]["completion_tokens"]
+    assert together[1]["stats"]["accepted_by_source"]["mtp"] > 0  # MTP drafts were accepted in the batch
