@@ -105,6 +105,11 @@ def ask(ctx, doc: str, question: str, max_tokens, temperature, verify16, draft_t
                 data = json.loads(line[6:])
                 if event == "token":
                     click.echo(data["text"], nl=False)
+                elif event == "citations":
+                    for c in data["citations"]:
+                        pages = f"p. {c['page']}" if c["page"] == c["page_end"] else f"pp. {c['page']}-{c['page_end']}"
+                        quote = c["text"] if len(c["text"]) <= 100 else c["text"][:97] + "..."
+                        click.echo(f"\n[{pages}, chars {c['start']}-{c['end']}] {quote!r}", nl=False, err=True)
                 elif event == "stats":
                     click.echo("")
                     click.echo(

@@ -35,6 +35,7 @@ def test_cli_ingest_list_ask(tmp_path, gemma_path, cases):
         )
         assert r.exit_code == 0, r.output
         assert "misfits" in r.stdout and "tok/s" in r.stderr
+        assert "[p. 1, chars " in r.stderr  # the quoted span, cited
         r = runner.invoke(main, ["--url", url, "ask", "nope", "x"])
         assert r.exit_code != 0 and "no document with id" in r.stderr
         r = runner.invoke(main, ["--url", url, "ingest", str(cases / "synthetic/png-renamed-to.pdf")])
