@@ -54,6 +54,12 @@ class Settings(BaseSettings):
         le=MAX_WINDOW,
         description="Recurrent-state snapshots for rollback on hybrid models (default: 16, the widest window).",
     )
+    n_seq_max: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Questions answered concurrently, batched into one decode call per step (continuous batching).",
+    )
     answer_reserve: int = Field(
         default=1024, ge=16, description="Tokens kept free for the question and answer; documents get n_ctx - this."
     )
