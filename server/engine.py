@@ -39,7 +39,7 @@ from spec.loop import Answer, AnswerRun, AnswerStats
 from spec.mtp import MtpDrafter
 
 log = logging.getLogger("docqa.engine")
-SEQ = DOC_SEQ = 0  # the sequence that holds the prefix of the document in use
+DOC_SEQ = 0  # the sequence that holds the prefix of the document in use
 _CALIBRATIONS: dict[str, StepCosts] = {}
 
 
@@ -244,7 +244,7 @@ class Engine:
             self.max_window = self.ctx.n_rs_seq  # the effective value: some architectures clamp it to 0
         if model.mtp_loaded:
             self.mtp_ctx = Context(model, replace(config, mtp=True, n_rs_seq=0))
-            self.mtp = MtpDrafter(self.ctx, self.mtp_ctx, SEQ)
+            self.mtp = MtpDrafter(self.ctx, self.mtp_ctx, DOC_SEQ)
         self.costs = self._calibrate()
         self.layout = _layout_for(model)
         log.info(
@@ -266,10 +266,10 @@ class Engine:
             mtp_ctx, zeros = self.mtp_ctx, np.zeros((1, self.mtp_ctx.n_embd), dtype=np.float32)
 
             def mtp_step() -> None:
-                mtp_ctx.decode([token], 0, seq_id=SEQ, outputs="all", embd=zeros)
+                mtp_ctx.decode([token], 0, seq_id=DOC_SEQ, outputs="all", embd=zeros)
                 mtp_ctx.logits()[0].argmax()
                 mtp_ctx.hidden()[0].copy()
-                mtp_ctx.seq_rm(SEQ, 0)
+                mtp_ctx.seq_rm(DOC_SEQ, 0)
 
         cfg = self.ctx.config
         key = "/".join(
@@ -360,7 +360,7 @@ class Engine:
             finished = ctx.prefill(
                 prefix,
                 0,
-                seq_id=SEQ,
+                seq_id=DOC_SEQ,
                 on_progress=on_progress,
                 should_stop=lambda: self._is_deleted(doc.id),
                 on_chunk=self.mtp.process if self.mtp else None,
@@ -369,9 +369,13 @@ class Engine:
                 self._clear()
                 return
             mtp_h = self.mtp.pending_h.copy() if self.mtp else None
-            snapshot.save(ctx, SEQ, prefix, self.store.dir(doc.id), self.mtp_ctx, mtp_h)
+            snapshot.save(ctx, DOC_SEQ, prefix, self.store.dir(doc.id), self.mtp_ctx, mtp_h)
             self._remember(doc.id, prefix, *self._states_for_ram(), mtp_h)
-            self._loaded = doc.id
+            # A sliding-window cache (without swa_full) still holds every cell the prefill cycled
+            # through; shared into a question's sequence by seq_cp, cells of two sequences can never
+            # be reused (llama-kv-cache.cpp find_slot), and the window cache fills up. The snapshot
+            # holds only the last n_swa cells, so the first question restores it instead.
+            self._loaded = doc.id if self.model.n_swa == 0 or self.settings.swa_full else None
             if self._is_deleted(doc.id):
                 return
             self.store.set_status(doc.id, READY)
@@ -384,12 +388,12 @@ class Engine:
             self.progress.pop(doc.id, None)
 
     def _clear(self) -> None:
-        """Empty SEQ in both contexts."""
+        """Empty DOC_SEQ in both contexts."""
         assert self.ctx is not None
         self._loaded = None
-        self.ctx.seq_rm(SEQ, 0)
+        self.ctx.seq_rm(DOC_SEQ, 0)
         if self.mtp is not None and self.mtp_ctx is not None:
-            self.mtp_ctx.seq_rm(SEQ, 0)
+            self.mtp_ctx.seq_rm(DOC_SEQ, 0)
             self.mtp.reset()
 
     def _remember(
@@ -421,7 +425,9 @@ class Engine:
     # -- answering ---------------------------------------------------------------------------------
     def _cells_needed(self, job: AnswerJob, n_suffix: int | None = None) -> int:
         """KV cells a question may use beyond the shared prefix: its suffix, its answer, a window."""
-        n_suffix = n_suffix if n_suffix is not None else len(job.question) // 2 + 64  # before tokenizing: generous
+        if n_suffix is None:  # before tokenizing: generous (a token is rarely under 2 characters)
+            chars = len(job.question) + sum(len(q) + len(a) for q, a in job.history)
+            n_suffix = chars // 2 + 64 * (1 + len(job.history))
         return n_suffix + job.params.max_tokens + self.max_window + 1
 
     def _cells_free_for(self, job: AnswerJob) -> bool:

@@ -36,6 +36,7 @@ class Metrics:
         self.drafted = Counter("docqa_draft_tokens", "Draft tokens verified", ["source"], registry=r)
         self.accepted = Counter("docqa_accepted_draft_tokens", "Draft tokens accepted", ["source"], registry=r)
         self.queue_depth = Gauge("docqa_engine_queue_depth", "Jobs waiting for the engine", registry=r)
+        self.active = Gauge("docqa_active_answers", "Questions being answered in the current batch", registry=r)
         self._engine = None
         self._store = None
         r.register(self)  # collect(): live values read at scrape time
@@ -56,6 +57,7 @@ class Metrics:
         """Values read at scrape time: ingest progress per document and snapshot bytes on disk."""
         if self._engine is not None:
             self.queue_depth.set(self._engine.queue_depth)
+            self.active.set(self._engine.active_answers)
             progress = GaugeMetricFamily("docqa_ingest_progress", "Prefill progress (0..1)", labels=["document"])
             for doc_id, value in list(self._engine.progress.items()):
                 progress.add_metric([doc_id], value)
