@@ -72,7 +72,9 @@ def _sse(response) -> list[tuple[str, dict]]:
 class DocqaServer:
     """docqa as a user runs it, on its own port and data directory."""
 
-    def __init__(self, model: Path, threads: int, data_dir: Path, port: int = 8101, n_ctx: int = 32768) -> None:
+    def __init__(
+        self, model: Path, threads: int, data_dir: Path, port: int = 8101, n_ctx: int = 32768, **env: str
+    ) -> None:
         self.port, self.env = port, dict(os.environ)
         self.env.update(
             DOCQA_MODEL_PATH=str(model),
@@ -80,6 +82,7 @@ class DocqaServer:
             DOCQA_DATA_DIR=str(data_dir),
             DOCQA_PORT=str(port),
             DOCQA_N_CTX=str(n_ctx),
+            **env,
         )
         self.proc: subprocess.Popen | None = None
 
@@ -159,6 +162,7 @@ class LlamaServer:
         port: int = 8102,
         n_ctx: int = 32768,
         spec: list[str] | None = None,
+        parallel: int = 1,
     ) -> None:
         self.cmd = [
             str(binary),
@@ -173,7 +177,8 @@ class LlamaServer:
             "--port",
             str(port),
             "-np",
-            "1",
+            str(parallel),
+            *(["--kv-unified"] if parallel > 1 else []),
             "-b",
             "512",
             "-ub",
