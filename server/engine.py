@@ -28,7 +28,7 @@ from ingest.atomic import write_atomic
 from ingest.prompt import PromptLayout, chat_layout, plain_layout
 from ingest.store import FAILED, INGESTING, READY, DocStore
 from runtime.embedded import embedded_model_path
-from runtime.llama import Context, ContextConfig, Model
+from runtime.llama import Context, ContextConfig, DecodeError, Model
 from server.jobs import AnswerJob, IngestJob
 from server.memory import check_fits
 from server.settings import MAX_WINDOW, Settings
@@ -203,7 +203,9 @@ class Engine:
         except Exception as exc:  # keep serving; tell the waiting request what happened
             log.exception("engine job failed")
             self._loaded = None if not self._active else self._loaded
-            if isinstance(job, AnswerJob):
+            if isinstance(job, AnswerJob) and isinstance(exc, DecodeError) and exc.rc == 1:
+                job.fail("kv_cache_full", "the KV cache is full with other answers in progress; retry in a moment")
+            elif isinstance(job, AnswerJob):
                 job.fail("engine_error", f"generation failed: {type(exc).__name__}: {exc}")
                 for active in [a for a in self._active.values() if a.job is job]:
                     self._release(active)
@@ -424,11 +426,14 @@ class Engine:
 
     # -- answering ---------------------------------------------------------------------------------
     def _cells_needed(self, job: AnswerJob, n_suffix: int | None = None) -> int:
-        """KV cells a question may use beyond the shared prefix: its suffix, its answer, a window."""
+        """KV cells reserved for a question beyond the shared prefix: its suffix and a window, plus its
+        answer up to ``answer_reserve`` tokens. A longer answer competes for the free cells; if they run
+        out it ends with finish_reason "length" (:meth:`_decode_group`), so one huge ``max_tokens``
+        cannot hold every other question back."""
         if n_suffix is None:  # before tokenizing: generous (a token is rarely under 2 characters)
             chars = len(job.question) + sum(len(q) + len(a) for q, a in job.history)
             n_suffix = chars // 2 + 64 * (1 + len(job.history))
-        return n_suffix + job.params.max_tokens + self.max_window + 1
+        return n_suffix + min(job.params.max_tokens, self.settings.answer_reserve) + self.max_window + 1
 
     def _cells_free_for(self, job: AnswerJob) -> bool:
         assert self.ctx is not None
@@ -442,8 +447,11 @@ class Engine:
         sequence, prefill the question there and choose the first token."""
         assert self.ctx is not None and self.model is not None and self.layout is not None
         doc = self.store.get(job.doc_id)
-        if doc is None or doc.status != READY:
-            job.fail("document_not_ready", f"document {job.doc_id} is not ready (deleted or re-ingesting)")
+        if doc is None or self._is_deleted(job.doc_id):
+            job.fail("document_not_found", f"document {job.doc_id} was deleted; list them with GET /v1/documents")
+            return
+        if doc.status != READY:
+            job.fail("document_not_ready", f"document {job.doc_id} is being ingested again; retry soon")
             return
         ctx, model = self.ctx, self.model
         try:
@@ -558,6 +566,13 @@ class Engine:
         seqs = np.concatenate([np.full(len(r), a.seq, dtype=np.int32) for a, r in group])
         try:
             ctx.decode_rows(tokens, pos, seqs, np.ones(len(tokens), dtype=np.int8))
+        except DecodeError as exc:
+            for active, _ in group:
+                if exc.rc == 1:  # no free KV cells: the shared cache is full, as a full context
+                    self._deliver(active, active.answer.end("length"))
+                else:
+                    self._abort(active, exc)
+            return
         except Exception as exc:
             for active, _ in group:
                 self._abort(active, exc)

@@ -181,6 +181,14 @@ class Answer:
                 events.append(TokenEvent(text=tail, token_ids=(), n_accepted=0))
         return events
 
+    def end(self, reason: str) -> list[TokenEvent]:
+        """End the answer from outside the loop (e.g. the shared KV cache is full): ``reason`` becomes
+        the finish reason; returns the held-back text, if any."""
+        self.run.stats.finish_reason = reason
+        self.done = True
+        tail = self.stream.flush()
+        return [TokenEvent(text=tail, token_ids=(), n_accepted=0)] if tail else []
+
     def close(self) -> None:
         """Fill in the stats that cover the whole answer (also after an error)."""
         stats, policy = self.run.stats, self.policy

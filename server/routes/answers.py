@@ -25,7 +25,9 @@ router = APIRouter(prefix="/v1")
 
 # Engine error types that are the request's fault or a state the user can wait out.
 _ERROR_STATUS = {
+    "document_not_found": 404,
     "document_not_ready": 409,
+    "kv_cache_full": 503,
     "snapshot_incompatible": 409,
     "snapshot_missing": 409,
     "question_too_long": 413,
@@ -93,7 +95,7 @@ async def answer(
         return StreamingResponse(
             _events(job, first, request.app.state.metrics), media_type="text/event-stream", headers=headers
         )
-    answer = await collect(job, first, request.app.state.metrics)
+    answer = await collect(job, first, request)
     return AnswerResponse(answer=answer.text, citations=answer.citations, stats=answer.stats)
 
 
@@ -126,12 +128,24 @@ class Collected:
     stats: AnswerStatsPublic
 
 
-async def collect(job: AnswerJob, first: tuple[str, dict], metrics) -> Collected:
-    """Read a started job's events to the end: the whole answer, its citations and stats."""
+async def _cancel_on_disconnect(request: Request, job: AnswerJob) -> None:
+    """A non-streaming client that hangs up cancels its job (polled; Starlette gives no callback)."""
+    while not job.cancelled.is_set():
+        if await request.is_disconnected():
+            job.cancel()
+            return
+        await asyncio.sleep(0.25)
+
+
+async def collect(job: AnswerJob, first: tuple[str, dict], request: Request) -> Collected:
+    """Read a started job's events to the end: the whole answer, its citations and stats. The job is
+    cancelled if the client disconnects meanwhile."""
+    metrics = request.app.state.metrics
     parts: list[str] = []
     citations: list[CitationPublic] = []
     stats: AnswerStatsPublic | None = None
     kind, data = first
+    watcher = asyncio.create_task(_cancel_on_disconnect(request, job))
     try:
         while kind != "done":
             if kind == "token":
@@ -145,6 +159,7 @@ async def collect(job: AnswerJob, first: tuple[str, dict], metrics) -> Collected
                 _raise_engine_error(data)
             kind, data = await job.events.get()
     finally:
+        watcher.cancel()
         job.cancel()
     if stats is None:
         raise ApiError(500, "engine_error", "the engine finished without stats")

@@ -10,7 +10,8 @@ cached_tokens`` counts the document tokens that were not.
 Differences, by design:
 
 * ``temperature`` defaults to the server's greedy decoding (0), not 1.
-* ``n`` must be 1; tools, logprobs and response formats are not supported (422).
+* ``n`` must be 1; tools, logprobs and response formats other than text are not supported (422).
+* ``stop`` adds to the prompt layout's own stop strings (the end of a turn for a base model).
 * System and developer messages are placed at the start of the first user turn, after the document:
   the document prefix is fixed, so nothing can precede it without prefilling it again.
 * Extra response fields: ``citations`` (the document spans the answer quotes; in the final chunk when
@@ -24,11 +25,12 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ingest.store import DocRecord, DocStore
 from server.deps import EngineDep, SettingsDep, StoreDep
@@ -85,6 +87,7 @@ class ChatCompletionRequest(BaseModel):
     n: int = 1
     tools: list | None = None
     logprobs: bool | None = None
+    response_format: dict | None = None
     # docqa's speculative-decoding controls, as in POST /v1/documents/{id}/answers
     verify16: bool = False
     draft_tokens: int | None = Field(default=None, ge=0, le=MAX_WINDOW)
@@ -108,9 +111,7 @@ class ModelList(BaseModel):
 @router.get("/models", response_model=ModelList)
 async def models(store: StoreDep) -> ModelList:
     """Every loaded document as a model id ``doc:<id>``."""
-    cards = [
-        ModelCard(id=f"doc:{d.id}", created=int(d.created_at), name=d.name, status=d.status) for d in store.list()
-    ]
+    cards = [ModelCard(id=f"doc:{d.id}", created=int(d.created_at), name=d.name, status=d.status) for d in store.list()]
     return ModelList(data=cards)
 
 
@@ -125,6 +126,8 @@ def resolve_document(store: DocStore, req: ChatCompletionRequest) -> DocRecord:
     doc = store.get(name) if name.isalnum() else None
     if doc is not None:
         return doc
+    if req.model.startswith("doc:"):
+        raise ApiError(404, "document_not_found", f"no document with id {name!r}; see GET /v1/models")
     named = [d for d in store.list() if d.name == req.model]
     if len(named) == 1:
         return named[0]
@@ -171,11 +174,16 @@ def conversation(messages: list[ChatMessage]) -> tuple[tuple[tuple[str, str], ..
 
 
 def _answer_request(req: ChatCompletionRequest, question: str) -> AnswerRequest:
+    """The chat request as an answer request (``stop``: the client's own stop strings only)."""
     if req.n != 1:
         raise ApiError(422, "invalid_request", "n must be 1")
     if req.tools or req.logprobs:
         raise ApiError(422, "invalid_request", "tools and logprobs are not supported")
-    stop = [req.stop] if isinstance(req.stop, str) else req.stop
+    if req.response_format and req.response_format.get("type", "text") != "text":
+        raise ApiError(422, "invalid_request", "response_format: only {'type': 'text'} is supported")
+    stop = None
+    if req.stop:
+        stop = [req.stop] if isinstance(req.stop, str) else [s for s in req.stop if s]
     fields = {
         "question": question[:20000],
         "max_tokens": req.max_completion_tokens or req.max_tokens,
@@ -189,8 +197,10 @@ def _answer_request(req: ChatCompletionRequest, question: str) -> AnswerRequest:
     }
     try:
         return AnswerRequest(**fields)
-    except ValueError as exc:
-        raise ApiError(422, "invalid_request", str(exc)) from exc
+    except ValidationError as exc:
+        where = {"question": "messages", "max_tokens": "max_completion_tokens"}
+        message = "; ".join(f"{where.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}" for e in exc.errors())
+        raise ApiError(422, "invalid_request", message) from None
 
 
 def _usage(stats: dict) -> dict:
@@ -215,6 +225,8 @@ async def chat_completions(
     check_answerable(doc, engine)
     history, question = conversation(req.messages)
     params = answer_params(_answer_request(req, question), settings)
+    if params.stops:  # OpenAI's stop adds to the end of the turn; it does not replace the layout's stops
+        params = replace(params, stops=(*engine.layout.stops, *params.stops))
     job = AnswerJob(doc.id, question, params, asyncio.get_running_loop(), history=history)
     first = await start(engine, job)
     metrics = request.app.state.metrics
@@ -226,7 +238,7 @@ async def chat_completions(
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
-    answer = await collect(job, first, metrics)
+    answer = await collect(job, first, request)
     stats = answer.stats.model_dump()
     return {
         **base,

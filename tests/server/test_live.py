@@ -244,3 +244,35 @@ def test_calibration_is_kept_across_restarts(live, tmp_path):
     assert json.loads((data / "calibration.json").read_text()) == table  # reused, not measured again
     (entry,) = table.values()
     assert len(entry["verify"]) == 17 and entry["verify"][16] > entry["verify"][0] > 0
+
+
+def test_a_long_answer_does_not_hold_back_short_ones(live, cases):
+    """KV cells are reserved only up to answer_reserve per question: a max_tokens far beyond that
+    competes for free cells instead of blocking admission of every other question."""
+    server = live(DOCQA_N_SEQ_MAX="4")
+    doc_id = _ready_doc(server, cases)
+    body = {"question": "Tell me everything.", "max_tokens": 6000, "temperature": 2.0, "seed": 1, "stop": []}
+    s = _stream(server, doc_id, body)
+    try:
+        s.settimeout(60)
+        assert b"event: token" in s.recv(65536)  # the long answer is running
+        status, short = server.post_json(f"/v1/documents/{doc_id}/answers", {"question": "Who?", "max_tokens": 8})
+        assert status == 200 and short["stats"]["completion_tokens"] >= 1
+        assert server.get("/health")[1]["active_answers"] == 1  # answered while the long one goes on
+    finally:
+        s.close()
+
+
+def test_non_streaming_client_that_hangs_up_cancels_its_answer(live, cases):
+    server = live()
+    doc_id = _ready_doc(server, cases)
+    c = server.conn(timeout=1.5)
+    body = {"question": "Tell me everything.", "max_tokens": 3000, "temperature": 2.0, "seed": 1, "stop": []}
+    c.request("POST", f"/v1/documents/{doc_id}/answers", json.dumps(body), {"Content-Type": "application/json"})
+    with pytest.raises(TimeoutError):
+        c.getresponse()
+    c.close()
+    deadline = time.monotonic() + 10
+    while server.get("/health")[1]["active_answers"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert server.get("/health")[1]["active_answers"] == 0  # 3000 tokens would take far longer

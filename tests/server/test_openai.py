@@ -111,3 +111,27 @@ def test_errors_are_openai_errors(served):
         )
     with pytest.raises(openai.UnprocessableEntityError, match="n must be 1"):
         client.chat.completions.create(model=f"doc:{doc['id']}", messages=[{"role": "user", "content": "hi"}], n=2)
+    with pytest.raises(openai.NotFoundError, match="no document with id 'ffff0000'"):
+        client.chat.completions.create(model="doc:ffff0000", messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.UnprocessableEntityError, match="response_format"):
+        client.chat.completions.create(
+            model=f"doc:{doc['id']}",
+            messages=[{"role": "user", "content": "hi"}],
+            response_format={"type": "json_object"},
+        )
+    too_many = r"^Error code: 422 - stop: List should have at most 16 items after validation, not 17$"
+    with pytest.raises(openai.UnprocessableEntityError, match=too_many):
+        client.chat.completions.create(
+            model=f"doc:{doc['id']}", messages=[{"role": "user", "content": "hi"}], stop=[f"s{i}" for i in range(17)]
+        )
+
+
+def test_stop_adds_to_the_end_of_turn_stops(served):
+    """OpenAI's `stop` adds stop sequences; the base model's own end-of-turn stops stay."""
+    _, client, doc = served
+    body = dict(model=f"doc:{doc['id']}", messages=[{"role": "user", "content": "Who is Alice?"}], max_tokens=40)
+    plain = client.chat.completions.create(**body)
+    extra = client.chat.completions.create(**body, stop=["zzz-never"])
+    assert extra.choices[0].message.content == plain.choices[0].message.content
+    assert extra.choices[0].finish_reason == plain.choices[0].finish_reason
+    assert "\nQuestion:" not in extra.choices[0].message.content
