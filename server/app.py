@@ -36,6 +36,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.store = store
         app.state.engine = engine
         app.state.extractor = ExtractionWorker(settings.extract_timeout_s, settings.extract_memory_bytes)
+        engine.on_answer = metrics.observe_answer  # every finished answer, cancelled ones included
         await asyncio.to_thread(engine.start)
         metrics.bind(engine, store)
         try:

@@ -19,6 +19,7 @@ import logging
 import queue
 import threading
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
@@ -99,6 +100,7 @@ class Engine:
         self._active: dict[int, Active] = {}  # seq id -> question
         self.n_answer_seqs = 1  # concurrent questions (sequences 1..n)
         self.batch_sizes: dict[int, int] = {}  # sequences per batched step -> steps (for tests and bench)
+        self.on_answer: Callable[[dict], None] | None = None  # gets each answer's stats (metrics)
 
     # -- lifecycle (called from the server) --------------------------------------------------------
     def start(self, timeout: float = 600.0) -> None:
@@ -630,9 +632,15 @@ class Engine:
             log.exception("citations failed for %s", job.doc_id)
             citations = []
         job.emit("citations", {"citations": [c.as_dict() for c in citations]})
-        job.emit("stats", asdict(answer.run.stats))
+        stats = asdict(answer.run.stats)
+        job.emit("stats", stats)
         job.emit("done", {})
         self._release(active)
+        if self.on_answer is not None:
+            try:
+                self.on_answer(stats)
+            except Exception:
+                log.exception("answer observer failed")
 
     def _abort(self, active: Active, exc: Exception) -> None:
         log.error("answer on seq %d failed: %s: %s", active.seq, type(exc).__name__, exc)

@@ -65,13 +65,11 @@ def _sse(kind: str, data: dict) -> str:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-async def _events(job: AnswerJob, first: tuple[str, dict], metrics) -> AsyncIterator[str]:
+async def _events(job: AnswerJob, first: tuple[str, dict]) -> AsyncIterator[str]:
     """SSE frames until done/error. Closing the generator (client gone) cancels the job."""
     try:
         kind, data = first
         while True:
-            if kind == "stats":
-                metrics.observe_answer(data)
             yield _sse(kind, data)
             if kind in ("done", "error"):
                 return
@@ -93,7 +91,7 @@ async def answer(
     if req.stream:
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(
-            _events(job, first, request.app.state.metrics), media_type="text/event-stream", headers=headers
+            _events(job, first), media_type="text/event-stream", headers=headers
         )
     answer = await collect(job, first, request)
     return AnswerResponse(answer=answer.text, citations=answer.citations, stats=answer.stats)
@@ -140,7 +138,6 @@ async def _cancel_on_disconnect(request: Request, job: AnswerJob) -> None:
 async def collect(job: AnswerJob, first: tuple[str, dict], request: Request) -> Collected:
     """Read a started job's events to the end: the whole answer, its citations and stats. The job is
     cancelled if the client disconnects meanwhile."""
-    metrics = request.app.state.metrics
     parts: list[str] = []
     citations: list[CitationPublic] = []
     stats: AnswerStatsPublic | None = None
@@ -154,7 +151,6 @@ async def collect(job: AnswerJob, first: tuple[str, dict], request: Request) -> 
                 citations = [CitationPublic(**c) for c in data["citations"]]
             elif kind == "stats":
                 stats = AnswerStatsPublic(**data)
-                metrics.observe_answer(data)
             elif kind == "error":
                 _raise_engine_error(data)
             kind, data = await job.events.get()

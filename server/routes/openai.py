@@ -229,12 +229,11 @@ async def chat_completions(
         params = replace(params, stops=(*engine.layout.stops, *params.stops))
     job = AnswerJob(doc.id, question, params, asyncio.get_running_loop(), history=history)
     first = await start(engine, job)
-    metrics = request.app.state.metrics
     base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": req.model}
     if req.stream:
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         return StreamingResponse(
-            _chunks(job, first, base, include_usage, metrics),
+            _chunks(job, first, base, include_usage),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -263,7 +262,7 @@ def _data(payload: dict | str) -> str:
 
 
 async def _chunks(
-    job: AnswerJob, first: tuple[str, dict], base: dict, include_usage: bool, metrics
+    job: AnswerJob, first: tuple[str, dict], base: dict, include_usage: bool
 ) -> AsyncIterator[str]:
     """chat.completion.chunk frames, then ``[DONE]``. Closing the generator (client gone) cancels the job."""
     chunk = {**base, "object": "chat.completion.chunk"}
@@ -281,7 +280,6 @@ async def _chunks(
             elif kind == "citations":
                 citations = data["citations"]
             elif kind == "stats":
-                metrics.observe_answer(data)
                 yield delta({}, _finish(data["finish_reason"]), citations=citations, docqa=data)
                 if include_usage:
                     yield _data({**chunk, "choices": [], "usage": _usage(data)})

@@ -67,6 +67,13 @@ def test_http05_disconnect_frees_the_engine(live, cases):
     freed = time.monotonic() - t0
     print(f"HTTP-05: the next question was answered {freed:.2f} s after the disconnect")
     assert status == 200 and freed < 5.0
+    # The cancelled answer is in the metrics too: two answers observed, its tokens counted.
+    c = server.conn(10)
+    c.request("GET", "/metrics")
+    scrape = c.getresponse().read().decode()
+    assert "docqa_ttft_seconds_count 2.0" in scrape
+    tokens = float(next(x for x in scrape.splitlines() if x.startswith("docqa_completion_tokens_total")).split()[1])
+    assert tokens >= 6  # at least the 5 streamed before the disconnect, plus the one-token answer
 
 
 def test_http06_stream_is_not_buffered_even_with_gzip(live, cases):
