@@ -26,6 +26,9 @@ def _init_worker(max_bytes: int) -> None:
     import sys
 
     resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+    # Ctrl-C in a terminal signals the whole process group: the server shuts the pool down itself,
+    # so the worker ignores SIGINT instead of dying with a KeyboardInterrupt traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

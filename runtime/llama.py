@@ -336,16 +336,28 @@ class Context:
         self.n_decoded = n
         return n_out
 
-    def decode_rows(self, tokens: np.ndarray, pos: np.ndarray, seq_ids: np.ndarray, outputs: np.ndarray) -> int:
+    def decode_rows(
+        self,
+        tokens: np.ndarray,
+        pos: np.ndarray,
+        seq_ids: np.ndarray,
+        outputs: np.ndarray,
+        embd: np.ndarray | None = None,
+    ) -> int:
         """One ``llama_decode`` of rows from any sequences (continuous batching).
 
         All arrays have shape [n]: token id, position and seq_id of each row, and ``outputs`` (bool)
         marks the rows that get logits. Logits come back in row order of the marked rows; with
-        ``export_hidden(masked=False)`` :meth:`hidden` has one row per batch row. Raises DecodeError.
+        ``export_hidden(masked=False)`` :meth:`hidden` has one row per batch row. ``embd`` (MTP
+        contexts only): float32 [n, n_embd]. Raises DecodeError.
         """
         n = len(tokens)
-        if not 0 < n <= self.n_batch or self._embd is not None:
-            raise ValueError(f"decode_rows takes 1..{self.n_batch} rows of a target context, got {n}")
+        if not 0 < n <= self.n_batch:
+            raise ValueError(f"decode_rows takes 1..{self.n_batch} rows, got {n}")
+        if (embd is None) != (self._embd is None):
+            raise ValueError("an MTP context decodes tokens with target hidden states (embd), a target context without")
+        if embd is not None:
+            self._embd[:n] = embd
         self._tokens[:n] = tokens
         self._pos[:n] = pos
         self._seq[:n] = seq_ids

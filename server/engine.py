@@ -37,7 +37,7 @@ from spec.cite import Citation, CitationIndex, TokenOffsets
 from spec.cost import StepCosts, calibrate
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import Answer, AnswerRun, AnswerStats
-from spec.mtp import MtpDrafter
+from spec.mtp import MtpDrafter, draft_many, process_many
 
 log = logging.getLogger("docqa.engine")
 DOC_SEQ = 0  # the sequence that holds the prefix of the document in use
@@ -101,6 +101,7 @@ class Engine:
         self.n_answer_seqs = 1  # concurrent questions (sequences 1..n)
         self.batch_sizes: dict[int, int] = {}  # sequences per batched step -> steps (for tests and bench)
         self.on_answer: Callable[[dict], None] | None = None  # gets each answer's stats (metrics)
+        self.mtp_batched_calls = 0  # MTP decodes that served several sequences at once
 
     # -- lifecycle (called from the server) --------------------------------------------------------
     def start(self, timeout: float = 600.0) -> None:
@@ -541,6 +542,8 @@ class Engine:
         ctx = self.ctx
         actives = list(self._active.values())
         load = len(actives)
+        if self.mtp_ctx is not None and load > 1:
+            self._draft_mtp_together(actives)
         plans: list[tuple[Active, list[int]]] = []
         for active in actives:
             try:
@@ -581,14 +584,14 @@ class Engine:
             return
         logits = ctx.logits()
         hidden = ctx.hidden() if self.mtp_ctx is not None else None
+        mtp_done = hidden is not None and self._process_mtp_together(group, hidden)
         off = 0
         rebuild: list[Active] = []
         for active, rows in group:
             n = len(rows)
             try:
-                events = active.answer.finish(
-                    logits[off : off + n], hidden[off : off + n] if hidden is not None else None
-                )
+                h = hidden[off : off + n] if hidden is not None else None
+                events = active.answer.finish(logits[off : off + n], h, mtp_done=mtp_done)
             except Exception as exc:
                 self._abort(active, exc)
                 off += n
@@ -600,6 +603,45 @@ class Engine:
         for active in rebuild:  # after every sequence has read its rows of this call
             if active.seq in self._active:
                 self._rebuild(active)
+
+    def _draft_mtp_together(self, actives: list[Active]) -> None:
+        """MTP drafts for every question that may use them, one MTP decode per depth for all
+        (spec.mtp.draft_many); each drafter serves its policy's request from them. On failure the
+        drafters draft one by one as usual."""
+        want = [a for a in actives if a.answer.wants_mtp and a.answer.run.mtp is not None]
+        if len(want) < 2:
+            return
+        try:
+            draft_many(
+                [a.answer.run.mtp for a in want],
+                [a.answer.last for a in want],
+                [a.answer.n_past for a in want],
+                max(a.answer.params.n_mtp for a in want),
+            )
+            self.mtp_batched_calls += max(a.answer.params.n_mtp for a in want)
+        except Exception:
+            log.exception("batched MTP drafting failed; drafting per sequence")
+            for a in want:
+                a.answer.run.mtp.reset(a.answer.run.mtp.pending_h)
+
+    def _process_mtp_together(self, group: list[tuple[Active, list[int]]], hidden: np.ndarray) -> bool:
+        """Feed every sequence's verify rows to the MTP context in one decode (spec.mtp.process_many).
+        True if done; False leaves it to each answer's finish()."""
+        if any(a.answer.run.mtp is None for a, _ in group) or len(group) < 2:
+            return False
+        offsets = np.cumsum([0] + [len(rows) for _, rows in group])
+        try:
+            process_many(
+                [a.answer.run.mtp for a, _ in group],
+                [rows for _, rows in group],
+                [a.answer.n_past for a, _ in group],
+                [hidden[offsets[i] : offsets[i + 1]] for i in range(len(group))],
+            )
+            self.mtp_batched_calls += 1
+        except Exception:
+            log.exception("batched MTP catch-up failed; processing per sequence")
+            return False
+        return True
 
     def _rebuild(self, active: Active) -> None:
         """A rollback failed: the sequence is rebuilt from the shared prefix plus suffix + answer."""

@@ -123,6 +123,17 @@ class Answer:
         self.run.stats.ttft_ms = (self._t_first - self.run.t_start) * 1000.0
         return self._after_decided()
 
+    @property
+    def last(self) -> int:
+        """The newest emitted token: the first row of the next verify step, at ``n_past``."""
+        return self.answer[-1]
+
+    @property
+    def wants_mtp(self) -> bool:
+        """The next step may draft with MTP (the request allows it, speculation is on, and the model
+        has the head)."""
+        return self.policy.mtp is not None and self.params.window != 0
+
     def plan(self, load: int = 1) -> list[int]:
         """The rows of the next verify step: ``[last, *draft]``, to decode at ``n_past..`` with
         logits for every row. ``load``: sequences sharing the decode call."""
@@ -133,15 +144,16 @@ class Answer:
         self._draft = self.policy.propose(last, self.n_past, self._room, load)
         return [last, *self._draft.tokens]
 
-    def finish(self, rows: np.ndarray, hidden: np.ndarray | None = None) -> list[TokenEvent]:
+    def finish(self, rows: np.ndarray, hidden: np.ndarray | None = None, mtp_done: bool = False) -> list[TokenEvent]:
         """Accept from the verify logits ``rows`` (float32 [k + 1, n_vocab]) and roll back the
         rejected cells. ``hidden``: the target hidden states of the same rows (MTP models), default
-        the context's last decode."""
+        the context's last decode. ``mtp_done``: the caller already fed these rows to the MTP
+        context (:func:`spec.mtp.process_many`)."""
         run, draft, stats = self.run, self._draft, self.run.stats
         assert draft is not None, "finish() without plan()"
         last, n_past = self.answer[-1], self.n_past
         result = accept(self.sampler, rows, draft.tokens)
-        if run.mtp is not None:
+        if run.mtp is not None and not mtp_done:
             run.mtp.process([last, *draft.tokens], n_past, hidden)
         self._n_accepted = n_accepted = result.n_accepted
         stats.verify_steps += 1

@@ -31,11 +31,13 @@ class MtpDrafter:
         self.pending_h = np.zeros(target.n_embd, dtype=np.float32)  # target h of the last decoded token
         self._rows = np.zeros((0, target.n_embd), dtype=np.float32)  # target h of the last decode
         self._rows_pos0 = 0
+        self._prefetched: tuple[int, int, list[int]] | None = None  # (last, pos, drafts) from draft_many
 
     def reset(self, pending_h: np.ndarray | None = None) -> None:
         """Start of a sequence (``None``: position 0) or a restored one (its saved ``pending_h``)."""
         self.pending_h = np.zeros(self.target.n_embd, np.float32) if pending_h is None else pending_h.copy()
         self._rows = self._rows[:0]
+        self._prefetched = None
 
     def process(self, tokens: np.ndarray | list[int], pos0: int, h: np.ndarray | None = None) -> None:
         """Catch up after a target decode of ``tokens`` at ``pos0..``: build MTP KV from the pairs
@@ -51,7 +53,11 @@ class MtpDrafter:
         self.pending_h = self._rows[-1]
 
     def draft(self, last: int, pos: int, n: int) -> list[int]:
-        """Greedy top-1 drafts (deterministic, so sample-and-compare verification is exact)."""
+        """Greedy top-1 drafts (deterministic, so sample-and-compare verification is exact).
+        Served from :func:`draft_many`'s batched drafts when they were made for this ``last``/``pos``."""
+        prefetched, self._prefetched = self._prefetched, None
+        if prefetched is not None and prefetched[:2] == (last, pos) and len(prefetched[2]) >= n:
+            return prefetched[2][:n]
         out: list[int] = []
         token, h = last, self.pending_h
         for i in range(n):
@@ -69,3 +75,48 @@ class MtpDrafter:
         if 0 <= row < len(self._rows):
             self.pending_h = self._rows[row].copy()
         self.mtp.seq_rm(self.seq_id, n_keep)
+
+
+def draft_many(drafters: list[MtpDrafter], lasts: list[int], positions: list[int], n: int) -> None:
+    """Draft ``n`` tokens for several sequences at once: one MTP decode per depth with one row per
+    sequence, instead of one decode per sequence and depth. Each drafter keeps its drafts for its
+    next :meth:`MtpDrafter.draft` at the same ``last``/``pos``. All drafters share one MTP context."""
+    if not drafters or n <= 0:
+        return
+    mtp = drafters[0].mtp
+    seqs = np.array([d.seq_id for d in drafters], dtype=np.int32)
+    tokens = np.array(lasts, dtype=np.int32)
+    pos = np.array(positions, dtype=np.int32)
+    h = np.stack([d.pending_h for d in drafters]).astype(np.float32)
+    out = np.empty((len(drafters), n), dtype=np.int64)
+    for i in range(n):
+        mtp.decode_rows(tokens, pos + i, seqs, np.ones(len(drafters), dtype=np.int8), embd=h)
+        tokens = mtp.logits().argmax(axis=1).astype(np.int32)
+        out[:, i] = tokens
+        h = mtp.hidden().copy()
+    for d, last, p, drafts in zip(drafters, lasts, positions, out.tolist(), strict=True):
+        mtp.seq_rm(d.seq_id, p)  # drafts were guesses; process() writes the true rows
+        d._prefetched = (last, p, drafts)
+
+
+def process_many(
+    drafters: list[MtpDrafter], rows: list[list[int]], positions: list[int], hidden: list[np.ndarray]
+) -> None:
+    """:meth:`MtpDrafter.process` for several sequences in one MTP decode: ``rows[j]`` were decoded
+    by the target at ``positions[j]..`` with hidden states ``hidden[j]`` (float32 [len, n_embd])."""
+    if not drafters:
+        return
+    mtp = drafters[0].mtp
+    pairs = []
+    for d, h in zip(drafters, hidden, strict=True):
+        p = np.empty_like(h)
+        p[0] = d.pending_h
+        p[1:] = h[:-1]
+        pairs.append(p)
+    tokens = np.concatenate([np.asarray(r, dtype=np.int32) for r in rows])
+    pos = np.concatenate([np.arange(p, p + len(r), dtype=np.int32) for p, r in zip(positions, rows, strict=True)])
+    seqs = np.concatenate([np.full(len(r), d.seq_id, dtype=np.int32) for d, r in zip(drafters, rows, strict=True)])
+    mtp.decode_rows(tokens, pos, seqs, np.zeros(len(tokens), dtype=np.int8), embd=np.concatenate(pairs))
+    for d, p, h in zip(drafters, positions, hidden, strict=True):
+        d._rows, d._rows_pos0 = h.copy(), p
+        d.pending_h = d._rows[-1]

@@ -90,9 +90,7 @@ async def answer(
     first = await start(engine, job)
     if req.stream:
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return StreamingResponse(
-            _events(job, first), media_type="text/event-stream", headers=headers
-        )
+        return StreamingResponse(_events(job, first), media_type="text/event-stream", headers=headers)
     answer = await collect(job, first, request)
     return AnswerResponse(answer=answer.text, citations=answer.citations, stats=answer.stats)
 

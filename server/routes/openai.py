@@ -261,9 +261,7 @@ def _data(payload: dict | str) -> str:
     return f"data: {text}\n\n"
 
 
-async def _chunks(
-    job: AnswerJob, first: tuple[str, dict], base: dict, include_usage: bool
-) -> AsyncIterator[str]:
+async def _chunks(job: AnswerJob, first: tuple[str, dict], base: dict, include_usage: bool) -> AsyncIterator[str]:
     """chat.completion.chunk frames, then ``[DONE]``. Closing the generator (client gone) cancels the job."""
     chunk = {**base, "object": "chat.completion.chunk"}
 

@@ -296,3 +296,47 @@ def test_mtp_context_without_mtp_layers_is_refused_not_aborted(tiny_qwen35_path,
     with pytest.raises(RuntimeError_, match="no MTP layers"):
         open_ctx(plain, mtp=True)
     plain.close()
+
+
+def test_batched_mtp_drafts_and_catch_up_equal_per_sequence(tiny_model, prompts):
+    """draft_many / process_many (one MTP decode per depth, and one per catch-up, for all sequences)
+    give the same drafts and the same MTP state as each sequence's own calls."""
+    from spec.mtp import draft_many, process_many
+
+    cfg = dict(n_ctx=2048, n_batch=64, n_ubatch=64, n_threads=1, n_threads_batch=1, n_seq_max=4, kv_unified=True)
+    t = open_ctx(tiny_model, n_rs_seq=4, **cfg)
+    d = open_ctx(tiny_model, mtp=True, **cfg)
+    try:
+        drafters = [MtpDrafter(t, d, seq) for seq in (1, 2, 3)]
+        lasts, positions = [], []
+        for drafter, prompt in zip(drafters, prompts, strict=True):
+            t.prefill(prompt, 0, seq_id=drafter.seq_id, on_chunk=drafter.process)
+            lasts.append(int(t.logits()[-1].argmax()))
+            positions.append(len(prompt))
+        alone = [dr.draft(last, pos, 3) for dr, last, pos in zip(drafters, lasts, positions, strict=True)]
+        draft_many(drafters, lasts, positions, 3)
+        assert [dr._prefetched[2] for dr in drafters] == alone
+        together = [dr.draft(last, pos, 2) for dr, last, pos in zip(drafters, lasts, positions, strict=True)]
+        assert together == [a[:2] for a in alone]  # served from the batch
+        assert all(dr._prefetched is None for dr in drafters)
+        for dr, pos in zip(drafters, positions, strict=True):
+            assert d.pos_max(dr.seq_id) == pos - 1  # the guesses were removed again
+
+        # Catch-up after a target verify of [last, *draft] for every sequence, batched vs one by one.
+        rows = [[last, *a] for last, a in zip(lasts, alone, strict=True)]
+        hidden = []
+        for dr, r, pos in zip(drafters, rows, positions, strict=True):
+            t.decode(r, pos, seq_id=dr.seq_id, outputs="all")
+            hidden.append(t.hidden().copy())
+        before = [dr.pending_h.copy() for dr in drafters]
+        process_many(drafters, rows, positions, hidden)
+        batched = [dr.draft(r[-1], pos + len(r), 3) for dr, r, pos in zip(drafters, rows, positions, strict=True)]
+        for dr, r, pos, h0, h in zip(drafters, rows, positions, before, hidden, strict=True):
+            d.seq_rm(dr.seq_id, pos)
+            dr.pending_h = h0
+            dr.process(r, pos, h)
+        single = [dr.draft(r[-1], pos + len(r), 3) for dr, r, pos in zip(drafters, rows, positions, strict=True)]
+        assert batched == single
+    finally:
+        d.close()
+        t.close()
