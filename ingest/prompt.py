@@ -12,11 +12,14 @@ tokenized with it off, so ``<|im_start|>`` written inside a document stays plain
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+
+log = logging.getLogger("docqa.prompt")
 
 INSTRUCTION = (
     "Below is a document, followed by questions about it. Each answer is taken from the document, "
@@ -79,9 +82,7 @@ class PromptLayout:
         ]
         return np.concatenate(parts).astype(np.int32)
 
-    def question_suffix(
-        self, tok: Tokenizer, question: str, history: Sequence[tuple[str, str]] = ()
-    ) -> np.ndarray:
+    def question_suffix(self, tok: Tokenizer, question: str, history: Sequence[tuple[str, str]] = ()) -> np.ndarray:
         """Token ids after the document prefix, int32 shape [n]: the earlier (question, answer) turns
         of a conversation, if any, then ``question`` and the scaffolding the answer follows.
 
@@ -172,3 +173,18 @@ def _next_turn(render: Callable[[list[dict]], str], user: str, start: str, tail:
     if before_answer != tail or after != tail:
         return None
     return next_turn
+
+
+def layout_for(model) -> PromptLayout:
+    """The model's GGUF chat template when it has a usable one, else the plain base-model layout.
+
+    ``model``: a runtime.llama.Model (chat_template, token_text, bos, add_bos).
+    """
+    if model.chat_template:
+        try:
+            return chat_layout(
+                model.chat_template, bos_text=model.token_text(model.bos), eos_text="", add_bos=model.add_bos
+            )
+        except Exception as exc:  # an exotic template we cannot render: fall back, but say so
+            log.warning("chat template unusable (%s); using the plain layout", exc)
+    return plain_layout(model.add_bos)

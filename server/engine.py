@@ -14,65 +14,33 @@ starves), then runs.
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 
 import numpy as np
 
 from ingest import snapshot
-from ingest.atomic import write_atomic
-from ingest.prompt import PromptLayout, chat_layout, plain_layout
+from ingest.prompt import PromptLayout, layout_for
 from ingest.store import FAILED, INGESTING, READY, DocStore
 from runtime.embedded import embedded_model_path
-from runtime.llama import Context, ContextConfig, DecodeError, Model
+from runtime.llama import Context, DecodeError, Model
+from server.batch import Active, draft_mtp_together, process_mtp_together
+from server.calibration import step_costs
+from server.hot import HotDoc, HotDocs
 from server.jobs import AnswerJob, IngestJob
-from server.memory import check_fits
+from server.memory import check_fits, context_config
 from server.settings import MAX_WINDOW, Settings
-from spec.cite import Citation, CitationIndex, TokenOffsets
-from spec.cost import StepCosts, calibrate
-from spec.lookup import LookupDrafter, NgramIndex
+from spec.cost import StepCosts
+from spec.lookup import LookupDrafter
 from spec.loop import Answer, AnswerRun, AnswerStats
-from spec.mtp import MtpDrafter, draft_many, process_many
+from spec.mtp import MtpDrafter
 
 log = logging.getLogger("docqa.engine")
 DOC_SEQ = 0  # the sequence that holds the prefix of the document in use
-_CALIBRATIONS: dict[str, StepCosts] = {}
-
-
-@dataclass(slots=True)
-class HotDoc:
-    """A document kept in RAM: prefix ids, lookup index, and (budget allowing) its state bytes."""
-
-    prefix: np.ndarray  # int32 [n_prefix]
-    index: NgramIndex
-    state: bytes | None
-    mtp_state: bytes | None = None  # the MTP context's part (models drafting with MTP)
-    mtp_h: np.ndarray | None = None  # target hidden state of the last prefix token [n_embd]
-    citations: tuple[CitationIndex, TokenOffsets] | None = None  # built at the first answer
-
-    @property
-    def ram_bytes(self) -> int:
-        return len(self.state or b"") + len(self.mtp_state or b"")
-
-
-@dataclass(eq=False)
-class Active:
-    """A question being answered in sequence ``seq``."""
-
-    job: AnswerJob
-    seq: int
-    answer: Answer
-    hot: HotDoc
-    drafter: LookupDrafter
-    cells: int  # KV cells reserved beyond the shared prefix (question + answer + a window)
-    parts: list[str] = field(default_factory=list)
-    replay: list[int] | None = None  # answer tokens to rebuild the sequence from, after a failed rollback
-    suffix: np.ndarray | None = None  # the question's tokens after the prefix
 
 
 class Engine:
@@ -94,8 +62,7 @@ class Engine:
         self._deleted: set[str] = set()
         self._deleted_lock = threading.Lock()
         # Engine-thread state:
-        self._hot: OrderedDict[str, HotDoc] = OrderedDict()
-        self._loaded: str | None = None  # doc whose prefix DOC_SEQ holds, exactly
+        self.docs: HotDocs | None = None  # DOC_SEQ and the RAM cache of document states (after load)
         self._pending: deque[IngestJob | AnswerJob] = deque()
         self._active: dict[int, Active] = {}  # seq id -> question
         self.n_answer_seqs = 1  # concurrent questions (sequences 1..n)
@@ -193,7 +160,7 @@ class Engine:
             if job.cancelled.is_set():
                 self._pending.popleft()
                 continue
-            if self._active and (job.doc_id != self._loaded or len(self._active) >= self.n_answer_seqs):
+            if self._active and (job.doc_id != self.docs.loaded or len(self._active) >= self.n_answer_seqs):
                 return
             if self._active and not self._cells_free_for(job):
                 return
@@ -205,7 +172,8 @@ class Engine:
             run(job)
         except Exception as exc:  # keep serving; tell the waiting request what happened
             log.exception("engine job failed")
-            self._loaded = None if not self._active else self._loaded
+            if not self._active and self.docs is not None:
+                self.docs.loaded = None  # the document sequence may be half-written
             if isinstance(job, AnswerJob) and isinstance(exc, DecodeError) and exc.rc == 1:
                 job.fail("kv_cache_full", "the KV cache is full with other answers in progress; retry in a moment")
             elif isinstance(job, AnswerJob):
@@ -226,32 +194,17 @@ class Engine:
                 f"DOCQA_MTP=on but {path.name} has no MTP layers (nextn_predict_layers is 0); use a GGUF "
                 "with MTP layers, or set DOCQA_MTP=auto (lookup drafts only) or off"
             )
-        # Hybrid/recurrent models roll back through per-token recurrent snapshots: keep one per
-        # draft token of the widest window (notes §5).
-        n_rs_seq = (MAX_WINDOW if s.n_rs_seq is None else s.n_rs_seq) if model.is_recurrent else 0
         self.n_answer_seqs = s.n_seq_max
-        config = ContextConfig(
-            n_ctx=s.n_ctx,
-            n_batch=s.n_batch,
-            n_ubatch=s.n_ubatch,
-            n_threads=s.n_threads,
-            n_threads_batch=s.n_threads_batch or s.n_threads,
-            type_k=s.type_k,
-            type_v=s.type_v,
-            flash_attn=s.flash_attn,
-            swa_full=s.swa_full,
-            n_rs_seq=n_rs_seq,
-            n_seq_max=s.n_seq_max + 1,  # the document's sequence plus one per concurrent question
-            kv_unified=True,  # questions share the document prefix's cells (notes §6)
-        )
+        config = context_config(s, model.is_recurrent)
         self.ctx = Context(model, config)
         if model.is_recurrent:
             self.max_window = self.ctx.n_rs_seq  # the effective value: some architectures clamp it to 0
         if model.mtp_loaded:
             self.mtp_ctx = Context(model, replace(config, mtp=True, n_rs_seq=0))
             self.mtp = MtpDrafter(self.ctx, self.mtp_ctx, DOC_SEQ)
-        self.costs = self._calibrate()
-        self.layout = _layout_for(model)
+        self.costs = step_costs(self.ctx, model, self.mtp_ctx, s.data_dir, DOC_SEQ)
+        self.docs = HotDocs(s, self.store, model, self.ctx, self.mtp_ctx, DOC_SEQ)
+        self.layout = layout_for(model)
         log.info(
             "model %s loaded (%s layout, n_ctx %d, %d concurrent questions, MTP %s, max window %d)",
             model.description,
@@ -261,60 +214,6 @@ class Engine:
             "on" if self.mtp else "off",
             self.max_window,
         )
-
-    def _calibrate(self) -> StepCosts:
-        """Measure verify and MTP step costs on this hardware for the adaptive draft window."""
-        assert self.ctx is not None and self.model is not None
-        token = max(self.model.bos, 0)
-        mtp_step = None
-        if self.mtp_ctx is not None and self.mtp is not None:
-            mtp_ctx, zeros = self.mtp_ctx, np.zeros((1, self.mtp_ctx.n_embd), dtype=np.float32)
-
-            def mtp_step() -> None:
-                mtp_ctx.decode([token], 0, seq_id=DOC_SEQ, outputs="all", embd=zeros)
-                mtp_ctx.logits()[0].argmax()
-                mtp_ctx.hidden()[0].copy()
-                mtp_ctx.seq_rm(DOC_SEQ, 0)
-
-        cfg = self.ctx.config
-        key = "/".join(
-            map(
-                str,
-                (self.model.fingerprint, cfg.n_threads, cfg.type_k, cfg.type_v, cfg.flash_attn, mtp_step is not None),
-            )
-        )
-        stored = self._stored_calibration(key)
-        costs = stored or _CALIBRATIONS.get(key) or calibrate(self.ctx, token, mtp_step, repeats=3)
-        if stored is None:
-            self._store_calibration(key, costs)
-        _CALIBRATIONS[key] = costs
-        log.info(
-            "verify cost per step: %s ms (windows 0/1/4/16), MTP step %.2f ms",
-            "/".join(f"{costs.verify[k] * 1000:.1f}" for k in (0, 1, 4, 16)),
-            costs.mtp * 1000,
-        )
-        self._loaded = None
-        return costs
-
-    # The measured costs are kept in the data directory: the same machine, model and threads cost the
-    # same after a restart, and reusing them keeps the adaptive window's choices, and so greedy answers
-    # on a quantized model (notes §14), the same across restarts.
-    def _stored_calibration(self, key: str) -> StepCosts | None:
-        path = self.settings.data_dir / "calibration.json"
-        try:
-            entry = json.loads(path.read_text()).get(key)
-            return StepCosts(tuple(entry["verify"]), entry["mtp"]) if entry else None
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def _store_calibration(self, key: str, costs: StepCosts) -> None:
-        path = self.settings.data_dir / "calibration.json"
-        try:
-            table = json.loads(path.read_text()) if path.is_file() else {}
-        except ValueError:
-            table = {}
-        table[key] = {"verify": list(costs.verify), "mtp": costs.mtp}
-        write_atomic(path, json.dumps(table, indent=1).encode())
 
     def _close(self) -> None:
         if self.mtp_ctx is not None:
@@ -339,9 +238,8 @@ class Engine:
         with self._deleted_lock:
             gone, self._deleted = self._deleted, set()
         for doc_id in gone:
-            self._hot.pop(doc_id, None)
-            if self._loaded == doc_id:
-                self._loaded = None
+            if self.docs is not None:
+                self.docs.drop(doc_id)
 
     def _is_deleted(self, doc_id: str) -> bool:
         with self._deleted_lock:
@@ -375,12 +273,12 @@ class Engine:
                 return
             mtp_h = self.mtp.pending_h.copy() if self.mtp else None
             snapshot.save(ctx, DOC_SEQ, prefix, self.store.dir(doc.id), self.mtp_ctx, mtp_h)
-            self._remember(doc.id, prefix, *self._states_for_ram(), mtp_h)
+            self.docs.remember(doc.id, prefix, *self.docs.states_for_ram(), mtp_h)
             # A sliding-window cache (without swa_full) still holds every cell the prefill cycled
             # through; shared into a question's sequence by seq_cp, cells of two sequences can never
             # be reused (llama-kv-cache.cpp find_slot), and the window cache fills up. The snapshot
             # holds only the last n_swa cells, so the first question restores it instead.
-            self._loaded = doc.id if self.model.n_swa == 0 or self.settings.swa_full else None
+            self.docs.loaded = doc.id if self.model.n_swa == 0 or self.settings.swa_full else None
             if self._is_deleted(doc.id):
                 return
             self.store.set_status(doc.id, READY)
@@ -395,37 +293,11 @@ class Engine:
     def _clear(self) -> None:
         """Empty DOC_SEQ in both contexts."""
         assert self.ctx is not None
-        self._loaded = None
+        self.docs.loaded = None
         self.ctx.seq_rm(DOC_SEQ, 0)
         if self.mtp is not None and self.mtp_ctx is not None:
             self.mtp_ctx.seq_rm(DOC_SEQ, 0)
             self.mtp.reset()
-
-    def _remember(
-        self,
-        doc_id: str,
-        prefix: np.ndarray,
-        state: bytes | None = None,
-        mtp_state: bytes | None = None,
-        mtp_h: np.ndarray | None = None,
-    ) -> HotDoc:
-        """Put a document in the RAM cache (LRU by state bytes)."""
-        s = self.settings
-        hot = self._hot.pop(doc_id, None)
-        if hot is None or not np.array_equal(hot.prefix, prefix):  # new, or re-ingested with new tokens
-            hot = HotDoc(prefix=prefix, index=NgramIndex(prefix, s.min_ngram, s.max_ngram), state=None)
-        if state is not None and (self.mtp is None or mtp_state is not None):
-            hot.state, hot.mtp_state = state, mtp_state
-        if mtp_h is not None:
-            hot.mtp_h = mtp_h
-        self._hot[doc_id] = hot
-        total = sum(h.ram_bytes for h in self._hot.values())
-        for old_id, old in list(self._hot.items())[:-1]:
-            if total <= s.snapshot_ram_bytes and len(self._hot) <= 64:
-                break
-            total -= old.ram_bytes
-            del self._hot[old_id]
-        return hot
 
     # -- answering ---------------------------------------------------------------------------------
     def _cells_needed(self, job: AnswerJob, n_suffix: int | None = None) -> int:
@@ -440,7 +312,7 @@ class Engine:
 
     def _cells_free_for(self, job: AnswerJob) -> bool:
         assert self.ctx is not None
-        hot = self._hot.get(job.doc_id)
+        hot = self.docs.get(job.doc_id)
         n_prefix = len(hot.prefix) if hot is not None else 0
         used = n_prefix + sum(a.cells for a in self._active.values())
         return used + self._cells_needed(job) <= self.ctx.n_ctx
@@ -458,7 +330,9 @@ class Engine:
             return
         ctx, model = self.ctx, self.model
         try:
-            hot = self._restore(doc.id)
+            if self._active and self.docs.loaded != doc.id:
+                raise RuntimeError("cannot switch documents while questions are active")
+            hot = self.docs.restore(doc.id)
         except snapshot.SnapshotIncompatible as exc:
             job.fail(
                 "snapshot_incompatible",
@@ -486,7 +360,8 @@ class Engine:
         mtp = self._share_prefix(seq, hot)
         stats = AnswerStats(prompt_tokens=len(suffix), cached_tokens=n_prefix)
         drafter = LookupDrafter(hot.index, model.piece, model.unspaced)
-        active = Active(job, seq, None, hot, drafter, self._cells_needed(job, len(suffix)))  # type: ignore[arg-type]
+        cells = self._cells_needed(job, len(suffix))
+        active = Active(job, seq, None, hot, drafter, cells, suffix)  # type: ignore[arg-type]
         self._active[seq] = active
         if not ctx.prefill(
             suffix, n_prefix, seq_id=seq, should_stop=job.cancelled.is_set, on_chunk=mtp.process if mtp else None
@@ -519,7 +394,6 @@ class Engine:
             recover=recover,
         )
         active.answer = Answer(run, params)
-        active.suffix = suffix
         self._deliver(active, active.answer.begin(ctx.logits()[-1]))
 
     def _share_prefix(self, seq: int, hot: HotDoc) -> MtpDrafter | None:
@@ -543,7 +417,7 @@ class Engine:
         actives = list(self._active.values())
         load = len(actives)
         if self.mtp_ctx is not None and load > 1:
-            self._draft_mtp_together(actives)
+            self.mtp_batched_calls += draft_mtp_together(actives)
         plans: list[tuple[Active, list[int]]] = []
         for active in actives:
             try:
@@ -584,7 +458,8 @@ class Engine:
             return
         logits = ctx.logits()
         hidden = ctx.hidden() if self.mtp_ctx is not None else None
-        mtp_done = hidden is not None and self._process_mtp_together(group, hidden)
+        mtp_done = hidden is not None and process_mtp_together(group, hidden)
+        self.mtp_batched_calls += int(mtp_done)
         off = 0
         rebuild: list[Active] = []
         for active, rows in group:
@@ -603,45 +478,6 @@ class Engine:
         for active in rebuild:  # after every sequence has read its rows of this call
             if active.seq in self._active:
                 self._rebuild(active)
-
-    def _draft_mtp_together(self, actives: list[Active]) -> None:
-        """MTP drafts for every question that may use them, one MTP decode per depth for all
-        (spec.mtp.draft_many); each drafter serves its policy's request from them. On failure the
-        drafters draft one by one as usual."""
-        want = [a for a in actives if a.answer.wants_mtp and a.answer.run.mtp is not None]
-        if len(want) < 2:
-            return
-        try:
-            draft_many(
-                [a.answer.run.mtp for a in want],
-                [a.answer.last for a in want],
-                [a.answer.n_past for a in want],
-                max(a.answer.params.n_mtp for a in want),
-            )
-            self.mtp_batched_calls += max(a.answer.params.n_mtp for a in want)
-        except Exception:
-            log.exception("batched MTP drafting failed; drafting per sequence")
-            for a in want:
-                a.answer.run.mtp.reset(a.answer.run.mtp.pending_h)
-
-    def _process_mtp_together(self, group: list[tuple[Active, list[int]]], hidden: np.ndarray) -> bool:
-        """Feed every sequence's verify rows to the MTP context in one decode (spec.mtp.process_many).
-        True if done; False leaves it to each answer's finish()."""
-        if any(a.answer.run.mtp is None for a, _ in group) or len(group) < 2:
-            return False
-        offsets = np.cumsum([0] + [len(rows) for _, rows in group])
-        try:
-            process_many(
-                [a.answer.run.mtp for a, _ in group],
-                [rows for _, rows in group],
-                [a.answer.n_past for a, _ in group],
-                [hidden[offsets[i] : offsets[i + 1]] for i in range(len(group))],
-            )
-            self.mtp_batched_calls += 1
-        except Exception:
-            log.exception("batched MTP catch-up failed; processing per sequence")
-            return False
-        return True
 
     def _rebuild(self, active: Active) -> None:
         """A rollback failed: the sequence is rebuilt from the shared prefix plus suffix + answer."""
@@ -669,20 +505,24 @@ class Engine:
         answer, job = active.answer, active.job
         answer.close()
         try:
-            citations = self._cite(job.doc_id, active.hot, "".join(active.parts), active.drafter.copied)
+            index, offsets = self.docs.citation_index(job.doc_id, active.hot, self.layout)
+            copied = [offsets.chars(a, b) for a, b in active.drafter.copied]
+            citations = index.cite("".join(active.parts), copied)
         except Exception:  # citations are a courtesy; never lose the answer over them
             log.exception("citations failed for %s", job.doc_id)
             citations = []
-        job.emit("citations", {"citations": [c.as_dict() for c in citations]})
         stats = asdict(answer.run.stats)
-        job.emit("stats", stats)
-        job.emit("done", {})
+        # Free the sequence and count the answer before the client hears "done", so what it asks
+        # next (/health, /metrics) already sees both.
         self._release(active)
         if self.on_answer is not None:
             try:
                 self.on_answer(stats)
             except Exception:
                 log.exception("answer observer failed")
+        job.emit("citations", {"citations": [c.as_dict() for c in citations]})
+        job.emit("stats", stats)
+        job.emit("done", {})
 
     def _abort(self, active: Active, exc: Exception) -> None:
         log.error("answer on seq %d failed: %s: %s", active.seq, type(exc).__name__, exc)
@@ -696,78 +536,3 @@ class Engine:
             self.ctx.seq_rm(active.seq, 0)
         if self.mtp_ctx is not None:
             self.mtp_ctx.seq_rm(active.seq, 0)
-
-    def _cite(self, doc_id: str, hot: HotDoc, answer: str, copied: list[tuple[int, int]]) -> list[Citation]:
-        """Document spans the answer quotes (spec.cite), from accepted lookup copies and n-gram matches."""
-        assert self.model is not None and self.layout is not None
-        if hot.citations is None:
-            extracted = self.store.read_text(doc_id)
-            n_head, n_between = self.layout.n_head(self.model), self.layout.n_between(self.model)
-            n_doc = len(hot.prefix) - n_head - n_between
-            offsets = TokenOffsets(hot.prefix, n_head, n_doc, extracted.text, self.model.piece)
-            hot.citations = CitationIndex(extracted.text, extracted.page_starts), offsets
-        index, offsets = hot.citations
-        return index.cite(answer, [offsets.chars(a, b) for a, b in copied])
-
-    def _restore(self, doc_id: str) -> HotDoc:
-        """The document's RAM entry, with DOC_SEQ holding exactly its prefix (in the MTP context too):
-        as it is if already loaded, else from the RAM state, else from the disk snapshot."""
-        assert self.ctx is not None
-        ctx = self.ctx
-        hot = self._hot.get(doc_id)
-        if hot is None:
-            hot = self._remember(doc_id, self.store.read_prefix(doc_id))
-        else:
-            self._hot.move_to_end(doc_id)
-        if self._loaded == doc_id:
-            return hot
-        if self._active:
-            raise RuntimeError("cannot switch documents while questions are active")
-        n = len(hot.prefix)
-        self._loaded = None
-        if hot.state is not None:
-            ctx.state_set(hot.state, DOC_SEQ)
-            if self.mtp_ctx is not None and hot.mtp_state is not None:
-                self.mtp_ctx.state_set(hot.mtp_state, DOC_SEQ)
-            if self._holds_prefix(n):
-                self._loaded = doc_id
-                return hot
-            hot.state = hot.mtp_state = None  # unusable; fall back to disk
-        mtp_h = snapshot.load(ctx, DOC_SEQ, hot.prefix, self.store.dir(doc_id), self.mtp_ctx)
-        if not self._holds_prefix(n):
-            raise snapshot.SnapshotIncompatible("the restored state does not end at the document prefix")
-        self._remember(doc_id, hot.prefix, *self._states_for_ram(), mtp_h)
-        self._loaded = doc_id
-        return hot
-
-    def _states_for_ram(self) -> tuple[bytes | None, bytes | None]:
-        """DOC_SEQ's state bytes (target, MTP) if they fit the RAM budget (checked before copying: a
-        139k-token state of a 27B model is gigabytes)."""
-        assert self.ctx is not None
-        size = self.ctx.state_size(DOC_SEQ) + (self.mtp_ctx.state_size(DOC_SEQ) if self.mtp_ctx else 0)
-        if size > self.settings.snapshot_ram_bytes:
-            return None, None
-        return self.ctx.state_get(DOC_SEQ), (self.mtp_ctx.state_get(DOC_SEQ) if self.mtp_ctx else None)
-
-    def _holds_prefix(self, n: int) -> bool:
-        """DOC_SEQ ends at position n - 1 and still holds the cells the next token attends to."""
-        assert self.ctx is not None and self.model is not None
-        if self.ctx.pos_max(DOC_SEQ) != n - 1:
-            return False
-        pos_min = self.ctx.pos_min(DOC_SEQ)
-        if self.model.n_swa > 0:  # the sliding window must still reach back n_swa positions
-            return 0 <= pos_min <= max(0, n - self.model.n_swa + 1)
-        # A recurrent state reports only its last position; attention caches must start at 0.
-        return self.model.is_recurrent or pos_min == 0
-
-
-def _layout_for(model: Model) -> PromptLayout:
-    """The GGUF chat template when the model has a usable one, else the plain base-model layout."""
-    if model.chat_template:
-        try:
-            return chat_layout(
-                model.chat_template, bos_text=model.token_text(model.bos), eos_text="", add_bos=model.add_bos
-            )
-        except Exception as exc:  # an exotic template we cannot render: fall back, but say so
-            log.warning("chat template unusable (%s); using the plain layout", exc)
-    return plain_layout(model.add_bos)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runtime.llama import ContextConfig
 from runtime.plan import Plan, PlanConfig, format_size, largest_n_ctx, largest_n_seq_max, plan
 from runtime.presets import preset
 from runtime.shape import ModelShape
@@ -32,11 +33,34 @@ RS_CHOICES = (MAX_WINDOW, 12, 8, 6, 4)
 MAX_SEQ_SETTING = 64  # Settings.n_seq_max's upper bound
 
 
+def context_config(settings: Settings, recurrent: bool) -> ContextConfig:
+    """The target context the engine creates for ``settings`` (its MTP context is the same with
+    ``mtp=True, n_rs_seq=0``): one sequence holds the document and each of ``n_seq_max`` concurrent
+    questions gets its own, in one unified KV pool so the document prefix is stored once (notes §6).
+    Hybrid/recurrent models roll back through per-token recurrent snapshots: one per draft token of
+    the widest window (notes §5). :func:`plan_config` mirrors this mapping for the planner."""
+    s = settings
+    return ContextConfig(
+        n_ctx=s.n_ctx,
+        n_batch=s.n_batch,
+        n_ubatch=s.n_ubatch,
+        n_threads=s.n_threads,
+        n_threads_batch=s.n_threads_batch or s.n_threads,
+        type_k=s.type_k,
+        type_v=s.type_v,
+        flash_attn=s.flash_attn,
+        swa_full=s.swa_full,
+        n_rs_seq=(MAX_WINDOW if s.n_rs_seq is None else s.n_rs_seq) if recurrent else 0,
+        n_seq_max=s.n_seq_max + 1,
+        kv_unified=True,
+    )
+
+
 def plan_config(settings: Settings, shape: ModelShape) -> PlanConfig:
     """The contexts server/engine.py creates for ``settings`` on this model, as a PlanConfig: one
     sequence holds the document and each of ``n_seq_max`` concurrent questions gets its own (so
     llama.cpp's n_seq_max is one more), in one unified KV pool; the MTP context has the same shape.
-    Keep this in step with ``Engine._load``."""
+    Keep this in step with :func:`context_config`."""
     n_rs_seq = (MAX_WINDOW if settings.n_rs_seq is None else settings.n_rs_seq) if shape.is_recurrent else 0
     return PlanConfig(
         n_ctx=settings.n_ctx,

@@ -1,0 +1,146 @@
+"""Hot documents: what the document sequence holds, and the RAM cache of document states.
+
+The document sequence (``seq_id``, 0 in the engine) holds exactly one document's prefix, never
+decoded into; questions share it by ``seq_cp``. Bringing a document in restores its state from RAM
+while it is hot (LRU within ``snapshot_ram_bytes``), else from its snapshot on disk.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from ingest import snapshot
+from ingest.prompt import PromptLayout
+from ingest.store import DocStore
+from runtime.llama import Context, Model
+from server.settings import Settings
+from spec.cite import CitationIndex, TokenOffsets
+from spec.lookup import NgramIndex
+
+
+@dataclass(slots=True)
+class HotDoc:
+    """A document kept in RAM: prefix ids, lookup index, and (budget allowing) its state bytes."""
+
+    prefix: np.ndarray  # int32 [n_prefix]
+    index: NgramIndex
+    state: bytes | None
+    mtp_state: bytes | None = None  # the MTP context's part (models drafting with MTP)
+    mtp_h: np.ndarray | None = None  # target hidden state of the last prefix token [n_embd]
+    citations: tuple[CitationIndex, TokenOffsets] | None = None  # built at the first answer
+
+    @property
+    def ram_bytes(self) -> int:
+        return len(self.state or b"") + len(self.mtp_state or b"")
+
+
+class HotDocs:
+    """The document sequence and the RAM cache. Engine thread only."""
+
+    MAX_ENTRIES = 64
+
+    def __init__(
+        self, settings: Settings, store: DocStore, model: Model, ctx: Context, mtp_ctx: Context | None, seq_id: int
+    ) -> None:
+        self.settings, self.store, self.model = settings, store, model
+        self.ctx, self.mtp_ctx, self.seq_id = ctx, mtp_ctx, seq_id
+        self.loaded: str | None = None  # the document whose prefix the sequence holds, exactly
+        self._hot: OrderedDict[str, HotDoc] = OrderedDict()
+
+    def get(self, doc_id: str) -> HotDoc | None:
+        return self._hot.get(doc_id)
+
+    def drop(self, doc_id: str) -> None:
+        """A deleted document: forget its RAM entry (the sequence may still serve active answers)."""
+        self._hot.pop(doc_id, None)
+        if self.loaded == doc_id:
+            self.loaded = None
+
+    def remember(
+        self,
+        doc_id: str,
+        prefix: np.ndarray,
+        state: bytes | None = None,
+        mtp_state: bytes | None = None,
+        mtp_h: np.ndarray | None = None,
+    ) -> HotDoc:
+        """Put a document in the RAM cache (LRU by state bytes, the newest kept)."""
+        s = self.settings
+        hot = self._hot.pop(doc_id, None)
+        if hot is None or not np.array_equal(hot.prefix, prefix):  # new, or re-ingested with new tokens
+            hot = HotDoc(prefix=prefix, index=NgramIndex(prefix, s.min_ngram, s.max_ngram), state=None)
+        if state is not None and (self.mtp_ctx is None or mtp_state is not None):
+            hot.state, hot.mtp_state = state, mtp_state
+        if mtp_h is not None:
+            hot.mtp_h = mtp_h
+        self._hot[doc_id] = hot
+        total = sum(h.ram_bytes for h in self._hot.values())
+        for old_id, old in list(self._hot.items())[:-1]:
+            if total <= s.snapshot_ram_bytes and len(self._hot) <= self.MAX_ENTRIES:
+                break
+            total -= old.ram_bytes
+            del self._hot[old_id]
+        return hot
+
+    def restore(self, doc_id: str) -> HotDoc:
+        """The document's RAM entry, with the sequence holding exactly its prefix (in the MTP context
+        too): as it is if already loaded, else from the RAM state, else from the disk snapshot.
+
+        Raises snapshot.SnapshotIncompatible / SnapshotMissing (ingest/snapshot.py).
+        """
+        ctx, seq = self.ctx, self.seq_id
+        hot = self._hot.get(doc_id)
+        if hot is None:
+            hot = self.remember(doc_id, self.store.read_prefix(doc_id))
+        else:
+            self._hot.move_to_end(doc_id)
+        if self.loaded == doc_id:
+            return hot
+        n = len(hot.prefix)
+        self.loaded = None
+        if hot.state is not None:
+            ctx.state_set(hot.state, seq)
+            if self.mtp_ctx is not None and hot.mtp_state is not None:
+                self.mtp_ctx.state_set(hot.mtp_state, seq)
+            if self.holds_prefix(n):
+                self.loaded = doc_id
+                return hot
+            hot.state = hot.mtp_state = None  # unusable; fall back to disk
+        mtp_h = snapshot.load(ctx, seq, hot.prefix, self.store.dir(doc_id), self.mtp_ctx)
+        if not self.holds_prefix(n):
+            raise snapshot.SnapshotIncompatible("the restored state does not end at the document prefix")
+        self.remember(doc_id, hot.prefix, *self.states_for_ram(), mtp_h)
+        self.loaded = doc_id
+        return hot
+
+    def states_for_ram(self) -> tuple[bytes | None, bytes | None]:
+        """The sequence's state bytes (target, MTP) if they fit the RAM budget (checked before
+        copying: a 139k-token state of a 27B model is gigabytes)."""
+        seq = self.seq_id
+        size = self.ctx.state_size(seq) + (self.mtp_ctx.state_size(seq) if self.mtp_ctx else 0)
+        if size > self.settings.snapshot_ram_bytes:
+            return None, None
+        return self.ctx.state_get(seq), (self.mtp_ctx.state_get(seq) if self.mtp_ctx else None)
+
+    def holds_prefix(self, n: int) -> bool:
+        """The sequence ends at position n - 1 and still holds the cells the next token attends to."""
+        if self.ctx.pos_max(self.seq_id) != n - 1:
+            return False
+        pos_min = self.ctx.pos_min(self.seq_id)
+        if self.model.n_swa > 0:  # the sliding window must still reach back n_swa positions
+            return 0 <= pos_min <= max(0, n - self.model.n_swa + 1)
+        # A recurrent state reports only its last position; attention caches must start at 0.
+        return self.model.is_recurrent or pos_min == 0
+
+    def citation_index(self, doc_id: str, hot: HotDoc, layout: PromptLayout) -> tuple[CitationIndex, TokenOffsets]:
+        """The document's citation index and token offsets (spec.cite), built at its first answer."""
+        if hot.citations is None:
+            extracted = self.store.read_text(doc_id)
+            n_head, n_between = layout.n_head(self.model), layout.n_between(self.model)
+            n_doc = len(hot.prefix) - n_head - n_between
+            offsets = TokenOffsets(hot.prefix, n_head, n_doc, extracted.text, self.model.piece)
+            hot.citations = CitationIndex(extracted.text, extracted.page_starts), offsets
+        return hot.citations
