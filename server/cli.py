@@ -33,7 +33,27 @@ def _fail(response: httpx.Response) -> None:
     raise click.ClickException(f"{response.status_code}: {message}")
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """docqa's version and what its llama.cpp build can do here (for bug reports)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import version
+
+    from runtime.system import build_id
+
+    click.echo(f"docqa {version('docqa')}\n{build_id()}")
+    ctx.exit()
+
+
 @click.group()
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and llama.cpp's system info, then exit.",
+)
 @click.option("--url", envvar="DOCQA_URL", default=DEFAULT_URL, show_default=True, help="docqa server")
 @click.option("--api-key", envvar="DOCQA_API_KEY", default=None, help="bearer token, if the server needs one")
 @click.pass_context

@@ -188,7 +188,9 @@ class Engine:
             check_fits(s, path)  # DOCQA_VRAM_BYTES: refuse a configuration that cannot fit, with the numbers
         except ValueError as exc:
             raise RuntimeError(str(exc)) from None
-        model = self.model = Model(path, n_gpu_layers=s.n_gpu_layers, load_mtp=s.mtp != "off")
+        model = self.model = Model(
+            path, n_gpu_layers=s.n_gpu_layers, load_mtp=s.mtp != "off", extra_bufts=s.extra_bufts
+        )
         if s.mtp == "on" and not model.mtp_loaded:
             raise RuntimeError(
                 f"DOCQA_MTP=on but {path.name} has no MTP layers (nextn_predict_layers is 0); use a GGUF "

@@ -43,6 +43,18 @@ class Settings(BaseSettings):
         default=False,
         description="Keep full-size sliding-window caches (lets answers be truncated instead of restored).",
     )
+    cpu_repack: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description=(
+            "llama.cpp's extra CPU buffer types (repacked weights, AMX): auto = on unless the build has AMX "
+            "kernels or the start-up self-test crashed with them; off = llama-server's --no-repack."
+        ),
+    )
+    selftest: bool = Field(
+        default=True,
+        description="Before binding the port, load the model in a child process and decode once (cached per build).",
+    )
+    selftest_timeout_s: float = Field(default=600.0, gt=0, description="Time limit of one self-test child.")
     mtp: Literal["auto", "on", "off"] = Field(
         default="auto",
         description="Draft with the model's MTP head: auto = when the GGUF has MTP layers; on = require them.",
@@ -131,6 +143,11 @@ class Settings(BaseSettings):
         if self.answer_reserve >= self.n_ctx:
             raise ValueError(f"answer_reserve ({self.answer_reserve}) must be < n_ctx ({self.n_ctx})")
         return self
+
+    @property
+    def extra_bufts(self) -> bool | None:
+        """``cpu_repack`` as runtime.llama.Model's ``extra_bufts`` (None: the build decides)."""
+        return {"auto": None, "on": True, "off": False}[self.cpu_repack]
 
     @property
     def document_budget(self) -> int:

@@ -1,8 +1,10 @@
-"""GET /health: liveness plus what is loaded."""
+"""GET /health: liveness, what is loaded, and what the llama.cpp build can do here."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
+
+from runtime.system import system_info
 
 router = APIRouter()
 
@@ -15,14 +17,18 @@ async def health(request: Request) -> dict:
     if engine.load_error:
         return {"status": "error", "error": engine.load_error}
     model = engine.model
+    selftest = request.app.state.selftest
     return {
         "status": "ok",
         "model": model.description,
-        "model_path": str(model.path),
+        "model_file": model.path.name,  # the name only: paths stay in the server's log
         "layout": engine.layout.kind,
         "n_ctx": engine.ctx.n_ctx,
         "document_budget": request.app.state.settings.document_budget,
         "queue_depth": engine.queue_depth,
         "n_seq_max": engine.n_answer_seqs,  # questions answered concurrently (continuous batching)
         "active_answers": engine.active_answers,
+        "cpu_repack": model.extra_bufts,  # llama.cpp's extra CPU buffer types (off after an AMX fallback)
+        "selftest": {"status": selftest.status, "note": selftest.note} if selftest else {"status": "not run"},
+        "system_info": system_info(),
     }

@@ -132,16 +132,10 @@ def test_manifest_case(client, manifest, case_id):
         from runtime.llama import Model
 
         assert value in text  # the fact is in the extracted text
-        model = Model(_model_path(client))
+        model = Model(client.app.state.settings.model_path)
         ids = model.tokenize(text, parse_special=False)
         assert not any(model.is_control(int(t)) for t in ids)  # no special-token ids from the document
         model.close()
         r = client.post(f"/v1/documents/{doc['id']}/answers", json={"question": case["q"], "max_tokens": 32})
         assert r.status_code == 200
         print(f"{case_id} answer (reported, not asserted): {r.json()['answer']!r}")
-
-
-def _model_path(client):
-    from pathlib import Path
-
-    return Path(client.get("/health").json()["model_path"])
