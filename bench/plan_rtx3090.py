@@ -11,7 +11,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from runtime.plan import GiB, PlanConfig, largest_n_ctx, largest_n_seq_max
+from runtime.plan_config import GiB, PlanConfig
+from runtime.plan_fit import largest_n_ctx, largest_n_seq_max
 from runtime.presets import preset
 from server.cli import main
 from server.settings import Settings

@@ -21,13 +21,12 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
-from ingest.atomic import fsync_dir, write_atomic
+from runtime.atomic import fsync_dir, replacing, write_atomic
 from runtime.llama import LLAMA_CPP_PYTHON_VERSION, Context
 
 FORMAT_VERSION = 1
@@ -123,11 +122,8 @@ def save(
 
 
 def _save_state(ctx: Context, seq_id: int, tokens: np.ndarray, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    ctx.state_save_file(tmp, seq_id, tokens)
-    with tmp.open("rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        ctx.state_save_file(tmp, seq_id, tokens)
 
 
 def read_meta(directory: Path) -> SnapshotMeta:

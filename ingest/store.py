@@ -11,7 +11,6 @@ a crash during ingestion can never leave a half-written document marked ready.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 import threading
@@ -22,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ingest.atomic import write_atomic
 from ingest.extract import ExtractedText
+from runtime.atomic import replacing, write_atomic
 
 INGESTING, READY, FAILED = "ingesting", "ready", "failed"
 
@@ -146,12 +145,8 @@ class DocStore:
         self.write_prefix(doc_id, prefix)
 
     def write_prefix(self, doc_id: str, prefix: np.ndarray) -> None:
-        tmp = self.dir(doc_id) / ".prefix.npy.tmp"
-        with tmp.open("wb") as f:
+        with replacing(self.dir(doc_id) / "prefix.npy") as tmp, tmp.open("wb") as f:
             np.save(f, np.ascontiguousarray(prefix, dtype=np.int32))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.dir(doc_id) / "prefix.npy")
 
     def read_text(self, doc_id: str) -> ExtractedText:
         raw = json.loads((self.dir(doc_id) / "text.json").read_text(encoding="utf-8"))

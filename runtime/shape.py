@@ -14,21 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-#: ggml (block size in elements, bytes per block) for the types a KV cache or the presets use
-#: (ggml/src/ggml.c ``type_traits``): q8_0 stores 32 int8 + one f16 scale = 34 bytes per 32 values.
-GGML_BLOCKS: dict[str, tuple[int, int]] = {
-    "f32": (1, 4),
-    "f16": (1, 2),
-    "bf16": (1, 2),
-    "q8_0": (32, 34),
-    "q4_0": (32, 18),
-    "q4_1": (32, 20),
-    "q5_0": (32, 22),
-    "q5_1": (32, 24),
-    "iq4_nl": (32, 18),
-    "q4_K": (256, 144),
-    "q6_K": (256, 210),
-}
+from runtime.kvtypes import GGML
+
+#: ggml (block size in elements, bytes per block) per type name (runtime/kvtypes.py).
+GGML_BLOCKS: dict[str, tuple[int, int]] = {name: (t.block, t.block_bytes) for name, t in GGML.items()}
 
 #: Architectures whose layers 0..n_layer-1 alternate Gated DeltaNet and full attention every
 #: ``full_attention_interval`` layers (default 4), and whose attention projects q and a gate

@@ -14,12 +14,14 @@ from server.settings import Settings
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        settings = Settings()
-    except ValidationError as exc:
-        sys.exit(f"docqa: invalid settings (DOCQA_* environment variables):\n{exc}")
     from server import selftest
     from server.app import create_app
+    from server.memory import with_preset
+
+    try:
+        settings = with_preset(Settings())
+    except (ValidationError, ValueError) as exc:
+        sys.exit(f"docqa: invalid settings (DOCQA_* environment variables):\n{exc}")
 
     try:
         result = selftest.check(settings)

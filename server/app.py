@@ -18,6 +18,7 @@ from server import errors
 from server.deps import require_api_key
 from server.engine import Engine
 from server.limits import UploadLimit
+from server.memory import with_preset
 from server.metrics import CONTENT_TYPE, Metrics, RequestMetrics
 from server.routes import answers, documents, health, openai
 from server.selftest import SelfTest
@@ -28,17 +29,16 @@ WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 
 def create_app(settings: Settings | None = None, selftest: SelfTest | None = None) -> FastAPI:
     """The app for ``settings``; ``selftest``: the start-up self-test's result, shown by /health."""
-    settings = settings or Settings()
+    settings = with_preset(settings or Settings())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         store = DocStore(settings.data_dir)
-        engine = Engine(settings, store)
+        engine = Engine(settings, store, observer=metrics)
         app.state.store = store
         app.state.engine = engine
         app.state.extractor = ExtractionWorker(settings.extract_timeout_s, settings.extract_memory_bytes)
-        engine.on_answer = metrics.observe_answer  # every finished answer, cancelled ones included
         await asyncio.to_thread(engine.start)
         metrics.bind(engine, store)
         try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ingest.atomic import write_atomic
+from runtime.atomic import write_atomic
 from runtime.llama import Context, Model
 from spec.cost import StepCosts, calibrate
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 import httpx
 
-from runtime.plan import KV_TYPES
+from runtime.kvtypes import KV_TYPES
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -190,11 +190,13 @@ def plan(
     """Print the memory breakdown of MODEL.gguf (or --preset) and the largest n_ctx / n_seq_max that fit --vram."""
     from dataclasses import replace
 
-    from runtime.plan import CTX_PAD, PlanConfig, fit, largest_n_ctx, parse_size, render
     from runtime.plan import plan as make_plan
+    from runtime.plan_compute import CTX_PAD
+    from runtime.plan_config import PlanConfig
+    from runtime.plan_fit import fit, largest_n_ctx, parse_size, render
     from runtime.presets import preset
     from runtime.shape import ModelShape
-    from server.settings import MAX_WINDOW
+    from spec.limits import MAX_WINDOW
 
     if (model is None) == (preset_name is None):
         raise click.UsageError("give either MODEL.gguf or --preset NAME")

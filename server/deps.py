@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from ingest.store import DocStore
 from ingest.worker import ExtractionWorker
 from server.engine import Engine
-from server.errors import ApiError
+from server.errors import EngineUnavailable, Unauthorized
 from server.settings import Settings
 
 
@@ -24,7 +24,7 @@ def _store(request: Request) -> DocStore:
 def _engine(request: Request) -> Engine:
     engine: Engine | None = getattr(request.app.state, "engine", None)
     if engine is None or not engine.ready.is_set() or engine.load_error:
-        raise ApiError(503, "engine_unavailable", "the model is not loaded yet; retry in a few seconds")
+        raise EngineUnavailable("the model is not loaded yet; retry in a few seconds", {"Retry-After": "5"})
     return engine
 
 
@@ -36,7 +36,9 @@ def require_api_key(request: Request) -> None:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if not (scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), expected.encode())):
-        raise ApiError(401, "unauthorized", "this server needs an API key: send `Authorization: Bearer <key>`")
+        raise Unauthorized(
+            "this server needs an API key: send `Authorization: Bearer <key>`", {"WWW-Authenticate": "Bearer"}
+        )
 
 
 def _extractor(request: Request):

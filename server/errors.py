@@ -1,4 +1,10 @@
-"""Errors become JSON ``{"error": {"type", "message"}}`` with one status each, in one place."""
+"""Errors, in one place: each exception class has one HTTP status and one stable type string (the
+table :data:`STATUS`), and every error leaves the server as JSON ``{"error": {"type", "message"}}``.
+
+Routes, dependencies and the engine raise (or fail jobs with) the classes below; ingest raises its
+own (ingest/errors.py) and snapshots theirs (ingest/snapshot.py), mapped here too. Messages say what
+to do next. Anything else is a bug: a 500 whose body carries no detail of it (the log has the trace).
+"""
 
 from __future__ import annotations
 
@@ -9,58 +15,168 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ingest.errors import (
-    DocumentError,
-    DocumentTooLong,
-    EmptyDocument,
-    NoTextLayer,
-    PasswordRequired,
-    UnreadablePdf,
-    UnsupportedType,
-    WrongPassword,
-)
+from ingest import errors as ingest_errors
+from ingest import snapshot
+from runtime.llama import DecodeError
 
 log = logging.getLogger("docqa.http")
 
 
 class ApiError(Exception):
-    """An error with an HTTP status, a stable type string and a message that says what to do."""
+    """An error the client can act on; its status and type come from :data:`STATUS`. ``headers``
+    travel with the response (``Retry-After``, ``WWW-Authenticate``)."""
 
-    def __init__(self, status: int, error_type: str, message: str) -> None:
+    def __init__(self, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.status, self.error_type, self.message = status, error_type, message
+        self.message, self.headers = message, headers or {}
 
 
-# (status, type) per ingest error class; order matters only for subclasses.
-_DOCUMENT_ERRORS: dict[type[DocumentError], tuple[int, str]] = {
-    DocumentTooLong: (413, "document_too_long"),
-    UnsupportedType: (415, "unsupported_type"),
-    EmptyDocument: (422, "empty_document"),
-    PasswordRequired: (422, "password_required"),
-    WrongPassword: (422, "wrong_password"),
-    UnreadablePdf: (422, "unreadable_pdf"),
-    NoTextLayer: (422, "no_text_layer"),
+class InvalidRequest(ApiError):
+    """A field is out of range or the request cannot be served as asked."""
+
+
+class DocumentRequired(ApiError):
+    """An OpenAI request names no loaded document."""
+
+
+class AmbiguousModel(ApiError):
+    """An OpenAI ``model`` names several documents."""
+
+
+class Unauthorized(ApiError):
+    """DOCQA_API_KEY is set and the request does not carry it."""
+
+
+class DocumentNotFound(ApiError):
+    """No document with this id (or it was deleted)."""
+
+
+class DocumentIngesting(ApiError):
+    """The document is still being prefilled."""
+
+
+class DocumentFailed(ApiError):
+    """The document's ingestion failed; it must be uploaded again."""
+
+
+class DocumentNotReady(ApiError):
+    """The document is being ingested again (re-ingest, or a missing snapshot being rebuilt)."""
+
+
+class SnapshotUnusable(ApiError):
+    """The saved state was made by another model or cache layout."""
+
+
+class SnapshotRebuilding(ApiError):
+    """The saved state was missing; it is being rebuilt."""
+
+
+class QuestionTooLong(ApiError):
+    """The question and the document together exceed n_ctx."""
+
+
+class UploadTooLarge(ApiError):
+    """The request body is over DOCQA_MAX_UPLOAD_BYTES."""
+
+
+class KvCacheFull(ApiError):
+    """The shared KV cache has no room for another question now."""
+
+
+class EngineUnavailable(ApiError):
+    """The model is not loaded (yet)."""
+
+
+class EngineStopped(ApiError):
+    """The server is shutting down."""
+
+
+class GenerationFailed(ApiError):
+    """llama.cpp failed while answering."""
+
+
+#: Exception class -> (HTTP status, error type). Subclasses not listed use their nearest listed base.
+STATUS: dict[type[Exception], tuple[int, str]] = {
+    InvalidRequest: (422, "invalid_request"),
+    DocumentRequired: (400, "document_required"),
+    AmbiguousModel: (400, "ambiguous_model"),
+    Unauthorized: (401, "unauthorized"),
+    DocumentNotFound: (404, "document_not_found"),
+    DocumentIngesting: (409, "document_ingesting"),
+    DocumentFailed: (409, "document_failed"),
+    DocumentNotReady: (409, "document_not_ready"),
+    SnapshotUnusable: (409, "snapshot_incompatible"),
+    SnapshotRebuilding: (409, "snapshot_missing"),
+    QuestionTooLong: (413, "question_too_long"),
+    UploadTooLarge: (413, "upload_too_large"),
+    KvCacheFull: (503, "kv_cache_full"),
+    EngineUnavailable: (503, "engine_unavailable"),
+    EngineStopped: (503, "engine_stopped"),
+    GenerationFailed: (500, "engine_error"),
+    # ingest/errors.py: what is wrong with an uploaded file
+    ingest_errors.DocumentTooLong: (413, "document_too_long"),
+    ingest_errors.UnsupportedType: (415, "unsupported_type"),
+    ingest_errors.EmptyDocument: (422, "empty_document"),
+    ingest_errors.PasswordRequired: (422, "password_required"),
+    ingest_errors.WrongPassword: (422, "wrong_password"),
+    ingest_errors.UnreadablePdf: (422, "unreadable_pdf"),
+    ingest_errors.NoTextLayer: (422, "no_text_layer"),
+    ingest_errors.DocumentError: (422, "bad_document"),
+    snapshot.SnapshotIncompatible: (409, "snapshot_incompatible"),
+    snapshot.SnapshotMissing: (409, "snapshot_missing"),
 }
+INTERNAL = (500, "internal_error")
 
 
-def document_error(exc: DocumentError) -> ApiError:
-    status, error_type = _DOCUMENT_ERRORS.get(type(exc), (422, "bad_document"))
-    return ApiError(status, error_type, str(exc))
+def from_engine(exc: Exception) -> ApiError:
+    """An engine failure as the error its job reports (the details stay in the log)."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, DecodeError) and exc.rc == 1:
+        return KvCacheFull("the KV cache is full with other answers in progress; retry in a moment")
+    return GenerationFailed(f"generation failed ({type(exc).__name__}); see the server log")
+
+
+def status_of(exc: BaseException) -> tuple[int, str]:
+    """(HTTP status, error type) of ``exc`` by :data:`STATUS` (the nearest listed base class)."""
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return INTERNAL
 
 
 def body(error_type: str, message: str) -> dict:
+    """The JSON error body every route, the middleware and the SSE ``error`` event use."""
     return {"error": {"type": error_type, "message": message}}
 
 
-def install(app: FastAPI) -> None:
-    @app.exception_handler(ApiError)
-    async def _api(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(body(exc.error_type, exc.message), status_code=exc.status)
+def payload(exc: BaseException) -> dict:
+    """``exc`` as the JSON error body (a generic message for anything not in :data:`STATUS`)."""
+    status, error_type = status_of(exc)
+    if (status, error_type) == INTERNAL:
+        return body(*_internal())
+    return body(error_type, str(exc))
 
-    @app.exception_handler(DocumentError)
-    async def _doc(_: Request, exc: DocumentError) -> JSONResponse:
-        err = document_error(exc)
-        return JSONResponse(body(err.error_type, err.message), status_code=err.status)
+
+def _internal() -> tuple[str, str]:
+    return INTERNAL[1], "the server failed to handle this request; see its log"
+
+
+def response(exc: BaseException) -> JSONResponse:
+    status, _ = status_of(exc)
+    headers = exc.headers if isinstance(exc, ApiError) else None
+    return JSONResponse(payload(exc), status_code=status, headers=headers)
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every exception into the JSON error body."""
+
+    @app.exception_handler(ApiError)
+    @app.exception_handler(ingest_errors.DocumentError)
+    @app.exception_handler(snapshot.SnapshotIncompatible)
+    @app.exception_handler(snapshot.SnapshotMissing)
+    async def _known(_: Request, exc: Exception) -> JSONResponse:
+        return response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -68,14 +184,14 @@ def install(app: FastAPI) -> None:
         for e in exc.errors():
             where = ".".join(str(p) for p in e.get("loc", ()) if p != "body")
             parts.append(f"{where}: {e.get('msg')}" if where else str(e.get("msg")))
-        return JSONResponse(body("invalid_request", "; ".join(parts) or "invalid request"), status_code=422)
+        return response(InvalidRequest("; ".join(parts) or "invalid request"))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = {404: "not_found", 405: "method_not_allowed", 413: "upload_too_large"}.get(exc.status_code, "http_error")
-        return JSONResponse(body(kind, str(exc.detail)), status_code=exc.status_code)
+        return JSONResponse(body(kind, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error")
-        return JSONResponse(body("internal_error", f"{type(exc).__name__}: {exc}"), status_code=500)
+        return response(exc)

@@ -1,8 +1,9 @@
 """Hot documents: what the document sequence holds, and the RAM cache of document states.
 
 The document sequence (``seq_id``, 0 in the engine) holds exactly one document's prefix, never
-decoded into; questions share it by ``seq_cp``. Bringing a document in restores its state from RAM
-while it is hot (LRU within ``snapshot_ram_bytes``), else from its snapshot on disk.
+decoded into by a question; questions share it by ``seq_cp``. It is filled by a prefill (ingestion)
+or by bringing a document in: from its RAM state while it is hot (LRU within
+``snapshot_ram_bytes``), else from its snapshot on disk.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ingest import snapshot
-from ingest.prompt import PromptLayout
 from ingest.store import DocStore
 from runtime.llama import Context, Model
 from server.settings import Settings
 from spec.cite import CitationIndex, TokenOffsets
 from spec.lookup import NgramIndex
+from spec.mtp import MtpDrafter
 
 
 @dataclass(slots=True)
@@ -49,6 +50,32 @@ class HotDocs:
         self.ctx, self.mtp_ctx, self.seq_id = ctx, mtp_ctx, seq_id
         self.loaded: str | None = None  # the document whose prefix the sequence holds, exactly
         self._hot: OrderedDict[str, HotDoc] = OrderedDict()
+        self.mtp = MtpDrafter(ctx, mtp_ctx, seq_id) if mtp_ctx is not None else None  # its MTP state
+
+    def prefill(self, prefix: np.ndarray, on_progress=None, should_stop=None) -> bool:
+        """Empty the document sequence and prefill ``prefix`` into it in ``n_batch`` chunks (with
+        the MTP catch-up after each). False if ``should_stop()`` turned true; it is then empty."""
+        self.clear()
+        on_chunk = self.mtp.process if self.mtp is not None else None
+        done = self.ctx.prefill(
+            prefix, 0, seq_id=self.seq_id, on_progress=on_progress, should_stop=should_stop, on_chunk=on_chunk
+        )
+        if not done:
+            self.clear()
+        return done
+
+    @property
+    def mtp_h(self) -> np.ndarray | None:
+        """The target hidden state of the prefix's last token (the MTP's ``pending_h``), to snapshot."""
+        return self.mtp.pending_h.copy() if self.mtp is not None else None
+
+    def clear(self) -> None:
+        """Empty the document sequence in both contexts."""
+        self.loaded = None
+        self.ctx.seq_rm(self.seq_id, 0)
+        if self.mtp is not None:
+            self.mtp_ctx.seq_rm(self.seq_id, 0)
+            self.mtp.reset()
 
     def get(self, doc_id: str) -> HotDoc | None:
         return self._hot.get(doc_id)
@@ -134,13 +161,3 @@ class HotDocs:
             return 0 <= pos_min <= max(0, n - self.model.n_swa + 1)
         # A recurrent state reports only its last position; attention caches must start at 0.
         return self.model.is_recurrent or pos_min == 0
-
-    def citation_index(self, doc_id: str, hot: HotDoc, layout: PromptLayout) -> tuple[CitationIndex, TokenOffsets]:
-        """The document's citation index and token offsets (spec.cite), built at its first answer."""
-        if hot.citations is None:
-            extracted = self.store.read_text(doc_id)
-            n_head, n_between = layout.n_head(self.model), layout.n_between(self.model)
-            n_doc = len(hot.prefix) - n_head - n_between
-            offsets = TokenOffsets(hot.prefix, n_head, n_doc, extracted.text, self.model.piece)
-            hot.citations = CitationIndex(extracted.text, extracted.page_starts), offsets
-        return hot.citations

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from server.errors import ApiError
 from spec.loop import AnswerParams
 
 
@@ -21,8 +22,8 @@ class IngestJob:
 
 @dataclass(eq=False)
 class AnswerJob:
-    """One question. Events: ("token", {"text"}), ("citations", {"citations": [...]}), ("stats", {...}),
-    ("done", {}), ("error", {...}).
+    """One question. Events, in order: ("token", {"text"})*, then ("citations", {"citations": [...]}),
+    ("stats", {...}), ("done", {}); or ("error", ApiError) at any point.
 
     ``history``: earlier (question, answer) turns of a conversation about the same document.
     """
@@ -34,14 +35,23 @@ class AnswerJob:
     history: tuple[tuple[str, str], ...] = ()
     t_start: float = field(default_factory=time.perf_counter)
     cancelled: threading.Event = field(default_factory=threading.Event)
-    events: asyncio.Queue[tuple[str, dict[str, Any]]] = field(default_factory=asyncio.Queue)
+    events: asyncio.Queue[tuple[str, Any]] = field(default_factory=asyncio.Queue)
+
+    @property
+    def n_chars(self) -> int:
+        """Characters of the question and its history (for a KV-cell estimate before tokenizing)."""
+        return len(self.question) + sum(len(q) + len(a) for q, a in self.history)
 
     def emit(self, kind: str, data: dict[str, Any]) -> None:
-        """Called from the engine thread."""
+        """Called from the engine thread (or the citation worker)."""
         self.loop.call_soon_threadsafe(self.events.put_nowait, (kind, data))
 
-    def fail(self, error_type: str, message: str) -> None:
-        self.emit("error", {"error": {"type": error_type, "message": message}})
+    def fail(self, error: ApiError) -> None:
+        """End the job with ``error``; the route raises it, or sends it as an SSE ``error`` event."""
+        self.loop.call_soon_threadsafe(self.events.put_nowait, ("error", error))
 
     def cancel(self) -> None:
         self.cancelled.set()
+
+
+Job = IngestJob | AnswerJob

@@ -10,6 +10,8 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from server.errors import UploadTooLarge, payload, status_of
+
 MULTIPART_SLACK = 64 * 1024  # boundaries and part headers around the file
 
 
@@ -63,12 +65,13 @@ class UploadLimit:
             await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
-        payload = json.dumps({"error": {"type": "upload_too_large", "message": self.message}}).encode()
+        error = UploadTooLarge(self.message)
+        data = json.dumps(payload(error)).encode()
         await send(
             {
                 "type": "http.response.start",
-                "status": 413,
+                "status": status_of(error)[0],
                 "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
             }
         )
-        await send({"type": "http.response.body", "body": payload})
+        await send({"type": "http.response.body", "body": data})

@@ -1,4 +1,5 @@
-"""Settings -> memory plan: the check that a configuration fits the GPU, and the settings presets.
+"""Settings -> memory plan: the check that a configuration fits the GPU, and the settings presets
+(applied by :func:`with_preset`, outside the Settings validator, so settings never import the planner).
 
 The engine creates its contexts from Settings (server/engine.py); :func:`plan_config` mirrors that
 mapping, so a plan made here is the plan of what the engine will allocate.
@@ -7,16 +8,15 @@ mapping, so a plan made here is the plan of what the engine will allocate.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from runtime.llama import ContextConfig
-from runtime.plan import Plan, PlanConfig, format_size, largest_n_ctx, largest_n_seq_max, plan
+from runtime.plan import Plan, plan
+from runtime.plan_config import PlanConfig
+from runtime.plan_fit import format_size, largest_n_ctx, largest_n_seq_max
 from runtime.presets import preset
 from runtime.shape import ModelShape
-from server.settings import MAX_WINDOW
-
-if TYPE_CHECKING:
-    from server.settings import Settings
+from server.settings import MAX_SEQS, Settings
+from spec.limits import MAX_WINDOW
 
 #: Settings presets: the model shape planned for, the VRAM it assumes, the context wanted, and the
 #: settings it fills when the user has not set them (DOCQA_PRESET).
@@ -30,7 +30,6 @@ PRESETS = {
 }
 #: n_rs_seq values a preset tries, widest first; 4 still covers MTP's 3-token drafts.
 RS_CHOICES = (MAX_WINDOW, 12, 8, 6, 4)
-MAX_SEQ_SETTING = 64  # Settings.n_seq_max's upper bound
 
 
 def context_config(settings: Settings, recurrent: bool) -> ContextConfig:
@@ -111,6 +110,14 @@ def _overflow_message(p: Plan, shape: ModelShape, cfg: PlanConfig, budget: int) 
     )
 
 
+def with_preset(settings: Settings) -> Settings:
+    """``settings`` with its preset (DOCQA_PRESET) filled into the fields the user left unset; the
+    same object when it names none. Idempotent: the filled fields count as set afterwards."""
+    if settings.preset is None:
+        return settings
+    return settings.model_copy(update=preset_values(settings.preset, settings))
+
+
 def preset_values(name: str, settings: Settings) -> dict[str, object]:
     """The values preset ``name`` gives the fields the user left unset (``model_fields_set``).
 
@@ -140,7 +147,7 @@ def preset_values(name: str, settings: Settings) -> dict[str, object]:
     if not fitting and "n_ctx" not in explicit:
         values["n_ctx"] = largest_n_ctx(shape, config(), budget) or spec["n_ctx"]
     if "n_seq_max" not in explicit:
-        contexts = largest_n_seq_max(shape, config(), budget, limit=MAX_SEQ_SETTING + 1)
+        contexts = largest_n_seq_max(shape, config(), budget, limit=MAX_SEQS + 1)
         values["n_seq_max"] = max(1, contexts - 1)
     if "n_rs_seq" in explicit:
         del values["n_rs_seq"]

@@ -10,6 +10,9 @@ from prometheus_client.core import GaugeMetricFamily
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+TTFT_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)  # seconds
+TPS_BUCKETS = (5, 10, 20, 40, 60, 80, 120, 160, 240, 400)  # tokens per second
+BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64)  # questions per step
 
 
 class Metrics:
@@ -20,26 +23,28 @@ class Metrics:
         self.latency = Histogram(
             "docqa_http_request_seconds", "HTTP request latency (until the response starts)", ["route"], registry=r
         )
-        self.ttft = Histogram(
-            "docqa_ttft_seconds",
-            "Time to first token of an answer",
-            buckets=(0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-            registry=r,
-        )
-        self.decode_tps = Histogram(
-            "docqa_decode_tokens_per_second",
-            "Decode rate of each answer",
-            buckets=(5, 10, 20, 40, 60, 80, 120, 160, 240, 400),
-            registry=r,
-        )
+        self.ttft = self._histogram("docqa_ttft_seconds", "Time to first token of an answer", TTFT_BUCKETS)
+        self.decode_tps = self._histogram("docqa_decode_tokens_per_second", "Decode rate of each answer", TPS_BUCKETS)
         self.completion_tokens = Counter("docqa_completion_tokens", "Tokens generated", registry=r)
         self.drafted = Counter("docqa_draft_tokens", "Draft tokens verified", ["source"], registry=r)
         self.accepted = Counter("docqa_accepted_draft_tokens", "Draft tokens accepted", ["source"], registry=r)
         self.queue_depth = Gauge("docqa_engine_queue_depth", "Jobs waiting for the engine", registry=r)
         self.active = Gauge("docqa_active_answers", "Questions being answered in the current batch", registry=r)
+        self.batch = self._histogram(
+            "docqa_batch_sequences", "Questions decoded together in one verify step", BATCH_BUCKETS
+        )
+        self.mtp_batched = Counter(
+            "docqa_mtp_batched_decodes", "MTP decodes that served several questions at once", registry=r
+        )
+        self.rebuilds = Counter(
+            "docqa_rollback_rebuilds", "Sequences rebuilt from the document prefix after a failed rollback", registry=r
+        )
         self._engine = None
         self._store = None
         r.register(self)  # collect(): live values read at scrape time
+
+    def _histogram(self, name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
+        return Histogram(name, doc, buckets=buckets, registry=self.registry)
 
     def bind(self, engine, store) -> None:
         self._engine, self._store = engine, store
@@ -52,6 +57,14 @@ class Metrics:
         for source, n in stats["drafted_by_source"].items():
             self.drafted.labels(source).inc(n)
             self.accepted.labels(source).inc(stats["accepted_by_source"].get(source, 0))
+
+    def observe_step(self, n_seqs: int, mtp_batched: int) -> None:
+        self.batch.observe(n_seqs)
+        if mtp_batched:
+            self.mtp_batched.inc(mtp_batched)
+
+    def observe_rebuild(self) -> None:
+        self.rebuilds.inc()
 
     def collect(self):
         """Values read at scrape time: ingest progress per document and snapshot bytes on disk."""

@@ -6,7 +6,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from server.settings import MAX_WINDOW
+from spec.limits import MAX_WINDOW
+
+#: Longest question, in characters (both question routes).
+MAX_QUESTION_CHARS = 20_000
+#: Largest max_tokens a request may ask for (both question routes).
+MAX_ANSWER_TOKENS = 32_768
 
 
 class DocumentPublic(BaseModel):
@@ -49,8 +54,8 @@ class DocumentText(BaseModel):
 class AnswerRequest(BaseModel):
     """A question about one document. Only `question` is required."""
 
-    question: str = Field(min_length=1, max_length=20000)
-    max_tokens: int | None = Field(default=None, ge=1, le=32768)
+    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_ANSWER_TOKENS)
     temperature: float = Field(default=0.0, ge=0.0, le=5.0)
     top_k: int = Field(default=0, ge=0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ingest.atomic import write_atomic
+from runtime.atomic import write_atomic
 from runtime.embedded import embedded_model_path
 from runtime.llama import Context, Model, model_fingerprint
 from runtime.system import build_id, has_amx_kernels

@@ -14,10 +14,13 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-KvType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"]
+from runtime.kvtypes import KV_TYPES
+from runtime.plan_fit import parse_size
+from spec.limits import MAX_MTP_DRAFT, MAX_ROWS, MAX_WINDOW
 
-#: Widest verification window: 16 draft tokens, so a verify call has 17 rows.
-MAX_WINDOW = 16
+KvType = Literal[KV_TYPES]  # runtime/kvtypes.py
+#: Most questions answered at once (sequences besides the document's); llama.cpp allows 256 in all.
+MAX_SEQS = 64
 
 
 class Settings(BaseSettings):
@@ -32,7 +35,7 @@ class Settings(BaseSettings):
     )
     n_ctx: int = Field(default=32768, ge=256, description="Context size in tokens (document + question + answer).")
     n_batch: int = Field(default=512, ge=32, description="Tokens per llama_decode call during prefill.")
-    n_ubatch: int = Field(default=512, ge=MAX_WINDOW + 1, description="Physical micro-batch; must hold a verify call.")
+    n_ubatch: int = Field(default=512, ge=MAX_ROWS, description="Physical micro-batch; must hold a verify call.")
     n_threads: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, description="Decode threads.")
     n_threads_batch: int | None = Field(default=None, ge=1, description="Prefill threads (default: n_threads).")
     n_gpu_layers: int = Field(default=-1, description="Layers offloaded to the GPU (-1 = all; ignored on CPU builds).")
@@ -59,7 +62,7 @@ class Settings(BaseSettings):
         default="auto",
         description="Draft with the model's MTP head: auto = when the GGUF has MTP layers; on = require them.",
     )
-    mtp_draft_tokens: int = Field(default=2, ge=1, le=3, description="MTP draft tokens per verify step.")
+    mtp_draft_tokens: int = Field(default=2, ge=1, le=MAX_MTP_DRAFT, description="MTP draft tokens per verify step.")
     n_rs_seq: int | None = Field(
         default=None,
         ge=0,
@@ -69,7 +72,7 @@ class Settings(BaseSettings):
     n_seq_max: int = Field(
         default=4,
         ge=1,
-        le=64,
+        le=MAX_SEQS,
         description="Questions answered concurrently, batched into one decode call per step (continuous batching).",
     )
     answer_reserve: int = Field(
@@ -120,17 +123,10 @@ class Settings(BaseSettings):
     @field_validator("vram_bytes", mode="before")
     @classmethod
     def _size(cls, value: object) -> object:
-        from runtime.plan import parse_size
-
         return parse_size(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
-        if self.preset is not None:
-            from server.memory import preset_values
-
-            for name, value in preset_values(self.preset, self).items():
-                setattr(self, name, value)
         if self.min_ngram > self.max_ngram:
             raise ValueError(f"min_ngram ({self.min_ngram}) must be <= max_ngram ({self.max_ngram})")
         if self.n_ubatch > self.n_batch:

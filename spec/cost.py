@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime.llama import Context
+from spec.limits import MAX_ROWS, MAX_WINDOW
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +51,11 @@ class StepCosts:
     def cpu_default(cls) -> StepCosts:
         """Relative costs measured on a 2-core CPU with Gemma 3 270M (bench/results/spec_costs.json),
         used until a context is calibrated."""
-        ratios = {0: 1.0, 1: 1.76, 2: 2.19, 4: 3.65, 8: 5.08, 16: 7.8}
-        return cls(tuple(float(np.interp(k, list(ratios), list(ratios.values()))) for k in range(17)), 0.5)
+        ratios = {0: 1.0, 1: 1.76, 2: 2.19, 4: 3.65, 8: 5.08, MAX_WINDOW: 7.8}
+        return cls(tuple(float(np.interp(k, list(ratios), list(ratios.values()))) for k in range(MAX_ROWS)), 0.5)
 
 
-CALIBRATED_WINDOWS = (0, 1, 2, 4, 8, 16)
+CALIBRATED_WINDOWS = (0, 1, 2, 4, 8, MAX_WINDOW)
 
 
 def calibrate(ctx: Context, token: int, mtp_step=None, repeats: int = 1) -> StepCosts:
@@ -74,7 +75,7 @@ def calibrate(ctx: Context, token: int, mtp_step=None, repeats: int = 1) -> Step
             ctx.seq_rm(0, 0)
         measured.append(statistics.median(times))
     measured = list(np.maximum.accumulate(measured))  # more rows never cost less; smooth timer noise
-    verify = tuple(float(np.interp(k, CALIBRATED_WINDOWS, measured)) for k in range(17))
+    verify = tuple(float(np.interp(k, CALIBRATED_WINDOWS, measured)) for k in range(MAX_ROWS))
     mtp = 0.0
     if mtp_step is not None:
         mtp_step()  # warm-up

@@ -17,24 +17,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spec.cost import AcceptanceRate, StepCosts, expected_accepted
+from spec.limits import MAX_MTP_DRAFT, MAX_ROWS
 from spec.lookup import LookupDrafter
 from spec.mtp import MtpDrafter
 
 SOURCES = ("mtp", "lookup")
-MAX_ROWS = 17  # rows of one verify16 call: the row budget per step that fixed windows share under load
 
 
 @dataclass(frozen=True, slots=True)
 class DraftConfig:
     window: int | None  # draft tokens per step; None = adaptive; 0 = no speculation
     sources: tuple[str, ...] = SOURCES
-    n_mtp: int = 2  # MTP tokens per step (1..3; acceptance falls with depth, notes §2.2)
+    n_mtp: int = 2  # MTP tokens per step (1..MAX_MTP_DRAFT; acceptance falls with depth, notes §2.2)
 
     def __post_init__(self) -> None:
         if not set(self.sources) <= set(SOURCES) or not self.sources:
             raise ValueError(f"sources must be a non-empty subset of {SOURCES}, got {self.sources}")
-        if not 1 <= self.n_mtp <= 3:
-            raise ValueError(f"n_mtp must be 1..3, got {self.n_mtp}")
+        if not 1 <= self.n_mtp <= MAX_MTP_DRAFT:
+            raise ValueError(f"n_mtp must be 1..{MAX_MTP_DRAFT}, got {self.n_mtp}")
 
 
 @dataclass(slots=True)
@@ -76,34 +76,36 @@ class DraftPolicy:
         self._lookup_kind = "weak"
         self._idle = {"mtp": 0, "weak": 0}
 
-    def propose(self, last: int, pos: int, limit: int, load: int = 1) -> Draft:
-        """Draft for the step whose first verify row is ``last`` at ``pos``; at most ``limit`` tokens.
+    def propose(self, last: int, pos: int, max_draft: int, load: int = 1, mtp_drafts: list[int] | None = None) -> Draft:
+        """Draft for the step whose first verify row is ``last`` at ``pos``; at most ``max_draft`` tokens.
 
+        ``mtp_drafts``: MTP drafts already made for this ``last``/``pos`` (:func:`spec.mtp.draft_many`,
+        batched across sequences); without them the MTP head drafts here, when the plan uses it.
         ``load``: sequences sharing this step's decode call. The adaptive plan prices each window at
         this sequence's share of the batched call (:meth:`StepCosts.share`). A fixed window is capped
         under load to about one verify16 call's rows in all (``17 // load - 1`` drafts, at least 1),
         unless recent acceptance is at least ``HIGH_ACCEPTANCE``.
         """
         cfg = self.config
-        k = limit if cfg.window is None else min(cfg.window, limit)
+        k = max_draft if cfg.window is None else min(cfg.window, max_draft)
         if k > 1 and cfg.window is not None and load > 1 and self.recent.value < self.HIGH_ACCEPTANCE:
             k = min(k, max(1, (MAX_ROWS // load) - 1))
         if k <= 0:
             return Draft([], 0)
         if cfg.window is None:
-            return self._adaptive(last, pos, k, load)
+            return self._adaptive(last, pos, k, load, mtp_drafts)
         if self.lookup is not None and (self.mtp is None or self.lookup.strong()):
             self._lookup_kind = "strong" if self.lookup.strong() else "weak"
             return Draft(self.lookup.propose(k), 0)
-        return self._mtp_then_lookup(last, pos, k, min(cfg.n_mtp, k))
+        return self._mtp_then_lookup(last, pos, k, min(cfg.n_mtp, k), mtp_drafts)
 
-    def _adaptive(self, last: int, pos: int, limit: int, load: int = 1) -> Draft:
+    def _adaptive(self, last: int, pos: int, max_draft: int, load: int, mtp_drafts: list[int] | None) -> Draft:
         share = self.costs.share
         best_value, best = 1.0 / share(0, load), ("none", 0)
         candidate: list[int] = []
         if self.lookup is not None:
             self._lookup_kind = kind = "strong" if self.lookup.strong() else "weak"
-            candidate = self.lookup.propose(limit)
+            candidate = self.lookup.propose(max_draft)
             a = self.rate[kind].value
             for k in range(1, len(candidate) + 1):
                 value = (1 + expected_accepted(a, k)) / share(k, load)
@@ -111,7 +113,7 @@ class DraftPolicy:
                     best_value, best = value, ("lookup", k)
         if self.mtp is not None:
             a = self.rate["mtp"].value
-            for n in range(1, min(self.config.n_mtp, limit) + 1):
+            for n in range(1, min(self.config.n_mtp, max_draft) + 1):
                 value = (1 + expected_accepted(a, n)) / (share(n, load) + n * self.costs.mtp)
                 if value > best_value:
                     best_value, best = value, ("mtp", n)
@@ -132,12 +134,15 @@ class DraftPolicy:
         if self.lookup is not None:
             self.lookup.keep_first(0)
         if plan == "mtp":
-            return self._mtp_then_lookup(last, pos, n, n)
+            return self._mtp_then_lookup(last, pos, n, n, mtp_drafts)
         return Draft([], 0)
 
-    def _mtp_then_lookup(self, last: int, pos: int, k: int, n_mtp: int) -> Draft:
+    def _mtp_then_lookup(self, last: int, pos: int, k: int, n_mtp: int, mtp_drafts: list[int] | None) -> Draft:
         assert self.mtp is not None
-        tokens = self.mtp.draft(last, pos, n_mtp)
+        if mtp_drafts is not None and len(mtp_drafts) >= n_mtp:
+            tokens = mtp_drafts[:n_mtp]
+        else:
+            tokens = self.mtp.draft(last, pos, n_mtp)
         if self.lookup is not None and k > len(tokens):
             self._lookup_kind = "weak"
             tokens = tokens + self.lookup.propose(k - len(tokens), after=tokens)

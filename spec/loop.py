@@ -1,15 +1,20 @@
-"""The answer loop: draft, verify, accept, roll back, stream.
+"""The answer loop as a stepper: draft, verify, accept, roll back, stream.
 
 Cursor invariant: at the top of each step the sequence holds every token up to position
 ``n_past - 1``, and ``last`` (the newest emitted token, position ``n_past``) is not yet decoded.
 A verify step decodes ``[last, *draft]``; after accepting ``m`` drafts the cells at positions
 ``>= n_past + 1 + m`` are removed, and the target's own token becomes the new ``last``.
+
+The caller owns every decode call (server/runner.py batches many answers into one; bench/harness.py
+drives one alone), including the MTP catch-up after each verify decode; :class:`Answer` owns the
+decisions. When a rollback fails, :meth:`Answer.accept` says so (``Step.rebuild``) and the caller
+rebuilds the sequence from the shared prefix, then checks that it ends at ``n_past - 1``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,6 +22,7 @@ import numpy as np
 from runtime.llama import Context, Model
 from spec.cost import StepCosts
 from spec.draft import Draft, DraftConfig, DraftPolicy
+from spec.limits import MAX_WINDOW
 from spec.lookup import LookupDrafter
 from spec.mtp import MtpDrafter
 from spec.sampling import Sampler, SamplingParams
@@ -25,7 +31,7 @@ from spec.verify import accept
 
 
 class RollbackFailed(Exception):
-    """``llama_memory_seq_rm`` refused, or left the sequence at the wrong position."""
+    """A sequence could not be brought back to the expected position, even by a rebuild."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +46,8 @@ class AnswerParams:
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
-        if self.window is not None and not 0 <= self.window <= 16:
-            raise ValueError(f"window must be in 0..16, got {self.window}")
+        if self.window is not None and not 0 <= self.window <= MAX_WINDOW:
+            raise ValueError(f"window must be in 0..{MAX_WINDOW}, got {self.window}")
 
 
 @dataclass(slots=True)
@@ -67,9 +73,17 @@ class TokenEvent:
     n_accepted: int  # drafts accepted in the step that produced these tokens
 
 
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one verify step produced."""
+
+    events: list[TokenEvent]  # zero to two
+    rebuild: bool = False  # the rollback failed: rebuild the sequence (:meth:`Answer.replay_ids`) before the next step
+
+
 @dataclass(slots=True)
 class AnswerRun:
-    """Everything :func:`generate` needs about the sequence it continues."""
+    """The sequence an :class:`Answer` continues."""
 
     ctx: Context
     model: Model
@@ -79,26 +93,20 @@ class AnswerRun:
     t_start: float  # perf_counter() when the request arrived, for TTFT
     seq_id: int = 0
     mtp: MtpDrafter | None = None  # the model's MTP head, when it has one and it is enabled
-    max_window: int = 16  # rollback limit of the context (n_rs_seq on hybrid models)
+    max_window: int = MAX_WINDOW  # rollback limit of the context (n_rs_seq on hybrid models)
     costs: StepCosts | None = None  # measured verify/MTP step costs, for the adaptive window
     should_stop: Callable[[], bool] = lambda: False
-    # Rebuilds the sequence as document prefix + question + the given answer tokens (used when a
-    # rollback fails); returns the new n_past.
-    recover: Callable[[list[int]], int] | None = None
 
 
 class Answer:
     """One answer's decoding state, advanced one verify step at a time.
 
-    The caller owns the decode call, so several answers can share one (continuous batching):
-
     1. :meth:`begin` chooses the first token from the logits row the question's prefill left.
-    2. While not :attr:`done`: :meth:`plan` gives the step's rows ``[last, *draft]`` at positions
+    2. While not :attr:`done`: :meth:`draft` gives the step's rows ``[last, *draft]`` at positions
        ``n_past..``; the caller decodes them (alone, or with other sequences' rows) with logits for
-       every row; :meth:`finish` accepts, rolls back and emits.
+       every row and, with MTP, feeds them to the MTP context; :meth:`accept` accepts, rolls back
+       and emits.
     3. :meth:`close` fills in the stats.
-
-    Each method returns the TokenEvents it produced (zero to two).
     """
 
     def __init__(self, run: AnswerRun, params: AnswerParams) -> None:
@@ -107,13 +115,13 @@ class Answer:
         self.stream = TextStream(params.stops or ())
         config = DraftConfig(params.window, params.sources, params.n_mtp)
         self.policy = DraftPolicy(config, run.drafter, run.mtp, run.costs)
-        self.answer: list[int] = []
+        self.output_ids: list[int] = []  # emitted tokens; the newest is ``last``
         self.n_past = run.n_past
         self.done = False
         self._decided: list[int] = []
         self._draft: Draft | None = None
         self._n_accepted = 0
-        self._room = 0
+        self._max_draft = 0  # draft tokens the next step may verify (room left, rollback limit)
         self._t_first = 0.0
 
     def begin(self, row: np.ndarray) -> list[TokenEvent]:
@@ -126,7 +134,7 @@ class Answer:
     @property
     def last(self) -> int:
         """The newest emitted token: the first row of the next verify step, at ``n_past``."""
-        return self.answer[-1]
+        return self.output_ids[-1]
 
     @property
     def wants_mtp(self) -> bool:
@@ -134,68 +142,66 @@ class Answer:
         has the head)."""
         return self.policy.mtp is not None and self.params.window != 0
 
-    def plan(self, load: int = 1) -> list[int]:
+    def draft(self, load: int = 1, mtp_drafts: list[int] | None = None) -> list[int]:
         """The rows of the next verify step: ``[last, *draft]``, to decode at ``n_past..`` with
-        logits for every row. ``load``: sequences sharing the decode call."""
+        logits for every row. ``load``: sequences sharing the decode call; ``mtp_drafts``: MTP
+        drafts made for this step by :func:`spec.mtp.draft_many`."""
         drafter = self.run.drafter
         if drafter is not None:
             drafter.extend(self._decided)
-        last = self.answer[-1]
-        self._draft = self.policy.propose(last, self.n_past, self._room, load)
-        return [last, *self._draft.tokens]
+        self._draft = self.policy.propose(self.last, self.n_past, self._max_draft, load, mtp_drafts)
+        return [self.last, *self._draft.tokens]
 
-    def finish(self, rows: np.ndarray, hidden: np.ndarray | None = None, mtp_done: bool = False) -> list[TokenEvent]:
-        """Accept from the verify logits ``rows`` (float32 [k + 1, n_vocab]) and roll back the
-        rejected cells. ``hidden``: the target hidden states of the same rows (MTP models), default
-        the context's last decode. ``mtp_done``: the caller already fed these rows to the MTP
-        context (:func:`spec.mtp.process_many`)."""
+    def accept(self, rows: np.ndarray) -> Step:
+        """Accept from the verify logits ``rows`` (float32 [k + 1, n_vocab]) of the rows
+        :meth:`draft` gave, roll back the rejected cells and emit. With MTP, the caller has already
+        fed these rows to the MTP context (:meth:`MtpDrafter.process` / :func:`process_many`)."""
         run, draft, stats = self.run, self._draft, self.run.stats
-        assert draft is not None, "finish() without plan()"
-        last, n_past = self.answer[-1], self.n_past
+        assert draft is not None, "accept() without draft()"
         result = accept(self.sampler, rows, draft.tokens)
-        if run.mtp is not None and not mtp_done:
-            run.mtp.process([last, *draft.tokens], n_past, hidden)
         self._n_accepted = n_accepted = result.n_accepted
         stats.verify_steps += 1
         stats.drafted_tokens += len(draft.tokens)
         stats.accepted_tokens += n_accepted
         self.policy.observe(draft, n_accepted, result.tokens[-1])
-        n_keep = n_past + 1 + n_accepted
-        if n_accepted < len(draft.tokens):
-            n_keep = _rollback(run, n_keep, self.answer, result.tokens[:n_accepted])
+        n_keep = self.n_past + 1 + n_accepted
+        rolled_back = n_accepted == len(draft.tokens) or _roll_back(run.ctx, run.seq_id, n_keep)
         if run.mtp is not None:
             run.mtp.accept(n_keep)
         self.n_past = n_keep
         self._decided = result.tokens
         self._draft = None
-        return self._after_decided()
+        events = self._after_decided()
+        return Step(events, rebuild=not rolled_back and not self.done)
+
+    def replay_ids(self) -> list[int]:
+        """The answer tokens the sequence holds after the question (all emitted but ``last``): what
+        a rebuild decodes again. Joined only when asked, so a normal step does no work that grows
+        with the answer."""
+        return self.output_ids[:-1]
 
     def _after_decided(self) -> list[TokenEvent]:
         """Emit the decided tokens; end the answer on EOS, a stop string, max_tokens, cancellation
         or a full context."""
-        run, params, stats = self.run, self.params, self.run.stats
+        run, params = self.run, self.params
         events = []
-        text, finish, used = _emit(run.model, self.stream, self._decided, self.answer, params.max_tokens)
+        text, finish, used = _emit(run.model, self.stream, self._decided, self.output_ids, params.max_tokens)
         if text or used:
             events.append(TokenEvent(text=text, token_ids=tuple(self._decided[:used]), n_accepted=self._n_accepted))
         if finish is None and run.should_stop():
             finish = "cancelled"
         if finish is None:
-            room = min(params.max_tokens - len(self.answer), run.ctx.n_ctx - self.n_past) - 1
+            room = min(params.max_tokens - len(self.output_ids), run.ctx.n_ctx - self.n_past) - 1
             if room < 0:
                 finish = "length"
-            self._room = min(room, run.max_window)
+            self._max_draft = min(room, run.max_window)
         if finish is not None:
-            stats.finish_reason = finish
-            self.done = True
-            tail = self.stream.flush()
-            if tail:
-                events.append(TokenEvent(text=tail, token_ids=(), n_accepted=0))
+            events.extend(self.stop(finish))
         return events
 
-    def end(self, reason: str) -> list[TokenEvent]:
-        """End the answer from outside the loop (e.g. the shared KV cache is full): ``reason`` becomes
-        the finish reason; returns the held-back text, if any."""
+    def stop(self, reason: str) -> list[TokenEvent]:
+        """End the answer (also from outside the loop, e.g. the shared KV cache is full): ``reason``
+        becomes the finish reason; returns the held-back text, if any."""
         self.run.stats.finish_reason = reason
         self.done = True
         tail = self.stream.flush()
@@ -205,31 +211,13 @@ class Answer:
         """Fill in the stats that cover the whole answer (also after an error)."""
         stats, policy = self.run.stats, self.policy
         t_end = time.perf_counter()
-        stats.completion_tokens = len(self.answer)
+        stats.completion_tokens = len(self.output_ids)
         stats.drafted_by_source = dict(policy.stats.drafted)
         stats.accepted_by_source = dict(policy.stats.accepted)
         if stats.verify_steps:
             stats.mean_accepted_per_step = stats.accepted_tokens / stats.verify_steps
-        if len(self.answer) > 1 and t_end > self._t_first > 0:
-            stats.decode_tokens_per_s = (len(self.answer) - 1) / (t_end - self._t_first)
-
-
-def generate(run: AnswerRun, params: AnswerParams) -> Iterator[TokenEvent]:
-    """Yield TokenEvents until EOS, a stop string, ``max_tokens``, a full context or cancellation,
-    decoding this one sequence alone (one verify call per step).
-
-    ``run.stats`` is filled in as it goes; read it after the iterator ends.
-    """
-    ctx = run.ctx
-    answer = Answer(run, params)
-    try:
-        yield from answer.begin(ctx.logits()[-1])
-        while not answer.done:
-            rows = answer.plan()
-            ctx.decode(rows, answer.n_past, seq_id=run.seq_id, outputs="all")
-            yield from answer.finish(ctx.logits())
-    finally:
-        answer.close()
+        if len(self.output_ids) > 1 and t_end > self._t_first > 0:
+            stats.decode_tokens_per_s = (len(self.output_ids) - 1) / (t_end - self._t_first)
 
 
 def _emit(
@@ -252,21 +240,11 @@ def _emit(
     return "".join(out), None, len(decided)
 
 
-def _rollback(run: AnswerRun, n_keep: int, answer: list[int], accepted: list[int]) -> int:
-    """Remove cells at positions >= n_keep; verify the sequence ends at n_keep - 1.
+def _roll_back(ctx: Context, seq_id: int, n_keep: int) -> bool:
+    """Remove cells at positions >= n_keep; True if the sequence now ends at n_keep - 1.
 
     ``seq_rm`` can return True and still leave the wrong state (a sliding-window cache, notes §5),
-    so the position range is checked too. On failure the sequence is rebuilt through
-    ``run.recover`` from the document snapshot plus ``answer + accepted`` (the answer tokens that must
-    be in the cache; joined only then, so a normal step does no work that grows with the answer).
-    Returns the position of the next token.
+    so the position range is checked too. A recurrent state refuses rollbacks deeper than
+    ``n_rs_seq`` (notes §6); then the caller rebuilds the sequence.
     """
-    ctx = run.ctx
-    if ctx.seq_rm(run.seq_id, n_keep) and ctx.pos_max(run.seq_id) == n_keep - 1:
-        return n_keep
-    if run.recover is None:
-        raise RollbackFailed(f"could not roll back sequence {run.seq_id} to {n_keep} tokens")
-    n_past = run.recover(answer + accepted)
-    if n_past != n_keep:
-        raise RollbackFailed(f"recovery rebuilt {n_past} positions, expected {n_keep}")
-    return n_past
+    return ctx.seq_rm(seq_id, n_keep) and ctx.pos_max(seq_id) == n_keep - 1

@@ -22,6 +22,8 @@ from runtime.llama import Context
 
 
 class MtpDrafter:
+    """The MTP state of one sequence: its ``pending_h`` and the target hidden states of its last decode."""
+
     def __init__(self, target: Context, mtp: Context, seq_id: int = 0) -> None:
         if target.n_embd != mtp.n_embd:
             raise ValueError(f"target and MTP hidden sizes differ ({target.n_embd} != {mtp.n_embd})")
@@ -31,13 +33,24 @@ class MtpDrafter:
         self.pending_h = np.zeros(target.n_embd, dtype=np.float32)  # target h of the last decoded token
         self._rows = np.zeros((0, target.n_embd), dtype=np.float32)  # target h of the last decode
         self._rows_pos0 = 0
-        self._prefetched: tuple[int, int, list[int]] | None = None  # (last, pos, drafts) from draft_many
 
     def reset(self, pending_h: np.ndarray | None = None) -> None:
         """Start of a sequence (``None``: position 0) or a restored one (its saved ``pending_h``)."""
         self.pending_h = np.zeros(self.target.n_embd, np.float32) if pending_h is None else pending_h.copy()
         self._rows = self._rows[:0]
-        self._prefetched = None
+
+    def pairs(self, h: np.ndarray) -> np.ndarray:
+        """The MTP input embeddings for target rows with hidden states ``h`` (float32 [n, n_embd]):
+        row p gets h_{p-1}, the first row ``pending_h``."""
+        out = np.empty_like(h)
+        out[0] = self.pending_h
+        out[1:] = h[:-1]
+        return out
+
+    def caught_up(self, h: np.ndarray, pos0: int) -> None:
+        """Record that the MTP context now holds the rows decoded at ``pos0..`` with hidden ``h``."""
+        self._rows, self._rows_pos0 = h.copy(), pos0
+        self.pending_h = self._rows[-1]
 
     def process(self, tokens: np.ndarray | list[int], pos0: int, h: np.ndarray | None = None) -> None:
         """Catch up after a target decode of ``tokens`` at ``pos0..``: build MTP KV from the pairs
@@ -45,19 +58,12 @@ class MtpDrafter:
         the target's whole last decode). No logits are computed (no LM head)."""
         if h is None:
             h = self.target.hidden()  # [n, n_embd], batch order
-        pairs = np.empty_like(h)
-        pairs[0] = self.pending_h
-        pairs[1:] = h[:-1]
-        self.mtp.decode(tokens, pos0, seq_id=self.seq_id, outputs="none", embd=pairs)
-        self._rows, self._rows_pos0 = h.copy(), pos0
-        self.pending_h = self._rows[-1]
+        self.mtp.decode(tokens, pos0, seq_id=self.seq_id, outputs="none", embd=self.pairs(h))
+        self.caught_up(h, pos0)
 
     def draft(self, last: int, pos: int, n: int) -> list[int]:
-        """Greedy top-1 drafts (deterministic, so sample-and-compare verification is exact).
-        Served from :func:`draft_many`'s batched drafts when they were made for this ``last``/``pos``."""
-        prefetched, self._prefetched = self._prefetched, None
-        if prefetched is not None and prefetched[:2] == (last, pos) and len(prefetched[2]) >= n:
-            return prefetched[2][:n]
+        """``n`` greedy top-1 drafts after ``last`` at ``pos`` (deterministic, so sample-and-compare
+        verification is exact); the draft entries are removed from the MTP context again."""
         out: list[int] = []
         token, h = last, self.pending_h
         for i in range(n):
@@ -77,12 +83,12 @@ class MtpDrafter:
         self.mtp.seq_rm(self.seq_id, n_keep)
 
 
-def draft_many(drafters: list[MtpDrafter], lasts: list[int], positions: list[int], n: int) -> None:
-    """Draft ``n`` tokens for several sequences at once: one MTP decode per depth with one row per
-    sequence, instead of one decode per sequence and depth. Each drafter keeps its drafts for its
-    next :meth:`MtpDrafter.draft` at the same ``last``/``pos``. All drafters share one MTP context."""
+def draft_many(drafters: list[MtpDrafter], lasts: list[int], positions: list[int], n: int) -> list[list[int]]:
+    """:meth:`MtpDrafter.draft` for several sequences at once: one MTP decode per depth with one row
+    per sequence, instead of one decode per sequence and depth. Returns each sequence's ``n`` drafts.
+    All drafters share one MTP context."""
     if not drafters or n <= 0:
-        return
+        return [[] for _ in drafters]
     mtp = drafters[0].mtp
     seqs = np.array([d.seq_id for d in drafters], dtype=np.int32)
     tokens = np.array(lasts, dtype=np.int32)
@@ -94,9 +100,9 @@ def draft_many(drafters: list[MtpDrafter], lasts: list[int], positions: list[int
         tokens = mtp.logits().argmax(axis=1).astype(np.int32)
         out[:, i] = tokens
         h = mtp.hidden().copy()
-    for d, last, p, drafts in zip(drafters, lasts, positions, out.tolist(), strict=True):
+    for d, p in zip(drafters, positions, strict=True):
         mtp.seq_rm(d.seq_id, p)  # drafts were guesses; process() writes the true rows
-        d._prefetched = (last, p, drafts)
+    return out.tolist()
 
 
 def process_many(
@@ -106,17 +112,11 @@ def process_many(
     by the target at ``positions[j]..`` with hidden states ``hidden[j]`` (float32 [len, n_embd])."""
     if not drafters:
         return
-    mtp = drafters[0].mtp
-    pairs = []
-    for d, h in zip(drafters, hidden, strict=True):
-        p = np.empty_like(h)
-        p[0] = d.pending_h
-        p[1:] = h[:-1]
-        pairs.append(p)
+    pairs = [d.pairs(h) for d, h in zip(drafters, hidden, strict=True)]
     tokens = np.concatenate([np.asarray(r, dtype=np.int32) for r in rows])
     pos = np.concatenate([np.arange(p, p + len(r), dtype=np.int32) for p, r in zip(positions, rows, strict=True)])
     seqs = np.concatenate([np.full(len(r), d.seq_id, dtype=np.int32) for d, r in zip(drafters, rows, strict=True)])
-    mtp.decode_rows(tokens, pos, seqs, np.zeros(len(tokens), dtype=np.int8), embd=np.concatenate(pairs))
+    outputs = np.zeros(len(tokens), dtype=np.int8)
+    drafters[0].mtp.decode_rows(tokens, pos, seqs, outputs, embd=np.concatenate(pairs))
     for d, p, h in zip(drafters, positions, hidden, strict=True):
-        d._rows, d._rows_pos0 = h.copy(), p
-        d.pending_h = d._rows[-1]
+        d.caught_up(h, p)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime.llama import Context
 from spec.sampling import Sampler
 
 
@@ -32,15 +31,6 @@ def accept_greedy(choices: np.ndarray, draft: list[int]) -> int:
     while m < len(draft) and int(choices[m]) == draft[m]:
         m += 1
     return m
-
-
-def verify(ctx: Context, sampler: Sampler, last: int, draft: list[int], pos: int, seq_id: int = 0) -> VerifyResult:
-    """Decode ``[last, *draft]`` at positions ``pos..pos+k`` (k + 1 logits rows) and accept.
-
-    The caller removes the rejected cells (positions ``>= pos + 1 + n_accepted``) afterwards.
-    """
-    ctx.decode([last, *draft], pos, seq_id=seq_id, outputs="all")
-    return accept(sampler, ctx.logits(), draft)
 
 
 def accept(sampler: Sampler, rows: np.ndarray, draft: list[int]) -> VerifyResult:

@@ -48,9 +48,9 @@ def gemma_f16_path(gemma_path: Path) -> Path:
 
     from llama_cpp import llama_cpp as C
 
-    from runtime.llama import _init_backend
+    from runtime.llama import init_backend
 
-    _init_backend()  # route llama.cpp's quantize log to Python logging
+    init_backend()  # route llama.cpp's quantize log to Python logging
     out = gemma_path.with_name("gemma-3-270m-f16.gguf")
     if not out.exists():
         params = C.llama_model_quantize_default_params()
@@ -140,6 +140,23 @@ def sse_events(response) -> list[tuple[str, dict]]:
 @pytest.fixture(scope="session")
 def tiny_qwen35_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random-weight qwen35 GGUF with one MTP layer (fixed seed, no downloads)."""
-    from tests.tiny_qwen35 import write_tiny_qwen35
+    from bench.tiny_qwen35 import write_tiny_qwen35
 
     return write_tiny_qwen35(tmp_path_factory.mktemp("tiny") / "tiny-qwen35-mtp.gguf", seed=0)
+
+
+def batch_steps(client) -> dict[float, float]:
+    """Verify steps so far by batch size, cumulative as Prometheus keeps them: ``{le: steps with at
+    most le questions}``, plus ``inf`` (all steps), from the app's ``docqa_batch_sequences``."""
+    registry = client.app.state.metrics.registry
+    out = {}
+    for metric in registry.collect():
+        for sample in metric.samples:
+            if sample.name == "docqa_batch_sequences_bucket":
+                out[float(sample.labels["le"])] = sample.value
+    return out
+
+
+def metric(client, name: str) -> float:
+    """One sample of the app's Prometheus registry (0 when absent)."""
+    return client.app.state.metrics.registry.get_sample_value(name) or 0.0

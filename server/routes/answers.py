@@ -13,25 +13,16 @@ from fastapi.responses import StreamingResponse
 from ingest.store import FAILED, INGESTING, DocRecord
 from server.deps import EngineDep, SettingsDep, StoreDep
 from server.engine import Engine
-from server.errors import ApiError
+from server.errors import DocumentFailed, DocumentIngesting, GenerationFailed, InvalidRequest, payload
 from server.jobs import AnswerJob
 from server.routes.documents import _get
 from server.schemas import AnswerRequest, AnswerResponse, AnswerStatsPublic, CitationPublic
-from server.settings import MAX_WINDOW, Settings
+from server.settings import Settings
+from spec.limits import MAX_WINDOW
 from spec.loop import AnswerParams
 from spec.sampling import SamplingParams
 
 router = APIRouter(prefix="/v1")
-
-# Engine error types that are the request's fault or a state the user can wait out.
-_ERROR_STATUS = {
-    "document_not_found": 404,
-    "document_not_ready": 409,
-    "kv_cache_full": 503,
-    "snapshot_incompatible": 409,
-    "snapshot_missing": 409,
-    "question_too_long": 413,
-}
 
 
 def answer_params(req: AnswerRequest, settings: Settings) -> AnswerParams:
@@ -53,12 +44,7 @@ def answer_params(req: AnswerRequest, settings: Settings) -> AnswerParams:
             n_mtp=settings.mtp_draft_tokens,
         )
     except ValueError as exc:
-        raise ApiError(422, "invalid_request", str(exc)) from exc
-
-
-def _raise_engine_error(data: dict) -> None:
-    err = data["error"]
-    raise ApiError(_ERROR_STATUS.get(err["type"], 500), err["type"], err["message"])
+        raise InvalidRequest(str(exc)) from exc
 
 
 def _sse(kind: str, data: dict) -> str:
@@ -70,7 +56,7 @@ async def _events(job: AnswerJob, first: tuple[str, dict]) -> AsyncIterator[str]
     try:
         kind, data = first
         while True:
-            yield _sse(kind, data)
+            yield _sse(kind, payload(data) if kind == "error" else data)
             if kind in ("done", "error"):
                 return
             kind, data = await job.events.get()
@@ -99,18 +85,18 @@ def check_answerable(doc: DocRecord, engine: Engine) -> None:
     """Raise a 409 naming the reason when ``doc`` cannot be asked about yet (or at all)."""
     if doc.status == INGESTING:
         pct = engine.progress.get(doc.id, 0.0) * 100
-        raise ApiError(409, "document_ingesting", f"document {doc.id} is still being ingested ({pct:.0f}%); retry soon")
+        raise DocumentIngesting(f"document {doc.id} is still being ingested ({pct:.0f}%); retry soon")
     if doc.status == FAILED:
-        raise ApiError(409, "document_failed", f"document {doc.id} failed to ingest: {doc.error}; upload it again")
+        raise DocumentFailed(f"document {doc.id} failed to ingest: {doc.error}; upload it again")
 
 
 async def start(engine: Engine, job: AnswerJob) -> tuple[str, dict]:
-    """Queue ``job`` and wait for its first event; an engine error becomes an ApiError."""
+    """Queue ``job`` and wait for its first event; an engine error is raised."""
     engine.submit_answer(job)
     try:
         first = await job.events.get()
         if first[0] == "error":
-            _raise_engine_error(first[1])
+            raise first[1]
     except BaseException:
         job.cancel()
         raise
@@ -150,11 +136,11 @@ async def collect(job: AnswerJob, first: tuple[str, dict], request: Request) -> 
             elif kind == "stats":
                 stats = AnswerStatsPublic(**data)
             elif kind == "error":
-                _raise_engine_error(data)
+                raise data
             kind, data = await job.events.get()
     finally:
         watcher.cancel()
         job.cancel()
     if stats is None:
-        raise ApiError(500, "engine_error", "the engine finished without stats")
+        raise GenerationFailed("the engine finished without stats")
     return Collected("".join(parts), citations, stats)

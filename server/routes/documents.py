@@ -1,19 +1,20 @@
-"""Document routes: upload (extract, tokenize, budget check, then prefill in the engine), list, get,
-text, delete, re-ingest."""
+"""Document routes: upload and re-ingest (the pipeline of ingest/pipeline.py, then the engine's
+prefill), list, get, text, delete."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 
 from fastapi import APIRouter, File, Form, Response, UploadFile
 
-from ingest.errors import DocumentTooLong
-from ingest.store import FAILED, INGESTING, READY, DocRecord, DuplicateDocument
+from ingest import pipeline
+from ingest.extract import ExtractedText
+from ingest.store import FAILED, INGESTING, READY, DocRecord
 from server.deps import EngineDep, ExtractorDep, SettingsDep, StoreDep
 from server.engine import Engine
-from server.errors import ApiError
+from server.errors import DocumentIngesting, DocumentNotFound
 from server.schemas import DocumentCreated, DocumentList, DocumentPublic, DocumentText, PageSpan
+from server.settings import Settings
 
 router = APIRouter(prefix="/v1")
 
@@ -38,7 +39,7 @@ def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
 def _get(store, doc_id: str) -> DocRecord:
     doc = store.get(doc_id) if doc_id.isalnum() else None
     if doc is None:
-        raise ApiError(404, "document_not_found", f"no document with id {doc_id!r}; list them with GET /v1/documents")
+        raise DocumentNotFound(f"no document with id {doc_id!r}; list them with GET /v1/documents")
     return doc
 
 
@@ -59,33 +60,28 @@ async def upload(
     password: str | None = Form(default=None),
 ) -> DocumentCreated:
     data = await file.read()
-    sha = hashlib.sha256(data).hexdigest()
-    known = store.by_sha256(sha)
+    digest = pipeline.sha256(data)
+    known = store.by_sha256(digest)
     if known is not None and known.status != FAILED:
         response.status_code = 200
         return DocumentCreated(id=known.id, name=known.name, status=known.status)
     extracted = await asyncio.to_thread(extractor.extract, data, password or None)
-    prefix = await asyncio.to_thread(engine.document_prefix, extracted.text)
-    if len(prefix) > settings.document_budget:
-        raise DocumentTooLong(len(prefix), settings.document_budget)
-    if known is not None:  # a failed earlier attempt: start over
-        store.delete(known.id)
+    prepared = await asyncio.to_thread(prepare, engine, settings, extracted)
+    if known is not None:  # a failed earlier attempt, replaced below
         engine.forget(known.id)
-    try:
-        doc = store.create(
-            name=_display_name(file.filename),
-            sha256=sha,
-            kind=extracted.kind,
-            pages=extracted.pages,
-            tokens=len(prefix),
-            chars=len(extracted.text),
-        )
-    except DuplicateDocument as dup:  # the same bytes arrived concurrently
+    doc, created = await asyncio.to_thread(
+        pipeline.store_new, store, data, digest, _display_name(file.filename), prepared
+    )
+    if not created:  # the same bytes arrived concurrently
         response.status_code = 200
-        return DocumentCreated(id=dup.existing.id, name=dup.existing.name, status=dup.existing.status)
-    await asyncio.to_thread(store.write_files, doc.id, data, extracted, prefix)
-    engine.submit_ingest(doc.id)
+    else:
+        engine.submit_ingest(doc.id)
     return DocumentCreated(id=doc.id, name=doc.name, status=doc.status)
+
+
+def prepare(engine: Engine, settings: Settings, extracted: ExtractedText) -> pipeline.Prepared:
+    """Lay out, tokenize and budget-check with the loaded model (tokenizer calls are thread-safe)."""
+    return pipeline.prepare(extracted, engine.layout, engine.model, settings.document_budget)
 
 
 @router.get("/documents", response_model=DocumentList)
@@ -121,14 +117,10 @@ async def reingest(doc_id: str, store: StoreDep, engine: EngineDep, settings: Se
     """Prefill again with the current model (after a model or cache-type change)."""
     doc = _get(store, doc_id)
     if doc.status == INGESTING:
-        raise ApiError(409, "document_ingesting", f"document {doc.id} is already being ingested")
+        raise DocumentIngesting(f"document {doc.id} is already being ingested")
     extracted = await asyncio.to_thread(store.read_text, doc.id)
-    prefix = await asyncio.to_thread(engine.document_prefix, extracted.text)
-    if len(prefix) > settings.document_budget:
-        raise DocumentTooLong(len(prefix), settings.document_budget)
-    await asyncio.to_thread(store.write_prefix, doc.id, prefix)
-    store.set_tokens(doc.id, len(prefix))
-    store.set_status(doc.id, INGESTING)
+    prepared = await asyncio.to_thread(prepare, engine, settings, extracted)
+    await asyncio.to_thread(pipeline.store_again, store, doc, prepared)
     engine.forget(doc.id)
     engine.submit_ingest(doc.id)
     return DocumentCreated(id=doc.id, name=doc.name, status=INGESTING)

@@ -23,10 +23,10 @@ async def health(request: Request) -> dict:
         "model": model.description,
         "model_file": model.path.name,  # the name only: paths stay in the server's log
         "layout": engine.layout.kind,
-        "n_ctx": engine.ctx.n_ctx,
+        "n_ctx": engine.n_ctx,
         "document_budget": request.app.state.settings.document_budget,
         "queue_depth": engine.queue_depth,
-        "n_seq_max": engine.n_answer_seqs,  # questions answered concurrently (continuous batching)
+        "n_seq_max": engine.settings.n_seq_max,  # questions answered concurrently (continuous batching)
         "active_answers": engine.active_answers,
         "cpu_repack": model.extra_bufts,  # llama.cpp's extra CPU buffer types (off after an AMX fallback)
         "selftest": {"status": selftest.status, "note": selftest.note} if selftest else {"status": "not run"},

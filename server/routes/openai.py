@@ -34,11 +34,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ingest.store import DocRecord, DocStore
 from server.deps import EngineDep, SettingsDep, StoreDep
-from server.errors import ApiError
+from server.errors import AmbiguousModel, DocumentNotFound, DocumentRequired, InvalidRequest, payload
 from server.jobs import AnswerJob
 from server.routes.answers import answer_params, check_answerable, collect, start
-from server.schemas import AnswerRequest
-from server.settings import MAX_WINDOW
+from server.schemas import MAX_ANSWER_TOKENS, AnswerRequest
+from spec.limits import MAX_WINDOW
 
 router = APIRouter(prefix="/v1")
 
@@ -59,7 +59,7 @@ class ChatMessage(BaseModel):
             return self.content or ""
         if any(p.type != "text" for p in self.content):
             kinds = sorted({p.type for p in self.content} - {"text"})
-            raise ApiError(422, "invalid_request", f"only text content is supported, not {', '.join(kinds)}")
+            raise InvalidRequest(f"only text content is supported, not {', '.join(kinds)}")
         return "".join(p.text or "" for p in self.content)
 
 
@@ -78,8 +78,8 @@ class ChatCompletionRequest(BaseModel):
     document_id: str | None = None  # docqa: the document the conversation is about
     stream: bool = False
     stream_options: StreamOptions | None = None
-    max_tokens: int | None = Field(default=None, ge=1, le=32768)
-    max_completion_tokens: int | None = Field(default=None, ge=1, le=32768)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_ANSWER_TOKENS)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_ANSWER_TOKENS)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     seed: int | None = Field(default=None, ge=0, lt=2**63)
@@ -120,23 +120,21 @@ def resolve_document(store: DocStore, req: ChatCompletionRequest) -> DocRecord:
     if req.document_id is not None:
         doc = store.get(req.document_id) if req.document_id.isalnum() else None
         if doc is None:
-            raise ApiError(404, "document_not_found", f"no document with id {req.document_id!r}; see GET /v1/models")
+            raise DocumentNotFound(f"no document with id {req.document_id!r}; see GET /v1/models")
         return doc
     name = req.model.removeprefix("doc:")
     doc = store.get(name) if name.isalnum() else None
     if doc is not None:
         return doc
     if req.model.startswith("doc:"):
-        raise ApiError(404, "document_not_found", f"no document with id {name!r}; see GET /v1/models")
+        raise DocumentNotFound(f"no document with id {name!r}; see GET /v1/models")
     named = [d for d in store.list() if d.name == req.model]
     if len(named) == 1:
         return named[0]
     if len(named) > 1:
         ids = ", ".join(f"doc:{d.id}" for d in named)
-        raise ApiError(400, "ambiguous_model", f"{len(named)} documents are named {req.model!r}; use one of {ids}")
-    raise ApiError(
-        400,
-        "document_required",
+        raise AmbiguousModel(f"{len(named)} documents are named {req.model!r}; use one of {ids}")
+    raise DocumentRequired(
         f"model {req.model!r} names no loaded document: pass the extra body field document_id, or use "
         "model 'doc:<id>' (GET /v1/models lists them)",
     )
@@ -145,13 +143,13 @@ def resolve_document(store: DocStore, req: ChatCompletionRequest) -> DocRecord:
 def conversation(messages: list[ChatMessage]) -> tuple[tuple[tuple[str, str], ...], str]:
     """Messages -> (earlier (question, answer) turns, the question to answer now).
 
-    Raises ApiError(422) unless the conversation ends with a user message.
+    Raises InvalidRequest unless the conversation ends with a user message.
     """
     system: list[str] = []
     turns: list[list[str]] = []  # [question, answer]
     for m in messages:
         if m.role == "tool":
-            raise ApiError(422, "invalid_request", "tool messages are not supported")
+            raise InvalidRequest("tool messages are not supported")
         text = m.text()
         if m.role in ("system", "developer"):
             system.append(text)
@@ -163,29 +161,29 @@ def conversation(messages: list[ChatMessage]) -> tuple[tuple[tuple[str, str], ..
         elif turns:
             turns[-1][1] += ("\n\n" if turns[-1][1] else "") + text
         else:
-            raise ApiError(422, "invalid_request", "the conversation starts with an assistant message")
+            raise InvalidRequest("the conversation starts with an assistant message")
     if not turns or turns[-1][1]:
-        raise ApiError(422, "invalid_request", "the last message must be a user message (the question)")
+        raise InvalidRequest("the last message must be a user message (the question)")
     if system:
         turns[0][0] = "\n\n".join([*system, turns[0][0]])
     if not turns[-1][0].strip():
-        raise ApiError(422, "invalid_request", "the question (last user message) is empty")
+        raise InvalidRequest("the question (last user message) is empty")
     return tuple((q, a) for q, a in turns[:-1]), turns[-1][0]
 
 
 def _answer_request(req: ChatCompletionRequest, question: str) -> AnswerRequest:
     """The chat request as an answer request (``stop``: the client's own stop strings only)."""
     if req.n != 1:
-        raise ApiError(422, "invalid_request", "n must be 1")
+        raise InvalidRequest("n must be 1")
     if req.tools or req.logprobs:
-        raise ApiError(422, "invalid_request", "tools and logprobs are not supported")
+        raise InvalidRequest("tools and logprobs are not supported")
     if req.response_format and req.response_format.get("type", "text") != "text":
-        raise ApiError(422, "invalid_request", "response_format: only {'type': 'text'} is supported")
+        raise InvalidRequest("response_format: only {'type': 'text'} is supported")
     stop = None
     if req.stop:
         stop = [req.stop] if isinstance(req.stop, str) else [s for s in req.stop if s]
     fields = {
-        "question": question[:20000],
+        "question": question,
         "max_tokens": req.max_completion_tokens or req.max_tokens,
         "temperature": req.temperature if req.temperature is not None else 0.0,
         "top_p": req.top_p if req.top_p is not None else 1.0,
@@ -200,7 +198,7 @@ def _answer_request(req: ChatCompletionRequest, question: str) -> AnswerRequest:
     except ValidationError as exc:
         where = {"question": "messages", "max_tokens": "max_completion_tokens"}
         message = "; ".join(f"{where.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}" for e in exc.errors())
-        raise ApiError(422, "invalid_request", message) from None
+        raise InvalidRequest(message) from None
 
 
 def _usage(stats: dict) -> dict:
@@ -213,7 +211,7 @@ def _usage(stats: dict) -> dict:
     }
 
 
-def _finish(reason: str) -> str:
+def _finish_reason(reason: str) -> str:
     return "length" if reason == "length" else "stop"
 
 
@@ -246,7 +244,7 @@ async def chat_completions(
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": answer.text},
-                "finish_reason": _finish(answer.stats.finish_reason),
+                "finish_reason": _finish_reason(answer.stats.finish_reason),
                 "logprobs": None,
             }
         ],
@@ -278,11 +276,11 @@ async def _chunks(job: AnswerJob, first: tuple[str, dict], base: dict, include_u
             elif kind == "citations":
                 citations = data["citations"]
             elif kind == "stats":
-                yield delta({}, _finish(data["finish_reason"]), citations=citations, docqa=data)
+                yield delta({}, _finish_reason(data["finish_reason"]), citations=citations, docqa=data)
                 if include_usage:
                     yield _data({**chunk, "choices": [], "usage": _usage(data)})
             elif kind == "error":  # the openai client raises APIError on an `error` payload
-                yield _data({"error": data["error"]})
+                yield _data(payload(data))
                 return
             kind, data = await job.events.get()
         yield _data("[DONE]")

@@ -23,7 +23,9 @@ import pytest
 
 from runtime.buffers import BufferLog, capture_buffers, parse_line
 from runtime.llama import Context, ContextConfig, Model
-from runtime.plan import PlanConfig, fit, largest_n_ctx, parse_size, plan, render
+from runtime.plan import plan
+from runtime.plan_config import PlanConfig
+from runtime.plan_fit import fit, largest_n_ctx, parse_size, render
 from runtime.presets import preset
 from runtime.shape import ModelShape, row_bytes
 

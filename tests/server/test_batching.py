@@ -10,9 +10,9 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from bench.harness import Prompt, first_divergence, open_ctx, plain_greedy
 from runtime.llama import Model
-from tests.conftest import upload
-from tests.helpers import Prompt, first_divergence, open_ctx, plain_greedy
+from tests.conftest import batch_steps, metric, upload
 
 CRAZY = "pdf/pypdf-resources/crazyones.pdf"
 QUESTIONS = [
@@ -49,10 +49,12 @@ def test_eight_concurrent_greedy_answers_equal_alone_on_f16(server, cases, gemma
         doc = upload(client, cases / CRAZY)
         engine = client.app.state.engine
         alone = _ask_all(client, doc["id"], QUESTIONS, concurrent=False)
-        assert set(engine.batch_sizes) == {1}
-        engine.batch_sizes.clear()
+        before = batch_steps(client)
+        assert before[1] == before[float("inf")] > 0  # one question per step
         together = _ask_all(client, doc["id"], QUESTIONS, concurrent=True)
-        assert max(engine.batch_sizes) == 8, engine.batch_sizes  # steps really carried all eight sequences
+        after = batch_steps(client)
+        assert after[6] - before[6] < after[8] - before[8], after  # steps really carried all eight sequences
+        assert after[8] == after[float("inf")]
         prefix = engine.store.read_prefix(doc["id"])
         layout = engine.layout
 
@@ -121,7 +123,6 @@ def test_hybrid_mtp_model_batches_with_shared_recurrent_prefix(server, tiny_qwen
     ]
     with server(model_path=tiny_qwen35_path, n_threads=1, n_ctx=4096, n_seq_max=4) as client:
         doc = upload(client, tiny_qwen35_path, name="doc.txt", data=doc_text)
-        engine = client.app.state.engine
 
         def ask(body: dict) -> dict:
             r = client.post(f"/v1/documents/{doc['id']}/answers", json={"max_tokens": 32, **body})
@@ -129,11 +130,13 @@ def test_hybrid_mtp_model_batches_with_shared_recurrent_prefix(server, tiny_qwen
             return r.json()
 
         alone = [ask(b) for b in bodies]
-        engine.batch_sizes.clear()
+        before = batch_steps(client)
+        assert metric(client, "docqa_mtp_batched_decodes_total") == 0
         with ThreadPoolExecutor(len(bodies)) as pool:
             together = list(pool.map(ask, bodies))
-        assert max(engine.batch_sizes) >= 3, engine.batch_sizes
-        assert engine.mtp_batched_calls > 0  # MTP drafts and catch-up ran as one decode for several
+        after = batch_steps(client)
+        assert after[2] - before[2] < after[float("inf")] - before[float("inf")], after  # steps with >= 3
+        assert metric(client, "docqa_mtp_batched_decodes_total") > 0  # drafts and catch-up shared MTP decodes
     for one, batched, body in zip(alone, together, bodies, strict=True):
         assert batched["answer"] == one["answer"], body
         assert batched["stats"]["completion_tokens"] == one["stats"]["completion_tokens"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
+from bench.live import Live
 from server.cli import main
-from tests.server.live import Live
 
 
 def test_cli_ingest_list_ask(tmp_path, gemma_path, cases):

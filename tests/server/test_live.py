@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.live import Live
+from bench.live import Live
 
 ALICE = "text/gutenberg/alice-in-wonderland-pg11.txt"
 

@@ -1,5 +1,5 @@
-"""Settings against the memory planner: DOCQA_PRESET fills unset fields, check_fits refuses what
-does not fit DOCQA_VRAM_BYTES."""
+"""Settings against the memory planner: DOCQA_PRESET fills unset fields (with_preset, which the app
+and the server's entry point apply), check_fits refuses what does not fit DOCQA_VRAM_BYTES."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import pytest
 
 from runtime.plan import plan
 from runtime.presets import preset
-from server.memory import RS_CHOICES, check_fits, plan_config
+from server.memory import RS_CHOICES, check_fits, plan_config, with_preset
 from server.settings import Settings
 
 
 def test_rtx3090_preset_fills_only_unset_fields():
-    s = Settings(preset="rtx3090-27b")
+    s = with_preset(Settings(preset="rtx3090-27b"))
     assert (s.type_k, s.type_v, s.flash_attn) == ("q8_0", "q8_0", "on")
     assert s.vram_bytes == 24 * 1024**3 and s.n_ctx == 139_264 and s.n_seq_max >= 1
     shape = preset("qwen3.6-27b-q4_k_m")
@@ -21,11 +21,11 @@ def test_rtx3090_preset_fills_only_unset_fields():
     for more in ({"n_seq_max": s.n_seq_max + 1}, {"n_rs_seq": RS_CHOICES[RS_CHOICES.index(s.n_rs_seq) - 1]}):
         assert plan(shape, plan_config(s.model_copy(update=more), shape)).device_total > s.vram_bytes
 
-    s = Settings(preset="rtx3090-27b", type_k="q4_0", type_v="q4_0", n_ctx=32768, n_rs_seq=4)
+    s = with_preset(Settings(preset="rtx3090-27b", type_k="q4_0", type_v="q4_0", n_ctx=32768, n_rs_seq=4))
     assert (s.type_k, s.n_ctx, s.n_rs_seq) == ("q4_0", 32768, 4)  # kept
     assert s.n_seq_max > 4  # a short context and few snapshots leave room for many questions
 
-    s = Settings(preset="rtx3090-27b", n_rs_seq=16)
+    s = with_preset(Settings(preset="rtx3090-27b", n_rs_seq=16))
     assert s.n_rs_seq == 16 and s.n_ctx < 139_264  # the window kept: the context shrinks instead
 
 
@@ -33,7 +33,7 @@ def test_preset_and_vram_from_the_environment(monkeypatch):
     monkeypatch.setenv("DOCQA_PRESET", "rtx3090-27b")
     monkeypatch.setenv("DOCQA_VRAM_BYTES", "20GiB")
     monkeypatch.setenv("DOCQA_N_SEQ_MAX", "1")
-    s = Settings()
+    s = with_preset(Settings())
     assert s.vram_bytes == 20 * 1024**3 and s.n_seq_max == 1
     assert 0 < s.n_ctx < 139_264  # the largest context that fits 20 GiB
 

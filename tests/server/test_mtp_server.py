@@ -50,7 +50,7 @@ def test_mtp_answers_survive_a_restart_with_identical_drafts(server, tiny_qwen35
 
 
 def test_mtp_on_without_mtp_layers_is_a_clear_startup_error(server, tmp_path):
-    from tests.tiny_qwen35 import write_tiny_qwen35
+    from bench.tiny_qwen35 import write_tiny_qwen35
 
     no_mtp = write_tiny_qwen35(tmp_path / "no-mtp.gguf", with_mtp=False)
     with pytest.raises(RuntimeError, match="DOCQA_MTP=on but no-mtp.gguf has no MTP layers"):

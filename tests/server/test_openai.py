@@ -5,7 +5,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from tests.server.live import Live
+from bench.live import Live
 
 ALICE = "text/gutenberg/alice-in-wonderland-pg11.txt"
 QUESTION = "What did the White Rabbit take out of its waistcoat-pocket?"

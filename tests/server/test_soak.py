@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.server.live import Live
+from bench.live import Live
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,5 @@
 """MTP drafting, the combined MTP + lookup window, and hybrid rollback, on a tiny random-weight qwen35
-model with one MTP layer (tests/tiny_qwen35.py). The model is f32, so speculative output must equal
+model with one MTP layer (bench/tiny_qwen35.py). The model is f32, so speculative output must equal
 plain greedy output exactly (notes §13-14)."""
 
 from __future__ import annotations
@@ -9,96 +9,17 @@ import time
 import numpy as np
 import pytest
 
-from runtime.llama import Model, RuntimeError_
-from spec.cost import calibrate
+from bench.harness import TINY_N as N
+from bench.harness import TINY_PROMPTS as PROMPTS
+from bench.harness import TinyMtp as Tiny
+from bench.harness import generate, open_ctx
+from runtime.llama import LlamaError, Model
 from spec.lookup import LookupDrafter, NgramIndex
-from spec.loop import AnswerParams, AnswerRun, AnswerStats, generate
+from spec.loop import AnswerParams, AnswerRun, AnswerStats, RollbackFailed
 from spec.mtp import MtpDrafter
 from spec.sampling import SamplingParams
-from tests.helpers import open_ctx
 
-PROMPTS = [
-    "the cat sat on the mat and the dog ran in the sun. the cat sat on the mat",
-    "an apple and an orange; an apple and a pear; a pear and an orange",
-    "she sells sea shells on the sea shore",
-]
-N = 48
 SOURCES = {"mtp": ("mtp",), "lookup": ("lookup",), "combined": ("mtp", "lookup")}
-
-
-class Tiny:
-    """Target + MTP context on the tiny model, 1 thread (fast and stable under CPU contention)."""
-
-    def __init__(self, model: Model, n_rs_seq: int = 16) -> None:
-        cfg = dict(n_ctx=2048, n_batch=64, n_ubatch=64, n_threads=1, n_threads_batch=1)
-        self.model = model
-        self.t = open_ctx(model, n_rs_seq=n_rs_seq, **cfg)
-        self.d = open_ctx(model, mtp=True, **cfg)
-        self.mtp = MtpDrafter(self.t, self.d)
-        zeros = np.zeros((1, self.d.n_embd), dtype=np.float32)
-
-        def mtp_step() -> None:
-            self.d.decode([0], 0, outputs="all", embd=zeros)
-            self.d.logits()[0].argmax()
-            self.d.seq_rm(0, 0)
-
-        self.costs = calibrate(self.t, 0, mtp_step, repeats=3)  # as the engine does at start-up
-
-    def start(self, prompt: np.ndarray) -> None:
-        self.t.clear()
-        self.d.clear()
-        self.mtp.reset()
-        self.t.prefill(prompt, 0, on_chunk=self.mtp.process)
-
-    def plain(self, prompt: np.ndarray, n: int = N) -> list[int]:
-        self.start(prompt)
-        pos, out = len(prompt), []
-        token = int(self.t.logits()[-1].argmax())
-        for _ in range(n):
-            out.append(token)
-            self.t.decode([token], pos, outputs="all")
-            pos += 1
-            token = int(self.t.logits()[0].argmax())
-        return out
-
-    def speculative(
-        self,
-        prompt: np.ndarray,
-        window: int | None,
-        sources=("mtp", "lookup"),
-        n: int = N,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        max_window: int = 16,
-        recover=None,
-    ):
-        self.start(prompt)
-        lookup = LookupDrafter(NgramIndex(prompt, 2, 4), self.model.piece, self.model.unspaced)
-        stats = AnswerStats()
-        run = AnswerRun(
-            self.t,
-            self.model,
-            lookup,
-            len(prompt),
-            stats,
-            time.perf_counter(),
-            mtp=self.mtp,
-            max_window=max_window,
-            recover=recover,
-        )
-        params = AnswerParams(
-            max_tokens=n,
-            sampling=SamplingParams(temperature=temperature, seed=seed),
-            window=window,
-            sources=sources,
-            n_mtp=min(3, window or 2),
-        )
-        out = [t for event in generate(run, params) for t in event.token_ids]
-        return out, stats
-
-    def close(self) -> None:
-        self.d.close()
-        self.t.close()
 
 
 @pytest.fixture(scope="module")
@@ -161,8 +82,8 @@ def test_mtp_drafts_are_sometimes_accepted_and_sometimes_rejected(tiny, prompts)
 @pytest.mark.parametrize("n_accepted", [0, 2, 5])
 def test_rollback_leaves_the_state_of_a_fresh_decode(tiny_model, prompts, n_accepted):
     """Verify 5 drafts, accept n, roll back both contexts; compare with decoding only the kept tokens."""
+    from bench.harness import verify
     from spec.sampling import Sampler
-    from spec.verify import verify
 
     prompt, k = prompts[0], 5
     ref = Tiny(tiny_model)
@@ -207,27 +128,48 @@ def test_rollback_leaves_the_state_of_a_fresh_decode(tiny_model, prompts, n_acce
     ref.close()
 
 
-def test_rollback_past_n_rs_seq_is_refused_and_recovered(tiny_model, prompts, plain_outputs):
-    """A window wider than n_rs_seq cannot be rolled back in place: seq_rm says False, and the loop
-    rebuilds the sequence (snapshot + replay) and still emits plain greedy output."""
-    small = Tiny(tiny_model, n_rs_seq=2)
-    prompt = prompts[0]
-    small.start(prompt)
+def _rebuild_from(small: Tiny, prompt: np.ndarray, replays: list[int], drop: int = 0):
+    """A rebuild for ``small``: restore the prompt's saved state, then decode the replay again
+    (minus its last ``drop`` tokens: a broken recovery, for the negative control)."""
     saved = (small.t.state_get(0), small.d.state_get(0), small.mtp.pending_h.copy())
-    recoveries = []
 
-    def recover(answer_tokens: list[int]) -> int:
-        recoveries.append(len(answer_tokens))
+    def rebuild(replay_ids: list[int]) -> None:
+        replays.append(len(replay_ids))
         small.t.state_set(saved[0], 0)
         small.d.state_set(saved[1], 0)
         small.mtp.reset(saved[2])
-        replay = np.asarray(answer_tokens, dtype=np.int32)
-        small.t.prefill(replay, len(prompt), on_chunk=small.mtp.process)
-        return len(prompt) + len(replay)
+        replay = np.asarray(replay_ids[: len(replay_ids) - drop], dtype=np.int32)
+        if len(replay):
+            small.t.prefill(replay, len(prompt), on_chunk=small.mtp.process)
 
-    out, _ = small.speculative(prompt, 8, ("mtp", "lookup"), max_window=8, recover=recover)
+    return rebuild
+
+
+def test_rollback_past_n_rs_seq_is_refused_and_rebuilt(tiny_model, prompts, plain_outputs):
+    """A window wider than n_rs_seq cannot be rolled back in place: seq_rm says False, the step asks
+    for a rebuild (snapshot + replay), and the output is still plain greedy output."""
+    small = Tiny(tiny_model, n_rs_seq=2)
+    prompt = prompts[0]
+    small.start(prompt)
+    replays: list[int] = []
+    out, _ = small.speculative(
+        prompt, 8, ("mtp", "lookup"), max_window=8, rebuild=_rebuild_from(small, prompt, replays)
+    )
     assert out == plain_outputs[0]
-    assert recoveries, "a rollback deeper than n_rs_seq should have needed recovery"
+    assert replays, "a rollback deeper than n_rs_seq should have needed a rebuild"
+    small.close()
+
+
+def test_a_rebuild_that_ends_elsewhere_raises(tiny_model, prompts):
+    """Negative control: a rebuild that leaves the sequence one token short is caught, not decoded on."""
+    small = Tiny(tiny_model, n_rs_seq=2)
+    prompt = prompts[0]
+    small.start(prompt)
+    broken = _rebuild_from(small, prompt, [], drop=1)
+    with pytest.raises(RollbackFailed, match="expected"):
+        small.speculative(prompt, 8, ("mtp", "lookup"), max_window=8, rebuild=broken)
+    with pytest.raises(RollbackFailed, match="could not roll back"):  # and none at all
+        small.speculative(prompt, 8, ("mtp", "lookup"), max_window=8)
     small.close()
 
 
@@ -285,15 +227,15 @@ def test_sampling_with_speculation_matches_plain_sampling(tiny, prompts):
 
 
 def test_mtp_context_without_mtp_layers_is_refused_not_aborted(tiny_qwen35_path, tmp_path):
-    from tests.tiny_qwen35 import write_tiny_qwen35
+    from bench.tiny_qwen35 import write_tiny_qwen35
 
     skipped = Model(tiny_qwen35_path, load_mtp=False)  # layers present but not loaded
-    with pytest.raises(RuntimeError_, match="no MTP layers"):
+    with pytest.raises(LlamaError, match="no MTP layers"):
         open_ctx(skipped, mtp=True)
     skipped.close()
     plain = Model(write_tiny_qwen35(tmp_path / "no-mtp.gguf", with_mtp=False), load_mtp=True)
     assert plain.n_layer_nextn == 0 and not plain.mtp_loaded
-    with pytest.raises(RuntimeError_, match="no MTP layers"):
+    with pytest.raises(LlamaError, match="no MTP layers"):
         open_ctx(plain, mtp=True)
     plain.close()
 
@@ -314,11 +256,7 @@ def test_batched_mtp_drafts_and_catch_up_equal_per_sequence(tiny_model, prompts)
             lasts.append(int(t.logits()[-1].argmax()))
             positions.append(len(prompt))
         alone = [dr.draft(last, pos, 3) for dr, last, pos in zip(drafters, lasts, positions, strict=True)]
-        draft_many(drafters, lasts, positions, 3)
-        assert [dr._prefetched[2] for dr in drafters] == alone
-        together = [dr.draft(last, pos, 2) for dr, last, pos in zip(drafters, lasts, positions, strict=True)]
-        assert together == [a[:2] for a in alone]  # served from the batch
-        assert all(dr._prefetched is None for dr in drafters)
+        assert draft_many(drafters, lasts, positions, 3) == alone
         for dr, pos in zip(drafters, positions, strict=True):
             assert d.pos_max(dr.seq_id) == pos - 1  # the guesses were removed again
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.live import ROOT, Live
+from bench.live import ROOT, Live
 
 CHROMIUM = os.environ.get("DOCQA_CHROMIUM", "/usr/bin/chromium")
 SCREENSHOT = ROOT / "tests" / "artifacts" / "browser-answer.png"

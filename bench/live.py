@@ -1,4 +1,5 @@
-"""A real docqa server process (``python -m server``) for tests that need sockets, signals or RSS."""
+"""A real docqa server process (``python -m server``), for the tests that need sockets, signals or RSS and
+for the benchmarks that compare checkouts."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
@@ -23,24 +24,27 @@ def free_port() -> int:
 
 
 class Live:
-    def __init__(self, data_dir: Path, model: Path, **env: str) -> None:
+    """``python -m server`` from ``root`` (default: this checkout) on a free port."""
+
+    def __init__(self, data_dir: Path, model: Path, root: Path = ROOT, **env: str) -> None:
+        self.root = root
         self.port = free_port()
-        self.env = dict(
-            os.environ,
-            DOCQA_DATA_DIR=str(data_dir),
-            DOCQA_MODEL_PATH=str(model),
-            DOCQA_PORT=str(self.port),
-            DOCQA_N_CTX="8192",
-            DOCQA_N_THREADS="2",
+        defaults = {"DOCQA_N_CTX": "8192", "DOCQA_N_THREADS": "2"}  # ``env`` overrides them
+        self.env = {
+            **os.environ,
+            **defaults,
+            "DOCQA_DATA_DIR": str(data_dir),
+            "DOCQA_MODEL_PATH": str(model),
+            "DOCQA_PORT": str(self.port),
             **env,
-        )
+        }
         self.log = data_dir.with_suffix(".log")
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 120) -> Live:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "server"],
-            cwd=ROOT,
+            cwd=self.root,
             env=self.env,
             stdout=self.log.open("ab"),
             stderr=subprocess.STDOUT,
@@ -93,6 +97,13 @@ class Live:
         c.request("POST", "/v1/documents", body, {"Content-Type": f"multipart/form-data; boundary={boundary}"})
         r = c.getresponse()
         return r.status, json.loads(r.read())
+
+    def ingest(self, name: str, data: bytes) -> str:
+        """Upload and wait until ready; returns the document id."""
+        status, doc = self.upload(name, data)
+        assert status in (200, 202), doc
+        assert self.wait_ready(doc["id"])["status"] == "ready"
+        return doc["id"]
 
     def wait_ready(self, doc_id: str, timeout: float = 300) -> dict:
         deadline = time.monotonic() + timeout

@@ -1,0 +1,76 @@
+"""What the engine thread loads at start: the model, its contexts and what depends on them."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+from ingest.prompt import PromptLayout, layout_for
+from runtime.embedded import embedded_model_path
+from runtime.llama import Context, Model
+from server.calibration import step_costs
+from server.memory import check_fits, context_config
+from server.settings import Settings
+from spec.cost import StepCosts
+from spec.limits import MAX_WINDOW
+
+log = logging.getLogger("docqa.engine")
+
+
+class LoadError(Exception):
+    """The model or its contexts cannot be loaded with these settings; the message says why."""
+
+
+@dataclass(slots=True)
+class Loaded:
+    model: Model
+    ctx: Context  # the target context: the document sequence plus one per question
+    mtp_ctx: Context | None  # the MTP draft context, when the model drafts with its MTP head
+    max_window: int  # widest draft window the context can roll back (n_rs_seq on hybrid models)
+    costs: StepCosts  # measured verify and MTP step costs (adaptive window)
+    layout: PromptLayout
+
+    def close(self) -> None:
+        if self.mtp_ctx is not None:
+            self.mtp_ctx.close()
+        self.ctx.close()
+        self.model.close()
+
+
+def load(settings: Settings, doc_seq: int) -> Loaded:
+    """Load the model and create the contexts ``settings`` describe; measure (or read back) the step
+    costs on ``doc_seq``, which is left empty. Raises LoadError with a reason a user can act on."""
+    s = settings
+    path = s.model_path or embedded_model_path(s.data_dir)
+    try:
+        check_fits(s, path)  # DOCQA_VRAM_BYTES: refuse a configuration that cannot fit, with the numbers
+    except ValueError as exc:
+        raise LoadError(str(exc)) from None
+    model = Model(path, n_gpu_layers=s.n_gpu_layers, load_mtp=s.mtp != "off", extra_bufts=s.extra_bufts)
+    if s.mtp == "on" and not model.mtp_loaded:
+        model.close()
+        raise LoadError(
+            f"DOCQA_MTP=on but {path.name} has no MTP layers (nextn_predict_layers is 0); use a GGUF "
+            "with MTP layers, or set DOCQA_MTP=auto (lookup drafts only) or off"
+        )
+    config = context_config(s, model.is_recurrent)
+    ctx = Context(model, config)
+    # The effective n_rs_seq: some architectures clamp it to 0 (notes §5).
+    max_window = ctx.n_rs_seq if model.is_recurrent else MAX_WINDOW
+    mtp_ctx = None
+    if model.mtp_loaded:
+        mtp_ctx = Context(model, replace(config, mtp=True, n_rs_seq=0))
+        ctx.export_hidden(masked=False)  # the target's h for every row feeds the MTP head (notes §2.2)
+        mtp_ctx.export_hidden(masked=True)  # the MTP's own h of its output rows chains its drafts
+    costs = step_costs(ctx, model, mtp_ctx, s.data_dir, doc_seq)
+    loaded = Loaded(model, ctx, mtp_ctx, max_window, costs, layout_for(model))
+    log.info(
+        "model %s loaded (%s layout, n_ctx %d, %d concurrent questions, MTP %s, max window %d)",
+        model.description,
+        loaded.layout.kind,
+        ctx.n_ctx,
+        s.n_seq_max,
+        "on" if mtp_ctx else "off",
+        max_window,
+    )
+    return loaded
