@@ -137,7 +137,7 @@ def test_stream_events_markdown_empty_answer_and_stream_errors(open_page, cases)
     p.ask("And then?")
     note = page.locator("#thread .turn:last-child .empty-answer")
     p.assert_in_view(note, "the empty-answer note")
-    assert "stopped at once" in note.inner_text() and "3 tokens" in note.inner_text()
+    assert "stopped at once" in note.inner_text() and "(3 completion tokens, no text)" in note.inner_text()
     assert "rephrasing" in note.inner_text() and "temperature" in note.inner_text()
     assert page.inner_text("#ask-status") == "The model gave no answer."
 

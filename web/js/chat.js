@@ -5,7 +5,7 @@
 
 import { ApiError, openStream, readEvents } from './api.js';
 import { $, el } from './dom.js';
-import { count, errorNode, show } from './messages.js';
+import { count, errorNode, plural, show } from './messages.js';
 import { showCitations } from './viewer.js';
 
 // document id -> [turn]; turn: {question, answer, citations, stats, status, error, node}
@@ -116,7 +116,7 @@ function fillTurn(turn) {
   if (turn.status === 'done' && !turn.answer.trim()) {
     const n = turn.stats ? turn.stats.completion_tokens : null;
     note.push(el('p', 'empty-answer',
-      `The model stopped at once and wrote no answer${Number.isFinite(n) ? ` (${count(n)} tokens, all of them an end-of-answer marker)` : ''}. `
+      `The model stopped at once and wrote no answer${Number.isFinite(n) ? ` (${plural(n, 'completion token')}, no text)` : ''}. `
       + 'Try rephrasing the question, or set a temperature above 0 so that the model samples other words.'));
   }
   node.note.replaceChildren(...note);
