@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from server.cli import default_url, main
-from tests.server.live import Live, free_port
+from tests.server.live import ROOT, Live, free_port
 
 PDF = "pdf/pypdf-resources/crazyones.pdf"
 KEY = "cli-test-key"
@@ -71,7 +71,7 @@ def test_cli_against_a_real_server(tmp_path, gemma_path, cases):
 
 @pytest.mark.parametrize(
     "args",
-    [("list",), ("ask", "0123456789abcdef", "Why?"), ("ingest", "README.md")],
+    [("list",), ("ask", "0123456789abcdef", "Why?"), ("ingest", str(ROOT / "README.md"))],
     ids=["list", "ask", "ingest"],
 )
 def test_no_server_is_one_line_naming_the_url(args):

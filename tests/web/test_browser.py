@@ -23,7 +23,9 @@ def test_upload_ask_and_see_everything(open_page, cases, width, height):
         f"""() => {{ {updates} = 0; new MutationObserver(() => {updates}++).observe(
               document.querySelector('#thread'), {{subtree: true, childList: true, characterData: true}}); }}"""
     )
-    answer = p.ask("How does the text begin?", max_tokens=32)
+    # A quote: verify16 accepts most drafts, so it is fast on a CPU too; a fixed window gives the same
+    # greedy answer every run (the adaptive window changes the rows per call, which moves Q4 logits a little).
+    answer = p.ask("Quote the whole text of the document verbatim.", max_tokens=32)
     assert page.get_attribute("#thread .turn:last-child", "class") == "turn done"
     assert "misfits" in answer.lower(), answer
     assert page.evaluate(updates) > 3  # streamed, not delivered at once

@@ -267,8 +267,7 @@ async function onUpload(ev) {
     const doc = await api(docUrl(body.id)).catch(() => body);
     state.uploadId = doc.id;
     state.selectedId = doc.id; // questions go to the new document
-    upsertDoc(doc);
-    showSelected();
+    upsertDoc(doc); // shows it in every panel
     if (status === 200) setUploadMessage(`${doc.name} was already uploaded (${statusWord(doc)}).`, 'ok');
     if (doc.status === 'ingesting') startPolling(doc.id);
   } catch (err) {

@@ -100,14 +100,17 @@ function turnNode(turn, docId) {
 /** Re-render a turn that is on screen (its document is shown). */
 function updateTurn(turn) {
   if (!turn.node || !turn.node.item.isConnected) return;
-  fillTurn(turn);
   const thread = $('thread');
-  thread.scrollTop = thread.scrollHeight;
+  // Follow the answer as it grows, unless the reader scrolled up (three-panel layout only).
+  const following = thread.scrollHeight - thread.scrollTop - thread.clientHeight < 40;
+  fillTurn(turn);
+  if (following) thread.scrollTop = thread.scrollHeight;
 }
 
 function fillTurn(turn) {
   const node = turn.node;
   node.item.className = `turn ${turn.status}`;
+  node.item.setAttribute('aria-busy', String(turn.status === 'waiting' || turn.status === 'streaming'));
   renderMarkdown(node.answer, turn.answer);
   const note = [];
   if (turn.status === 'waiting') note.push(el('p', 'muted', 'Waiting for the answer…'));
