@@ -13,6 +13,10 @@ from tests.server.live import ROOT
 ARTIFACTS = ROOT / "tests" / "artifacts"  # git-ignored; CI keeps them
 API_KEY = "page-test-key"
 PDF = "pdf/pypdf-resources/crazyones.pdf"  # 1 page, 270 prefix tokens with the embedded model
+# A question answered by quoting: verify16 accepts most drafts, so it is fast on a CPU too, and a fixed
+# window gives the same greedy answer every run (an adaptive one changes the rows per decode call, which
+# moves Q4 logits a little).
+QUOTE = "Quote the whole text of the document verbatim."
 
 # The element under a point of `el` (the middle of its first line box, clipped to the viewport):
 # null when that is `el` or inside it, else what covers it. A click there would land on that.

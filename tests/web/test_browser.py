@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.web.pages import PDF
+from tests.web.pages import PDF, QUOTE
 
 SIZES = [(390, 844), (1024, 768), (1280, 720), (1920, 1080)]
 ONE_COLUMN_BELOW = 900  # px: one scrolling column below, three panels from here
@@ -23,9 +23,7 @@ def test_upload_ask_and_see_everything(open_page, cases, width, height):
         f"""() => {{ {updates} = 0; new MutationObserver(() => {updates}++).observe(
               document.querySelector('#thread'), {{subtree: true, childList: true, characterData: true}}); }}"""
     )
-    # A quote: verify16 accepts most drafts, so it is fast on a CPU too; a fixed window gives the same
-    # greedy answer every run (the adaptive window changes the rows per call, which moves Q4 logits a little).
-    answer = p.ask("Quote the whole text of the document verbatim.", max_tokens=32)
+    answer = p.ask(QUOTE, max_tokens=32)
     assert page.get_attribute("#thread .turn:last-child", "class") == "turn done"
     assert "misfits" in answer.lower(), answer
     assert page.evaluate(updates) > 3  # streamed, not delivered at once

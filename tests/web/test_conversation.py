@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.web.pages import API_KEY, PDF, chunk, sse
+from tests.web.pages import API_KEY, PDF, QUOTE, chunk, sse
 
 
 def test_follow_up_reuses_the_document_and_new_conversation_clears(open_page, cases):
@@ -20,7 +20,7 @@ def test_follow_up_reuses_the_document_and_new_conversation_clears(open_page, ca
         ),
     )
 
-    first = p.ask("How does the text begin?", max_tokens=48)
+    first = p.ask(QUOTE, max_tokens=48)
     assert "misfits" in first.lower(), first
     prefilled_first = int(p.stat("prefill"))
     p.ask("Which kinds of people does it name next?", max_tokens=48, verify16=False)
@@ -31,7 +31,7 @@ def test_follow_up_reuses_the_document_and_new_conversation_clears(open_page, ca
     assert body["model"] == f"doc:{doc_id}" and body["stream"] is True and body["verify16"] is False
     assert sent[0][1]["verify16"] is True and "draft_tokens" not in body  # empty field: adaptive window
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
-    assert body["messages"][0]["content"] == "How does the text begin?"
+    assert body["messages"][0]["content"] == QUOTE
     assert "misfits" in body["messages"][1]["content"].lower()
     assert body["messages"][2]["content"] == "Which kinds of people does it name next?"
     # The document (270 tokens) came from its saved state; only the conversation was prefilled, and the
@@ -45,7 +45,7 @@ def test_follow_up_reuses_the_document_and_new_conversation_clears(open_page, ca
     assert page.locator("#stats dd").count() == 0
     assert page.locator("#viewer mark.cite").count() == 0
     assert page.is_disabled("#new-conversation")
-    p.ask("How does the text begin?", max_tokens=8)
+    p.ask(QUOTE, max_tokens=8)
     assert [m["role"] for m in sent[2][1]["messages"]] == ["user"]
     assert p.problems == []
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.web.pages import API_KEY, PDF
+from tests.web.pages import API_KEY, PDF, QUOTE
 
 LOCKED = "pdf/sample-files/005-libreoffice-writer-password/libreoffice-writer-password.pdf"  # ENC-01
 LOCKED_PASSWORD = "openpassword"
@@ -76,7 +76,7 @@ def test_api_key_field(open_page, cases):
     page.wait_for_selector("#doc-list li:not(:has(.error-message))")
     assert page.inner_text("#key-status") == ""
     p.upload(cases / PDF)  # XMLHttpRequest upload
-    p.ask("How does the text begin?", max_tokens=8)  # streamed fetch
+    p.ask(QUOTE, max_tokens=8)  # streamed fetch
     assert page.get_attribute("#thread .turn:last-child", "class") == "turn done"
     kinds = {(method, re.sub(r"/[0-9a-f]{16}", "/{id}", url.split("/v1/", 1)[1])) for method, url, _ in sent}
     assert {
@@ -101,7 +101,7 @@ def test_new_upload_replaces_the_previous_document_everywhere(open_page, cases):
     p = open_page(1280, 720)
     page = p.page
     p.upload(cases / PDF)
-    p.ask("How does the text begin?", max_tokens=32)
+    p.ask(QUOTE, max_tokens=32)
     page.locator("#viewer mark.cite").first.wait_for()
     assert page.locator("#stats dd").count() == 10
 

@@ -146,9 +146,10 @@ export function renderThread(doc) {
   if (!doc) {
     list.replaceChildren(el('li', 'thread-empty', 'Upload or select a document, then ask about it.'));
   } else if (!turns.length) {
-    const text = doc.status === 'ready'
-      ? `Ask a question about ${doc.name}. Follow-up questions continue the conversation.`
-      : `${doc.name} is ${doc.status === 'ingesting' ? 'being prepared' : 'not available'}; questions can be asked once it is ready.`;
+    const text = {
+      ready: `Ask a question about ${doc.name}. Follow-up questions continue the conversation.`,
+      ingesting: `${doc.name} is being prepared; questions can be asked once it is ready.`,
+    }[doc.status] || `${doc.name} could not be prepared, so there is nothing to ask about. Delete it and upload it again.`;
     list.replaceChildren(el('li', 'thread-empty', text));
   } else {
     list.replaceChildren(...turns.map((t) => turnNode(t, doc.id)));
