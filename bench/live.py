@@ -39,11 +39,12 @@ class Live:
             **env,
         }
         self.log = data_dir.with_suffix(".log")
+        self.argv = [sys.executable, "-m", "server"]  # how the server is started (tests may start it otherwise)
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 120) -> Live:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server"],
+            self.argv,
             cwd=self.root,
             env=self.env,
             stdout=self.log.open("ab"),

@@ -1,15 +1,20 @@
 """The ``docqa`` command line (click, with its progress bar, and httpx): serve, ingest with a progress bar, ask with a
 streamed answer, list documents, run the benchmark, plan memory.
 
-Every command except ``serve``, ``bench`` and ``plan`` talks to a running server (``--url``, env ``DOCQA_URL``).
+``ingest``, ``ask`` and ``list`` talk to a running server. Its URL comes from ``--url`` (before or after the
+command), else ``DOCQA_URL``, else ``http://DOCQA_HOST:DOCQA_PORT`` (the variables ``docqa serve`` binds with),
+else http://127.0.0.1:8000.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -17,12 +22,55 @@ import httpx
 
 from runtime.kvtypes import KV_TYPES
 
-DEFAULT_URL = "http://127.0.0.1:8000"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+
+URL_HELP = "docqa server URL [default: DOCQA_URL, else http://DOCQA_HOST:DOCQA_PORT, else http://127.0.0.1:8000]"
+KEY_HELP = "API key, if the server needs one (its DOCQA_API_KEY) [env var: DOCQA_API_KEY]"
 
 
-def _client(ctx: click.Context) -> httpx.Client:
-    headers = {"Authorization": f"Bearer {ctx.obj['api_key']}"} if ctx.obj["api_key"] else {}
-    return httpx.Client(base_url=ctx.obj["url"], headers=headers, timeout=httpx.Timeout(30.0, read=None))
+def default_url() -> str:
+    """The server the environment names: DOCQA_URL, else DOCQA_HOST and DOCQA_PORT, as ``docqa serve`` binds."""
+    if url := os.environ.get("DOCQA_URL"):
+        return url
+    host = os.environ.get("DOCQA_HOST") or DEFAULT_HOST
+    port = os.environ.get("DOCQA_PORT") or str(DEFAULT_PORT)
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # a bind-everything address: connect locally
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def server_options(command: Callable) -> Callable:
+    """``--url`` and ``--api-key`` on a subcommand, so they may follow it (``docqa list --url ...``)."""
+    command = click.option("--api-key", default=None, help=KEY_HELP)(command)
+    return click.option("--url", default=None, metavar="URL", help=URL_HELP)(command)
+
+
+@contextmanager
+def _client(ctx: click.Context, url: str | None, api_key: str | None) -> Iterator[httpx.Client]:
+    """An HTTP client for the server; a connection failure becomes one line naming the URL."""
+    url = (url or ctx.obj["url"] or default_url()).rstrip("/")
+    api_key = api_key or ctx.obj["api_key"]
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=httpx.Timeout(30.0, read=None)) as http:
+            yield http
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+        raise click.ClickException(
+            f"{url!r} is not a server URL ({_reason(exc)}); write it as http://HOST:PORT"
+        ) from None
+    except httpx.ConnectError as exc:
+        raise click.ClickException(
+            f"cannot reach a docqa server at {url} ({_reason(exc)}); start one with `docqa serve`, "
+            "or give its address with --url or DOCQA_URL"
+        ) from None
+    except httpx.TransportError as exc:  # a timeout, a dropped connection
+        raise click.ClickException(f"lost the connection to the docqa server at {url} ({_reason(exc)})") from None
+
+
+def _reason(exc: Exception) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _fail(response: httpx.Response) -> None:
@@ -31,6 +79,12 @@ def _fail(response: httpx.Response) -> None:
     except (ValueError, KeyError, TypeError):
         message = response.text
     raise click.ClickException(f"{response.status_code}: {message}")
+
+
+def _check(response: httpx.Response) -> httpx.Response:
+    if response.status_code >= 400:
+        _fail(response)
+    return response
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -45,7 +99,10 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     ctx.exit()
 
 
-@click.group()
+@click.group(
+    epilog="ingest, ask and list talk to a running server: --url (before or after the command), else DOCQA_URL, "
+    "else http://DOCQA_HOST:DOCQA_PORT, else http://127.0.0.1:8000. Start one with `docqa serve`."
+)
 @click.option(
     "--version",
     is_flag=True,
@@ -54,38 +111,43 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     callback=_print_version,
     help="Show the version and llama.cpp's system info, then exit.",
 )
-@click.option("--url", envvar="DOCQA_URL", default=DEFAULT_URL, show_default=True, help="docqa server")
-@click.option("--api-key", envvar="DOCQA_API_KEY", default=None, help="bearer token, if the server needs one")
+@click.option("--url", default=None, metavar="URL", help=URL_HELP)
+@click.option("--api-key", envvar="DOCQA_API_KEY", default=None, help=KEY_HELP)
 @click.pass_context
-def main(ctx: click.Context, url: str, api_key: str | None) -> None:
+def main(ctx: click.Context, url: str | None, api_key: str | None) -> None:
     """Ask questions about long documents, answered from a prefilled model state."""
-    ctx.obj = {"url": url.rstrip("/"), "api_key": api_key}
+    ctx.obj = {"url": url, "api_key": api_key}
 
 
 @main.command()
-def serve() -> None:
-    """Run the server (settings from DOCQA_* environment variables)."""
+@click.option("--host", default=None, help="bind address [default: DOCQA_HOST, else 127.0.0.1]")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="bind port [default: DOCQA_PORT, else 8000]")
+def serve(host: str | None, port: int | None) -> None:
+    """Run the server: the web page and the API. Other settings come from DOCQA_* environment variables."""
     from server.__main__ import main as serve_main
 
+    # The server reads its settings from the environment; the options win over DOCQA_HOST / DOCQA_PORT.
+    if host is not None:
+        os.environ["DOCQA_HOST"] = host
+    if port is not None:
+        os.environ["DOCQA_PORT"] = str(port)
     serve_main()
 
 
 @main.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--password", default=None, help="password of an encrypted PDF")
+@server_options
 @click.pass_context
-def ingest(ctx: click.Context, file: Path, password: str | None) -> None:
+def ingest(ctx: click.Context, file: Path, password: str | None, url: str | None, api_key: str | None) -> None:
     """Upload FILE and wait until it is prefilled, with a progress bar. Prints the document id."""
-    with _client(ctx) as http:
+    with _client(ctx, url, api_key) as http:
         data = {"password": password} if password else {}
-        r = http.post("/v1/documents", files={"file": (file.name, file.read_bytes())}, data=data)
-        if r.status_code >= 400:
-            _fail(r)
-        doc = r.json()
+        doc = _check(http.post("/v1/documents", files={"file": (file.name, file.read_bytes())}, data=data)).json()
         with click.progressbar(length=1000, label=f"prefill {file.name}", file=sys.stderr) as bar:
             shown = 0
             while True:
-                info = http.get(f"/v1/documents/{doc['id']}").json()
+                info = _check(http.get(f"/v1/documents/{doc['id']}")).json()
                 done = int(info["progress"] * 1000) if info["status"] != "ready" else 1000
                 bar.update(done - shown)
                 shown = done
@@ -105,15 +167,16 @@ def ingest(ctx: click.Context, file: Path, password: str | None) -> None:
 @click.option("--temperature", type=float, default=0.0, show_default=True)
 @click.option("--verify16", is_flag=True, help="16-token verification mode")
 @click.option("--draft-tokens", type=int, default=None, help="fixed draft window (0 = no speculation)")
+@server_options
 @click.pass_context
-def ask(ctx, doc: str, question: str, max_tokens, temperature, verify16, draft_tokens) -> None:
+def ask(ctx, doc: str, question: str, max_tokens, temperature, verify16, draft_tokens, url, api_key) -> None:
     """Ask QUESTION about document DOC; the answer streams to stdout, stats go to stderr."""
     body = {"question": question, "temperature": temperature, "verify16": verify16, "stream": True}
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
     if draft_tokens is not None:
         body["draft_tokens"] = draft_tokens
-    with _client(ctx) as http, http.stream("POST", f"/v1/documents/{doc}/answers", json=body) as r:
+    with _client(ctx, url, api_key) as http, http.stream("POST", f"/v1/documents/{doc}/answers", json=body) as r:
         if r.status_code >= 400:
             r.read()
             _fail(r)
@@ -134,8 +197,8 @@ def ask(ctx, doc: str, question: str, max_tokens, temperature, verify16, draft_t
                     click.echo("")
                     click.echo(
                         f"[{data['completion_tokens']} tokens, TTFT {data['ttft_ms']:.0f} ms, "
-                        f"{data['decode_tokens_per_s']:.1f} tok/s, accepted {data['accepted_tokens']}"
-                        f"/{data['drafted_tokens']} drafts]",
+                        f"{data['decode_tokens_per_s']:.1f} tok/s, drafted/accepted "
+                        f"{data['drafted_tokens']}/{data['accepted_tokens']}]",
                         err=True,
                     )
                 elif event == "error":
@@ -143,14 +206,12 @@ def ask(ctx, doc: str, question: str, max_tokens, temperature, verify16, draft_t
 
 
 @main.command(name="list")
+@server_options
 @click.pass_context
-def list_documents(ctx: click.Context) -> None:
+def list_documents(ctx: click.Context, url: str | None, api_key: str | None) -> None:
     """List documents: id, status, pages, tokens, name."""
-    with _client(ctx) as http:
-        r = http.get("/v1/documents")
-        if r.status_code >= 400:
-            _fail(r)
-        for d in r.json()["documents"]:
+    with _client(ctx, url, api_key) as http:
+        for d in _check(http.get("/v1/documents")).json()["documents"]:
             click.echo(f"{d['id']}\t{d['status']}\t{d['pages']}\t{d['tokens']}\t{d['name']}")
 
 

@@ -206,7 +206,7 @@ def test_web_page_is_served(server):
     with server() as client:
         r = client.get("/")
         assert r.status_code == 200 and "<html" in r.text.lower()
-        assert client.get("/static/app.js").status_code == 200
+        assert client.get("/static/js/app.js").status_code == 200
 
 
 def test_chat_model_answers_through_its_template(server, cases, smollm_path):

@@ -1,0 +1,192 @@
+"""The page's words and states: errors for people, the API key, switching to a document that is still
+being prepared, document warnings, long names, slow uploads."""
+
+from __future__ import annotations
+
+import re
+
+from tests.web.pages import API_KEY, PDF, QUOTE
+
+LOCKED = "pdf/sample-files/005-libreoffice-writer-password/libreoffice-writer-password.pdf"  # ENC-01
+LOCKED_PASSWORD = "openpassword"
+NOT_A_PDF = "synthetic/png-renamed-to.pdf"  # BRK-06
+TOO_LONG = "text/gutenberg/around-the-world-in-80-days-pg103.txt"  # LONG-01, ~90k tokens
+AGREEMENT = "synthetic/agreement-880-tokens.txt"
+ALICE = "text/gutenberg/alice-in-wonderland-pg11.txt"  # 165 KiB
+
+
+def _upload_error(p, path):
+    p.page.set_input_files("#file", str(path))
+    p.page.click("#upload")
+    message = p.page.locator("#upload-status .error-message")
+    message.wait_for(timeout=60_000)
+    return message
+
+
+def test_upload_errors_are_sentences_for_people(open_page, cases):
+    p = open_page(1024, 768)
+    page = p.page
+
+    locked = _upload_error(p, cases / LOCKED)
+    assert locked.locator(".error-sentence").inner_text() == (
+        "This PDF is locked with a password. Type the password in the “PDF password” field and upload it again."
+    )
+    assert page.evaluate("document.activeElement.id") == "password"
+    assert "needed" in page.get_attribute("#password", "class")
+    assert "form field" not in locked.inner_text()  # the API's wording is folded away...
+    locked.locator("summary").click()
+    assert "send its password in the `password` form field" in locked.locator("code").inner_text()  # ...unchanged
+    page.fill("#password", LOCKED_PASSWORD)
+    p.upload(cases / LOCKED)  # the same file again, now with its password
+    assert "Lorem ipsum" in page.inner_text("#viewer")
+    assert "needed" not in (page.get_attribute("#password", "class") or "")
+
+    not_pdf = _upload_error(p, cases / NOT_A_PDF)
+    assert not_pdf.locator(".error-sentence").inner_text() == (
+        "This file is not a PDF or a text file. docqa reads .pdf, .txt and .md files."
+    )
+    too_long = _upload_error(p, cases / TOO_LONG)
+    # n_ctx 8192 minus the 1024-token answer reserve, from GET /health.
+    assert too_long.locator(".error-sentence").inner_text() == (
+        "This document is too long for this server (at most 7,168 tokens, about 5,376 words). "
+        "Split it into smaller parts and upload them one by one."
+    )
+    too_long.locator("summary").click()
+    assert "DOCQA_N_CTX" in too_long.locator("code").inner_text()
+    # The only failures were the three refused uploads (and the console's note of each).
+    assert all(re.search(r"\b(413|415|422)\b", line) for line in p.problems), p.problems
+
+
+def test_api_key_field(open_page, cases):
+    p = open_page(1024, 768, key=None)
+    page = p.page
+    page.wait_for_selector("#key-status.error")
+    assert page.inner_text("#key-status") == "This server needs an API key."
+    assert page.evaluate("document.activeElement.id") == "api-key"
+    assert "This server needs an API key." in page.inner_text("#doc-list")
+
+    page.fill("#api-key", "not-the-key")
+    page.press("#api-key", "Enter")
+    page.wait_for_selector("#key-status:has-text('the one entered was not accepted')")
+
+    sent: list[tuple[str, str, str | None]] = []
+    page.on("request", lambda r: "/v1/" in r.url and sent.append((r.method, r.url, r.headers.get("authorization"))))
+    page.fill("#api-key", API_KEY)
+    page.press("#api-key", "Enter")
+    page.wait_for_selector("#doc-list li:not(:has(.error-message))")
+    assert page.inner_text("#key-status") == ""
+    p.upload(cases / PDF)  # XMLHttpRequest upload
+    p.ask(QUOTE, max_tokens=8)  # streamed fetch
+    assert page.get_attribute("#thread .turn:last-child", "class") == "turn done"
+    kinds = {(method, re.sub(r"/[0-9a-f]{16}", "/{id}", url.split("/v1/", 1)[1])) for method, url, _ in sent}
+    assert {
+        ("GET", "documents"),
+        ("POST", "documents"),
+        ("GET", "documents/{id}"),
+        ("POST", "chat/completions"),
+    } <= kinds
+    assert {auth for _, _, auth in sent} == {f"Bearer {API_KEY}"}
+
+    # Kept for this tab (sessionStorage): a reload needs no new key.
+    assert page.evaluate("sessionStorage.getItem('docqa.apiKey')") == API_KEY
+    page.reload()
+    page.wait_for_selector("#doc-list li.doc")
+    assert page.input_value("#api-key") == API_KEY
+    assert page.inner_text("#key-status") == ""
+    assert all(" 401 " in line or "401 (Unauthorized)" in line for line in p.problems), p.problems
+
+
+def test_new_upload_replaces_the_previous_document_everywhere(open_page, cases):
+    """While a new upload is prepared, no panel shows the previous document's text, answer or stats."""
+    p = open_page(1280, 720)
+    page = p.page
+    p.upload(cases / PDF)
+    p.ask(QUOTE, max_tokens=32)
+    page.locator("#viewer mark.cite").first.wait_for()
+    assert page.locator("#stats dd").count() == 10
+
+    name = "Agreement between the Crazy Ones appreciation society and its members, signed copy (final).txt"
+    held = {"ingesting": True}  # report the new document as 40% prepared until released
+
+    def hold(route):
+        response = route.fetch()
+        body = response.json()
+        if held["ingesting"] and body.get("name") == name:
+            body.update(status="ingesting", progress=0.4)
+        route.fulfill(response=response, json=body)
+
+    page.route(re.compile(r".*/v1/documents/[0-9a-f]{16}$"), hold)
+    page.set_input_files(
+        "#file", files=[{"name": name, "mimeType": "text/plain", "buffer": (cases / AGREEMENT).read_bytes()}]
+    )
+    page.click("#upload")
+    page.wait_for_selector("#doc-list li.doc.selected.status-ingesting")
+
+    assert page.inner_text("#selected-name") == f"— {name} (preparing 40%)"
+    assert page.get_attribute("#viewer-name", "title") == name
+    viewer = page.inner_text("#viewer")
+    assert "misfits" not in viewer.lower() and f"{name} is being prepared (40%)." in viewer
+    assert page.locator("#thread .turn").count() == 0
+    assert "questions can be asked once it is ready" in page.inner_text("#thread")
+    assert page.locator("#stats dd").count() == 0
+    assert page.locator("#citations li").count() == 0
+    assert page.is_disabled("#ask")
+    # A long name is cut in the list, and whole in its tooltip.
+    shown = page.locator("#doc-list li.doc.selected .doc-name")
+    assert shown.get_attribute("title") == name
+    assert shown.evaluate("(el) => el.scrollWidth > el.clientWidth")
+
+    held["ingesting"] = False
+    page.wait_for_selector("#doc-list li.doc.selected.status-ready")
+    page.wait_for_function("document.querySelector('#viewer').textContent.startsWith('Storage agreement.')")
+    # Back to the first document: its conversation, statistics and highlight are kept.
+    page.click("#doc-list li.doc:has-text('crazyones.pdf')")
+    assert page.locator("#thread .turn.done").count() == 1
+    assert page.locator("#stats dd").count() == 10
+    page.locator("#viewer mark.cite").first.wait_for()
+    assert p.problems == []
+
+
+def test_document_warnings_are_shown(open_page, cases):
+    """`warnings` ([{page, message}]) is a field the API may add to documents; the page lists them."""
+    p = open_page(390, 844)
+    page = p.page
+    doc_id = p.upload(cases / PDF)
+    warning = {"page": 1, "message": "some characters have no Unicode mapping and may be wrong"}
+
+    def with_warning(route):
+        response = route.fetch()
+        body = response.json()
+        for doc in body["documents"]:
+            if doc["id"] == doc_id:
+                doc["warnings"] = [warning]
+        route.fulfill(response=response, json=body)
+
+    page.route(re.compile(r".*/v1/documents$"), with_warning)
+    page.reload()
+    item = page.locator(f"#doc-list li.doc[data-id='{doc_id}'] .doc-warnings li")
+    p.assert_in_view(item, "the document's warning")
+    assert item.inner_text() == "Page 1: some characters have no Unicode mapping and may be wrong"
+    assert p.problems == []
+
+
+def test_slow_upload_shows_progress_and_the_favicon_loads(open_page, cases):
+    p = open_page(390, 844)
+    page = p.page
+    assert page.evaluate("fetch(document.querySelector('link[rel=icon]').href).then((r) => r.status)") == 200
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    # 150 kB/s up: the 165 KiB file takes about a second to send.
+    cdp.send(
+        "Network.emulateNetworkConditions",
+        {"offline": False, "latency": 20, "downloadThroughput": -1, "uploadThroughput": 150_000},
+    )
+    p.record_texts("#upload-status", "__uploads")
+    _upload_error(p, cases / ALICE)  # too long for n_ctx 8192: the server refuses it after reading it
+    texts = page.evaluate("window.__uploads")
+    percents = [
+        int(m.group(1)) for t in texts if (m := re.fullmatch(r"Uploading alice-in-wonderland-pg11\.txt: (\d+)%", t))
+    ]
+    assert any(0 < pct < 100 for pct in percents), texts
+    assert "Reading alice-in-wonderland-pg11.txt…" in texts
+    assert page.is_enabled("#upload")

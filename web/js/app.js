@@ -1,0 +1,378 @@
+// docqa web page: upload documents, watch them being prepared, and hold a conversation about each.
+// Plain ES2020 modules, no build step. Model and document text reaches the DOM only as text nodes,
+// or as Markdown sanitized by DOMPurify (chat.js).
+
+import { api, ApiError, apiKey, hooks, setApiKey, upload } from './api.js';
+import * as chat from './chat.js';
+import { $, el, percent, progressBar } from './dom.js';
+import { errorNode, plural, show } from './messages.js';
+import { showCitations, showDocument, shownId } from './viewer.js';
+
+const POLL_MS = 500;
+
+const state = {
+  docs: [], // documents as last seen from the server
+  selectedId: null, // the document the Ask and Document panels show
+  uploadId: null, // the latest upload, mirrored in #upload-status
+  polling: new Set(), // ids with an active ingest poll loop
+  budget: null, // GET /health document_budget: the most tokens a document may have
+  shown: null, // "id:status" the panels were last rendered for
+};
+
+const docUrl = (id) => `/v1/documents/${encodeURIComponent(id)}`;
+const selectedDoc = () => state.docs.find((d) => d.id === state.selectedId) || null;
+
+// ---------------------------------------------------------------- health and API key
+
+async function loadHealth() {
+  try {
+    const health = await api('/health');
+    if (health.status === 'loading') {
+      $('model-name').textContent = 'loading…';
+      setTimeout(loadHealth, 1000);
+      return;
+    }
+    $('model-name').textContent = show(health.model);
+    $('model-name').title = show(health.model_file);
+    state.budget = health.document_budget || null;
+  } catch (_) {
+    $('model-name').textContent = 'unavailable';
+  }
+}
+
+function setKeyStatus(text, kind = '') {
+  $('key-status').className = `key-status ${kind}`.trim();
+  $('key-status').textContent = text;
+  $('api-key').classList.toggle('needed', kind === 'error');
+}
+
+function onUnauthorized() {
+  setKeyStatus(apiKey() ? 'This server needs an API key; the one entered was not accepted.' : 'This server needs an API key.', 'error');
+  $('api-key').focus();
+}
+
+function applyKey() {
+  setApiKey($('api-key').value.trim());
+  setKeyStatus('');
+  refreshDocs();
+}
+
+// ---------------------------------------------------------------- document list
+
+async function refreshDocs() {
+  try {
+    state.docs = (await api('/v1/documents')).documents || [];
+  } catch (err) {
+    const item = el('li', 'empty');
+    item.append(errorNode(err, { budget: state.budget }));
+    $('doc-list').replaceChildren(item);
+    return;
+  }
+  if (!selectedDoc()) state.selectedId = null;
+  renderDocs();
+  showSelected();
+  // Resume polling for documents still being prepared (e.g. after a page reload).
+  state.docs.filter((d) => d.status === 'ingesting').forEach((d) => startPolling(d.id));
+}
+
+/** Insert or merge a document. */
+function upsertDoc(doc) {
+  const i = state.docs.findIndex((d) => d.id === doc.id);
+  if (i === -1) state.docs.unshift(doc);
+  else state.docs[i] = { ...state.docs[i], ...doc };
+  renderDocs();
+  if (doc.id === state.selectedId) showSelected();
+  if (doc.id === state.uploadId) renderUploadStatus(state.docs.find((d) => d.id === doc.id));
+}
+
+function removeDoc(id) {
+  state.docs = state.docs.filter((d) => d.id !== id);
+  chat.forget(id);
+  if (state.selectedId === id) state.selectedId = null;
+  if (state.uploadId === id) setUploadMessage('');
+  renderDocs();
+  showSelected();
+}
+
+function statusWord(doc) {
+  if (doc.status === 'ingesting') return `preparing ${percent(doc.progress)}%`;
+  return doc.status;
+}
+
+function renderDocs() {
+  const list = $('doc-list');
+  list.replaceChildren(...state.docs.map(renderDoc));
+  if (!state.docs.length) list.append(el('li', 'empty', 'No documents yet. Upload one above.'));
+  updateAskState();
+}
+
+function renderDoc(doc) {
+  const item = el('li', `doc status-${doc.status}`);
+  item.dataset.id = doc.id;
+  item.tabIndex = 0;
+  if (doc.id === state.selectedId) item.classList.add('selected');
+
+  const head = el('div', 'doc-head');
+  const name = el('span', 'doc-name', show(doc.name));
+  name.title = doc.name; // long names are cut with an ellipsis
+  const remove = el('button', 'delete secondary', 'Delete');
+  remove.type = 'button';
+  remove.title = `Delete ${doc.name}`;
+  remove.addEventListener('click', (ev) => {
+    ev.stopPropagation(); // don't also select the item
+    deleteDoc(doc);
+  });
+  head.append(name, remove);
+
+  item.append(head, el('div', 'doc-meta', `${statusWord(doc)} · ${plural(doc.pages, 'page')} · ${plural(doc.tokens, 'token')}`));
+  if (doc.status === 'ingesting') item.append(progressBar(percent(doc.progress), `Preparing ${doc.name}`));
+  if (doc.status === 'failed') item.append(errorNode(new ApiError(0, 'document_failed', doc.error || 'unknown error')));
+  if (Array.isArray(doc.warnings) && doc.warnings.length) {
+    const warnings = el('ul', 'doc-warnings');
+    warnings.setAttribute('aria-label', `Warnings about ${doc.name}`);
+    for (const w of doc.warnings) warnings.append(el('li', '', w.page ? `Page ${w.page}: ${w.message}` : show(w.message)));
+    item.append(warnings);
+  }
+
+  item.addEventListener('click', () => selectDoc(doc.id));
+  item.addEventListener('keydown', (ev) => {
+    if (ev.target === item && (ev.key === 'Enter' || ev.key === ' ')) {
+      ev.preventDefault();
+      selectDoc(doc.id);
+    }
+  });
+  return item;
+}
+
+function selectDoc(id) {
+  state.selectedId = id;
+  renderDocs();
+  showSelected();
+}
+
+/**
+ * Point the Ask and Document panels at the selected document. They are rebuilt when the selection
+ * or its status changes (so a new upload never shows the previous document's text or answers);
+ * while it is being prepared only its progress is refreshed.
+ */
+function showSelected(force = false) {
+  const doc = selectedDoc();
+  const key = doc ? `${doc.id}:${doc.status}` : '';
+  updateAskState();
+  if (key === state.shown && !force) {
+    if (doc && doc.status === 'ingesting') showDocument(doc);
+    return;
+  }
+  state.shown = key;
+  chat.renderThread(doc);
+  showDocument(doc).then(() => {
+    if (doc && shownId() === doc.id) showCitations(doc.id, chat.latestCitations(doc.id));
+  });
+}
+
+async function deleteDoc(doc) {
+  if (!window.confirm(`Delete "${doc.name}"?`)) return;
+  try {
+    await api(docUrl(doc.id), { method: 'DELETE' });
+  } catch (err) {
+    if (err.status !== 404) {
+      setUploadError(err);
+      return;
+    }
+  }
+  removeDoc(doc.id);
+}
+
+/** Poll one document every POLL_MS while it is being prepared. */
+function startPolling(id) {
+  if (state.polling.has(id)) return;
+  state.polling.add(id);
+  const tick = async () => {
+    let doc;
+    try {
+      doc = await api(docUrl(id));
+    } catch (err) {
+      if (err.status === 404 || err.status === 401) {
+        state.polling.delete(id); // gone, or no key: refreshDocs resumes polling later
+        if (err.status === 404) removeDoc(id);
+      } else {
+        setTimeout(tick, POLL_MS * 4); // transient failure: back off, keep trying
+      }
+      return;
+    }
+    upsertDoc(doc);
+    if (doc.status === 'ingesting') setTimeout(tick, POLL_MS);
+    else state.polling.delete(id);
+  };
+  setTimeout(tick, POLL_MS);
+}
+
+// ---------------------------------------------------------------- upload
+
+function setUploadMessage(text, kind = '') {
+  const box = $('upload-status');
+  box.className = `status ${kind}`.trim();
+  box.textContent = text;
+}
+
+function setUploadError(err) {
+  const box = $('upload-status');
+  box.className = 'status error';
+  box.replaceChildren(errorNode(err, { budget: state.budget }));
+}
+
+function renderUploadStatus(doc) {
+  if (!doc) return;
+  if (doc.status === 'ingesting') {
+    const pct = percent(doc.progress);
+    setUploadMessage(`${doc.name}: preparing ${pct}%`);
+    $('upload-status').append(progressBar(pct, `Preparing ${doc.name}`));
+  } else if (doc.status === 'ready') {
+    setUploadMessage(`${doc.name}: ready (${plural(doc.pages, 'page')}, ${plural(doc.tokens, 'token')})`, 'ok');
+  } else {
+    setUploadMessage(`${doc.name} could not be prepared.`, 'error');
+  }
+}
+
+/** Feedback while the bytes go up, then while the server reads the file (extracts and counts its text). */
+function showUploadProgress(name, fraction) {
+  if (fraction < 1) {
+    const pct = percent(fraction);
+    setUploadMessage(`Uploading ${name}: ${pct}%`);
+    $('upload-status').append(progressBar(pct, `Uploading ${name}`));
+  } else {
+    setUploadMessage(`Reading ${name}…`);
+  }
+}
+
+async function onUpload(ev) {
+  ev.preventDefault();
+  const file = $('file').files[0];
+  if (!file) {
+    setUploadMessage('Choose a file first.', 'error');
+    return;
+  }
+  const form = new FormData();
+  form.append('file', file);
+  if ($('password').value) form.append('password', $('password').value);
+
+  $('upload').disabled = true;
+  showUploadProgress(file.name, 0);
+  try {
+    const { status, body } = await upload('/v1/documents', form, (f) => showUploadProgress(file.name, f));
+    $('file').value = '';
+    $('password').value = '';
+    $('password').classList.remove('needed');
+    // The upload reply has only id, name and status; the list wants pages and tokens too.
+    const doc = await api(docUrl(body.id)).catch(() => body);
+    state.uploadId = doc.id;
+    state.selectedId = doc.id; // questions go to the new document
+    upsertDoc(doc); // shows it in every panel
+    if (status === 200) setUploadMessage(`${doc.name} was already uploaded (${statusWord(doc)}).`, 'ok');
+    if (doc.status === 'ingesting') startPolling(doc.id);
+  } catch (err) {
+    setUploadError(err);
+    if (err.type === 'password_required' || err.type === 'wrong_password') {
+      $('password').classList.add('needed');
+      $('password').focus();
+      $('password').select();
+    }
+  } finally {
+    $('upload').disabled = false;
+  }
+}
+
+// ---------------------------------------------------------------- asking
+
+function setAskStatus(text, kind = '') {
+  $('ask-status').className = kind || 'muted';
+  $('ask-status').textContent = text;
+}
+
+function updateAskState() {
+  const doc = selectedDoc();
+  const busy = chat.streaming();
+  const ready = doc && doc.status === 'ready';
+  $('ask').disabled = busy || !ready;
+  $('ask').title = !doc ? 'Select a document first' : ready ? '' : `${doc.name} is not ready yet`;
+  $('stop').disabled = !busy;
+  $('question').disabled = busy;
+  $('new-conversation').disabled = !doc || !chat.threadOf(doc.id).length;
+  const name = $('selected-name');
+  name.textContent = doc ? `— ${doc.name}${ready ? '' : ` (${statusWord(doc)})`}` : '(select a document)';
+  name.title = doc ? doc.name : '';
+}
+
+function numberInput(id, fallback, parse) {
+  const value = parse($(id).value);
+  return Number.isFinite(value) ? value : fallback;
+}
+
+const chatUi = {
+  status: setAskStatus,
+  isShown: (id) => state.selectedId === id,
+  changed: () => {
+    updateAskState();
+    chat.renderThread(selectedDoc());
+  },
+};
+
+function onAsk() {
+  const doc = selectedDoc();
+  const question = $('question').value.trim();
+  if (chat.streaming() || !doc || doc.status !== 'ready') return;
+  if (!question) {
+    setAskStatus('Type a question first.', 'error');
+    $('question').focus();
+    return;
+  }
+  const params = {
+    max_tokens: numberInput('max-tokens', 256, (v) => parseInt(v, 10)),
+    temperature: numberInput('temperature', 0, parseFloat),
+    verify16: $('verify16').checked,
+  };
+  // Empty draft tokens = the server chooses the window (adaptive); verify16 wins anyway.
+  const draft = parseInt($('draft-tokens').value, 10);
+  if (Number.isFinite(draft)) params.draft_tokens = draft;
+  $('question').value = '';
+  chat.ask(doc, question, params, chatUi);
+}
+
+function onNewConversation() {
+  const doc = selectedDoc();
+  if (!doc) return;
+  chat.clearThread(doc.id);
+  setAskStatus('');
+  showSelected(true);
+  $('question').focus();
+}
+
+// ---------------------------------------------------------------- wiring
+
+function init() {
+  hooks.unauthorized = onUnauthorized;
+  $('api-key').value = apiKey();
+  $('key-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    applyKey();
+  });
+  $('api-key').addEventListener('change', applyKey);
+  $('upload-form').addEventListener('submit', onUpload);
+  $('ask-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    onAsk();
+  });
+  $('question').addEventListener('keydown', (ev) => {
+    // Enter submits, Shift+Enter inserts a newline; leave IME composition alone.
+    if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
+      ev.preventDefault();
+      onAsk();
+    }
+  });
+  $('stop').addEventListener('click', chat.stop);
+  $('new-conversation').addEventListener('click', onNewConversation);
+  loadHealth();
+  refreshDocs();
+}
+
+init(); // modules run after the document is parsed

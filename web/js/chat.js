@@ -1,0 +1,269 @@
+// The conversation about each document. Every question goes to POST /v1/chat/completions with
+// model "doc:<id>" and the earlier turns, streaming: the server restores the document's saved state
+// and prefills only the conversation. Answers are rendered as Markdown (marked), sanitized by
+// DOMPurify before they touch the DOM; questions and notes are plain text.
+
+import { ApiError, openStream, readEvents } from './api.js';
+import { $, el } from './dom.js';
+import { count, errorNode, plural, show } from './messages.js';
+import { showCitations } from './viewer.js';
+
+// document id -> [turn]; turn: {question, answer, citations, stats, status, error, node}
+// status: waiting | streaming | done | stopped | error
+const threads = new Map();
+const active = { controller: null, docId: null };
+
+export const streaming = () => active.controller !== null;
+
+export function threadOf(docId) {
+  if (!threads.has(docId)) threads.set(docId, []);
+  return threads.get(docId);
+}
+
+/** The citations of the latest answer that has any, for the viewer. */
+export function latestCitations(docId) {
+  const turn = [...threadOf(docId)].reverse().find((t) => t.citations.length);
+  return turn ? turn.citations : [];
+}
+
+export function stop() {
+  if (active.controller) active.controller.abort();
+}
+
+/** "New conversation": drop the document's turns (stopping its answer if one is streaming). */
+export function clearThread(docId) {
+  if (active.docId === docId) stop();
+  threads.set(docId, []);
+}
+
+/** A deleted document: stop its answer and drop its conversation. */
+export function forget(docId) {
+  if (active.docId === docId) stop();
+  threads.delete(docId);
+}
+
+// ---------------------------------------------------------------- Markdown
+
+// Answers may quote a hostile document: no images (they would load URLs the document chose), no
+// forms, styles or embedded content. Links open in a new tab without access to this page.
+const PURIFY = {
+  FORBID_TAGS: ['img', 'picture', 'source', 'video', 'audio', 'iframe', 'object', 'embed', 'svg', 'math',
+    'form', 'input', 'button', 'textarea', 'select', 'style'],
+  FORBID_ATTR: ['style'],
+};
+let purifyHooked = false;
+
+function renderMarkdown(node, text) {
+  const { marked, DOMPurify } = window;
+  if (!marked || !DOMPurify) { // the vendored scripts failed to load: plain text is still correct
+    node.textContent = text;
+    return;
+  }
+  if (!purifyHooked) {
+    DOMPurify.addHook('afterSanitizeAttributes', (n) => {
+      if (n.tagName === 'A') {
+        n.setAttribute('target', '_blank');
+        n.setAttribute('rel', 'noopener noreferrer');
+      }
+    });
+    purifyHooked = true;
+  }
+  node.innerHTML = DOMPurify.sanitize(marked.parse(text, { gfm: true, breaks: true, async: false }), PURIFY);
+}
+
+// Tokens arrive faster than frames: re-render each changed answer at most once per frame.
+const dirty = new Set();
+function flush() {
+  for (const turn of dirty) updateTurn(turn);
+  dirty.clear();
+}
+function scheduleRender(turn) {
+  dirty.add(turn);
+  if (dirty.size === 1) requestAnimationFrame(flush);
+}
+
+// ---------------------------------------------------------------- rendering
+
+function turnNode(turn, docId) {
+  const item = el('li', 'turn');
+  const question = el('div', 'question');
+  question.append(el('span', 'who', 'You'), el('p', '', turn.question));
+  const answer = el('div', 'answer markdown');
+  const note = el('div', 'turn-note');
+  const meta = el('div', 'turn-meta');
+  item.append(question, answer, note, meta);
+  turn.node = { item, answer, note, meta, docId };
+  fillTurn(turn);
+  return item;
+}
+
+/** Re-render a turn that is on screen (its document is shown). */
+function updateTurn(turn) {
+  if (!turn.node || !turn.node.item.isConnected) return;
+  const thread = $('thread');
+  // Follow the answer as it grows, unless the reader scrolled up (three-panel layout only).
+  const following = thread.scrollHeight - thread.scrollTop - thread.clientHeight < 40;
+  fillTurn(turn);
+  if (following) thread.scrollTop = thread.scrollHeight;
+}
+
+function fillTurn(turn) {
+  const node = turn.node;
+  node.item.className = `turn ${turn.status}`;
+  node.item.setAttribute('aria-busy', String(turn.status === 'waiting' || turn.status === 'streaming'));
+  renderMarkdown(node.answer, turn.answer);
+  const note = [];
+  if (turn.status === 'waiting') note.push(el('p', 'muted', 'Waiting for the answer…'));
+  if (turn.status === 'stopped') note.push(el('p', 'muted', 'Stopped.'));
+  if (turn.status === 'error') note.push(errorNode(turn.error));
+  if (turn.status === 'done' && !turn.answer.trim()) {
+    const n = turn.stats ? turn.stats.completion_tokens : null;
+    note.push(el('p', 'empty-answer',
+      `The model stopped at once and wrote no answer${Number.isFinite(n) ? ` (${plural(n, 'completion token')}, no text)` : ''}. `
+      + 'Try rephrasing the question, or set a temperature above 0 so that the model samples other words.'));
+  }
+  node.note.replaceChildren(...note);
+  const meta = [];
+  if (turn.citations.length) {
+    const pages = [...new Set(turn.citations.map((c) => c.page))].sort((a, b) => a - b);
+    const quotes = el('button', 'turn-cites secondary',
+      `${turn.citations.length === 1 ? '1 quote' : `${turn.citations.length} quotes`} · p. ${pages.join(', ')}`);
+    quotes.type = 'button';
+    quotes.title = 'Highlight the quoted text in the document';
+    quotes.addEventListener('click', () => {
+      showCitations(node.docId, turn.citations);
+      $('viewer').scrollIntoView({ block: 'nearest' });
+    });
+    meta.push(quotes);
+  }
+  node.meta.replaceChildren(...meta);
+}
+
+/** Show the conversation about `doc` (or an invitation) and the stats of its latest answer. */
+export function renderThread(doc) {
+  const list = $('thread');
+  const turns = doc ? threadOf(doc.id) : [];
+  if (!doc) {
+    list.replaceChildren(el('li', 'thread-empty', 'Upload or select a document, then ask about it.'));
+  } else if (!turns.length) {
+    const text = {
+      ready: `Ask a question about ${doc.name}. Follow-up questions continue the conversation.`,
+      ingesting: `${doc.name} is being prepared; questions can be asked once it is ready.`,
+    }[doc.status] || `${doc.name} could not be prepared, so there is nothing to ask about. Delete it and upload it again.`;
+    list.replaceChildren(el('li', 'thread-empty', text));
+  } else {
+    list.replaceChildren(...turns.map((t) => turnNode(t, doc.id)));
+    list.scrollTop = list.scrollHeight;
+  }
+  const withStats = [...turns].reverse().find((t) => t.stats);
+  renderStats(withStats ? withStats.stats : null);
+}
+
+function renderStats(s) {
+  const box = $('stats');
+  if (!s) {
+    box.replaceChildren();
+    return;
+  }
+  const fixed = (v, digits) => (Number.isFinite(Number(v)) ? Number(v).toFixed(digits) : '–');
+  const drafted = Number(s.drafted_tokens) || 0;
+  const accepted = Number(s.accepted_tokens) || 0;
+  const rate = drafted > 0 ? ` (${Math.round((100 * accepted) / drafted)}%)` : '';
+  const d = s.drafted_by_source || {};
+  const a = s.accepted_by_source || {};
+  const bySource = ['mtp', 'lookup'].map((k) => `${k === 'mtp' ? 'MTP' : 'lookup'} ${count(d[k] || 0)} / ${count(a[k] || 0)}`);
+  // [key, label, value, explanation]; every pair of draft figures reads drafted / accepted.
+  const rows = [
+    ['ttft', 'TTFT', `${fixed(s.ttft_ms, 0)} ms`, 'time to first token'],
+    ['tps', 'Decode', `${fixed(s.decode_tokens_per_s, 1)} tok/s`, 'answer tokens per second'],
+    ['prefill', 'Prefilled tokens', count(s.prompt_tokens), 'the question and conversation, evaluated for this answer'],
+    ['cached', 'Cached tokens', count(s.cached_tokens), 'the document, restored from its saved state'],
+    ['completion', 'Completion tokens', count(s.completion_tokens), 'tokens the model wrote'],
+    ['drafts', 'Drafted / accepted', `${count(drafted)} / ${count(accepted)}${rate}`, 'draft tokens proposed / verified and kept'],
+    ['sources', 'Drafted / accepted by source', bySource.join(' · '), 'MTP head and prompt lookup in the document'],
+    ['verify', 'Verify steps', count(s.verify_steps), 'decode calls that verified a draft'],
+    ['per-step', 'Accepted / step', fixed(s.mean_accepted_per_step, 2), 'accepted draft tokens per verify step'],
+    ['finish', 'Finish reason', show(s.finish_reason), 'stop: the model ended; length: max tokens reached'],
+  ];
+  box.replaceChildren(...rows.map(([key, label, value, why]) => {
+    const stat = el('div', key === 'sources' ? 'stat wide' : 'stat');
+    const dt = el('dt', '', label);
+    dt.title = why;
+    const dd = el('dd', '', value);
+    dd.dataset.stat = key;
+    stat.append(dt, dd);
+    return stat;
+  }));
+}
+
+// ---------------------------------------------------------------- asking
+
+/** The conversation so far, as chat messages: answered turns only (failed ones are left out). */
+function history(turns) {
+  return turns
+    .filter((t) => t.status !== 'error' && t.answer.trim())
+    .flatMap((t) => [{ role: 'user', content: t.question }, { role: 'assistant', content: t.answer }]);
+}
+
+/**
+ * Ask `question` about `doc` with decoding `params` ({max_tokens, temperature, verify16, draft_tokens?}).
+ * ui: {status(text, kind), changed(), isShown(docId)}.
+ */
+export async function ask(doc, question, params, ui) {
+  const turns = threadOf(doc.id);
+  const messages = [...history(turns), { role: 'user', content: question }];
+  const turn = { question, answer: '', citations: [], stats: null, status: 'waiting', error: null, node: null };
+  turns.push(turn);
+  active.controller = new AbortController();
+  active.docId = doc.id;
+  ui.changed();
+  ui.status('Waiting for the first token…');
+
+  let finished = false;
+  try {
+    const body = { model: `doc:${doc.id}`, messages, stream: true, ...params };
+    const res = await openStream('/v1/chat/completions', body, active.controller.signal);
+    await readEvents(res, (event, data) => {
+      if (event === 'queued') {
+        ui.status(`Waiting in line (${count(data.position)} ahead)…`);
+        return;
+      }
+      if (event !== 'message') return; // events this page does not know are ignored
+      if (data === '[DONE]') {
+        finished = true;
+        return;
+      }
+      if (!data || typeof data !== 'object') return;
+      if (data.error) throw new ApiError(0, data.error.type, data.error.message);
+      const choice = (data.choices || [])[0];
+      const text = choice && choice.delta ? choice.delta.content : ''; // the first chunk carries only the role
+      if (text) {
+        if (turn.status === 'waiting') ui.status('Writing…');
+        turn.status = 'streaming';
+        turn.answer += text;
+        scheduleRender(turn);
+      }
+      if (Array.isArray(data.citations)) turn.citations = data.citations;
+      if (data.docqa) turn.stats = data.docqa;
+    });
+    if (!finished) throw new ApiError(0, 'network', 'the answer stream ended before its last chunk');
+    turn.status = 'done';
+  } catch (err) {
+    turn.status = err.name === 'AbortError' ? 'stopped' : 'error';
+    turn.error = err;
+  } finally {
+    active.controller = null;
+    active.docId = null;
+    dirty.delete(turn);
+    ui.changed(); // re-renders the thread and stats if this document is shown
+    if (turn.citations.length && ui.isShown(doc.id)) showCitations(doc.id, turn.citations);
+    if (turn.status === 'done') {
+      if (turn.answer.trim()) ui.status('Done.', 'ok');
+      else ui.status('The model gave no answer.', 'warn');
+    } else if (turn.status === 'stopped') {
+      ui.status('Stopped.');
+    } else {
+      ui.status('Not answered; see the message above.', 'error');
+    }
+  }
+}
