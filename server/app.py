@@ -17,6 +17,7 @@ from ingest.worker import ExtractionWorker
 from server import errors
 from server.deps import require_api_key
 from server.engine import Engine
+from server.head import HeadAsGet
 from server.limits import UploadLimit
 from server.memory import with_preset
 from server.metrics import CONTENT_TYPE, Metrics, RequestMetrics
@@ -69,6 +70,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         return FileResponse(WEB_DIR / "index.html")
 
     app.add_middleware(UploadLimit, max_bytes=settings.max_upload_bytes)
+    app.add_middleware(HeadAsGet)
     app.add_middleware(RequestMetrics, metrics=metrics)
     if settings.cors_origins:  # off unless configured
         app.add_middleware(

@@ -59,7 +59,7 @@ class AnswerRequest(BaseModel):
     temperature: float = Field(default=0.0, ge=0.0, le=5.0)
     top_k: int = Field(default=0, ge=0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    seed: int | None = Field(default=None, ge=0, lt=2**63)
+    seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)  # negative (-1): unseeded
     stop: list[str] | None = Field(default=None, max_length=16)
     verify16: bool = False  # 16-token verification mode; wins over draft_tokens
     draft_tokens: int | None = Field(default=None, ge=0, le=MAX_WINDOW)  # 0 = no speculation

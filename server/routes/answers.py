@@ -34,7 +34,8 @@ def answer_params(req: AnswerRequest, settings: Settings) -> AnswerParams:
     else:
         window = settings.default_draft_tokens  # None: adaptive
     try:
-        sampling = SamplingParams(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=req.seed)
+        seed = req.seed if req.seed is not None and req.seed >= 0 else None  # -1: unseeded (llama-server, vLLM)
+        sampling = SamplingParams(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=seed)
         return AnswerParams(
             max_tokens=req.max_tokens or settings.default_max_tokens,
             sampling=sampling,

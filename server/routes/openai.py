@@ -82,7 +82,7 @@ class ChatCompletionRequest(BaseModel):
     max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_ANSWER_TOKENS)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    seed: int | None = Field(default=None, ge=0, lt=2**63)
+    seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)  # negative (-1): unseeded, as llama-server
     stop: str | list[str] | None = None
     n: int = 1
     tools: list | None = None
@@ -108,11 +108,24 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
+def _card(doc: DocRecord) -> ModelCard:
+    return ModelCard(id=f"doc:{doc.id}", created=int(doc.created_at), name=doc.name, status=doc.status)
+
+
 @router.get("/models", response_model=ModelList)
 async def models(store: StoreDep) -> ModelList:
     """Every loaded document as a model id ``doc:<id>``."""
-    cards = [ModelCard(id=f"doc:{d.id}", created=int(d.created_at), name=d.name, status=d.status) for d in store.list()]
-    return ModelList(data=cards)
+    return ModelList(data=[_card(d) for d in store.list()])
+
+
+@router.get("/models/{model_id}", response_model=ModelCard)
+async def model(model_id: str, store: StoreDep) -> ModelCard:
+    """One document as a model (``client.models.retrieve("doc:<id>")``)."""
+    doc_id = model_id.removeprefix("doc:")
+    doc = store.get(doc_id) if doc_id.isalnum() else None
+    if doc is None:
+        raise DocumentNotFound(f"no model {model_id!r}; GET /v1/models lists them")
+    return _card(doc)
 
 
 def resolve_document(store: DocStore, req: ChatCompletionRequest) -> DocRecord:

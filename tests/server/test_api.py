@@ -180,6 +180,22 @@ def test_invalid_requests_get_422(server, cases):
             assert "20000 characters" in r.json()["error"]["message"]
 
 
+def test_head_on_every_get_route_and_allow_on_405(server, cases):
+    """Uptime monitors send HEAD; RFC 9110 wants Allow on every 405."""
+    with server() as client:
+        doc = upload(client, cases / CRAZY)
+        for path in ("/", "/health", "/metrics", "/v1/models", f"/v1/models/doc:{doc['id']}", "/v1/documents",
+                     f"/v1/documents/{doc['id']}", f"/v1/documents/{doc['id']}/text", "/static/js/app.js"):  # fmt: skip
+            get, head = client.get(path), client.head(path)
+            assert head.status_code == get.status_code == 200, path
+            assert head.content == b"" and head.headers["content-type"] == get.headers["content-type"], path
+        r = client.put("/v1/documents")
+        assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD, POST"
+        assert client.delete("/health").headers["allow"] == "GET, HEAD"
+        r = client.post(f"/v1/documents/{doc['id']}/answers", json={"question": "Who?", "seed": -1, "max_tokens": 2})
+        assert r.status_code == 200  # -1: unseeded, as in llama-server and vLLM
+
+
 def test_stop_strings_and_sampling_are_honoured(server, cases):
     with server() as client:
         doc = upload(client, cases / CRAZY)

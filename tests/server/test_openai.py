@@ -30,6 +30,20 @@ def test_models_lists_documents(served):
     _, client, doc = served
     ids = [m.id for m in client.models.list()]
     assert f"doc:{doc['id']}" in ids
+    for model_id in ids:  # every listed id can be retrieved
+        assert client.models.retrieve(model_id).id == model_id
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("doc:0000000000000000")
+
+
+def test_seed_minus_one_means_unseeded(served):
+    """-1 is "no fixed seed" in llama-server and vLLM; the OpenAI schema allows any int64."""
+    _, client, doc = served
+    messages = [{"role": "user", "content": QUESTION}]
+    reply = client.chat.completions.create(
+        model=f"doc:{doc['id']}", messages=messages, seed=-1, temperature=0.9, max_tokens=4
+    )
+    assert reply.choices[0].finish_reason in ("stop", "length")
 
 
 def test_non_streaming_answer_with_usage_and_citations(served):
