@@ -32,7 +32,36 @@ def main() -> None:
     logging.getLogger("docqa").info(
         "self-test %s; serving on http://%s:%d", result.status, settings.host, settings.port
     )
-    uvicorn.run(create_app(settings, result), host=settings.host, port=settings.port, log_level="info")
+    app = create_app(settings, result)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        # Connections still open this long after SIGTERM (a reader that stopped reading) are closed.
+        timeout_graceful_shutdown=settings.shutdown_timeout_s + GRACE_S,
+    )
+    GracefulServer(config, app).run()
+
+
+#: Seconds past DOCQA_SHUTDOWN_TIMEOUT_S for the last events of cut-off answers to reach their clients.
+GRACE_S = 2.0
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn, telling the engine when a shutdown signal arrives: it stops admitting, lets the answers
+    in flight finish for DOCQA_SHUTDOWN_TIMEOUT_S, then ends them with an error event, while uvicorn
+    waits for their connections to close (and closes the rest after GRACE_S more)."""
+
+    def __init__(self, config: uvicorn.Config, app) -> None:
+        super().__init__(config)
+        self.app = app
+
+    def handle_exit(self, sig: int, frame) -> None:
+        engine = getattr(self.app.state, "engine", None)
+        if engine is not None and not self.should_exit:
+            engine.begin_shutdown(self.app.state.settings.shutdown_timeout_s)
+        super().handle_exit(sig, frame)
 
 
 if __name__ == "__main__":

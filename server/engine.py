@@ -4,7 +4,10 @@ Continuous batching. Sequence 0 (``DOC_SEQ``) holds exactly the prefix of the do
 (server/hot.py), and each question gets a sequence of its own that shares that prefix
 (server/runner.py). Every iteration of the thread is one :meth:`Engine.step`, as in nano-vllm's
 ``LLMEngine.step``: the scheduler admits waiting jobs (server/scheduler.py), the runner decodes one
-verify step for every running question in one ``llama_decode``, and the results go to the clients.
+verify step for every question that is answering in one ``llama_decode``, the results go to the
+clients, and then one prefill chunk (at most ``n_ubatch`` tokens) of a question being admitted or of
+a document being ingested is decoded, so a long prompt delays the running streams by one chunk per
+step at most, as llama-server and vLLM schedule prefill next to decode.
 """
 
 from __future__ import annotations
@@ -12,26 +15,26 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from dataclasses import asdict, replace
+import time
+from dataclasses import asdict
 from typing import Protocol
 
-from ingest import snapshot
-from ingest.store import INGESTING, READY, DocStore
+from ingest.store import DocStore
 from server import errors
+from server.admission import admit
 from server.citations import Citations
 from server.hot import HotDocs
-from server.ingestion import ingest, resume_interrupted
-from server.jobs import AnswerJob, IngestJob, Job
+from server.ingestion import Ingestions, resume_interrupted
+from server.jobs import AnswerJob, Deleted, IngestJob, Job
 from server.loading import Loaded, load
 from server.runner import Runner, StepReport
 from server.scheduler import Scheduler
 from server.sequence import Sequence
 from server.settings import Settings
-from spec.lookup import LookupDrafter
-from spec.loop import Answer, AnswerRun, AnswerStats
 
 log = logging.getLogger("docqa.engine")
 DOC_SEQ = 0  # the sequence that holds the prefix of the document in use
+_WAKE = object()  # wakes the engine thread (a shutdown began) without a job
 
 
 class Observer(Protocol):
@@ -49,11 +52,15 @@ class Engine:
         self.load_error: str | None = None
         self.ready = threading.Event()
         self.progress: dict[str, float] = {}  # doc id -> prefill progress 0..1 (engine writes, routes read)
-        self.scheduler = Scheduler(settings.n_seq_max, settings.n_ctx, settings.answer_reserve, 0)
+        self.scheduler = Scheduler(
+            settings.n_seq_max, settings.n_ctx, settings.answer_reserve, 0, settings.parallel_ingest
+        )
+        self.ingest: Ingestions | None = None  # after load: the document being prefilled, a chunk per step
+        self._turn = 0  # alternates prefill chunks between questions and the ingestion
+        self._closing_at: float | None = None  # monotonic deadline of a graceful shutdown
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="docqa-engine", daemon=True)
-        self._deleted: set[str] = set()
-        self._deleted_lock = threading.Lock()
+        self.deleted = Deleted()  # documents deleted since the last step (routes add, the engine drops)
         self.docs: HotDocs | None = None  # after load: the document sequence and the RAM cache
         self.runner: Runner | None = None
         self.citations: Citations | None = None
@@ -68,8 +75,17 @@ class Engine:
             raise RuntimeError(self.load_error)
 
     def stop(self) -> None:
+        """Stop the thread (after :meth:`begin_shutdown`, once the answers had their time) and wait for
+        it: every step is bounded (one decode and one prefill chunk), so this is prompt."""
         self._jobs.put(None)
-        self._thread.join(timeout=30)
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def begin_shutdown(self, timeout_s: float) -> None:
+        """Stop admitting; answers in flight get ``timeout_s`` to finish, then end with an error event.
+        An ingestion stops between chunks and stays ``ingesting`` (resumed at the next start)."""
+        self._closing_at = time.monotonic() + timeout_s
+        self._jobs.put(_WAKE)
 
     @property
     def model(self):
@@ -92,17 +108,20 @@ class Engine:
     def active_answers(self) -> int:
         return len(self.scheduler.running)
 
-    def submit_ingest(self, doc_id: str) -> None:
+    def submit_ingest(self, doc_id: str, n_tokens: int) -> None:
+        """Queue the prefill of a stored document (``n_tokens``: its prefix length)."""
         self.progress[doc_id] = 0.0
-        self._jobs.put(IngestJob(doc_id))
+        self._jobs.put(IngestJob(doc_id, n_tokens))
 
-    def submit_answer(self, job: AnswerJob) -> None:
+    def submit_answer(self, job: AnswerJob) -> int:
+        """Queue a question; returns how many jobs are waiting ahead of it."""
+        ahead = self.queue_depth
         self._jobs.put(job)
+        return ahead
 
     def forget(self, doc_id: str) -> None:
         """A document was deleted: stop its ingestion and drop its RAM state at the next chance."""
-        with self._deleted_lock:
-            self._deleted.add(doc_id)
+        self.deleted.add(doc_id)
         self.progress.pop(doc_id, None)
 
     # -- the engine thread ---------------------------------------------------------------------------
@@ -116,13 +135,14 @@ class Engine:
             return
         self.ready.set()
         resume_interrupted(self.store, self.submit_ingest)
-        while self._pull(block=not self.scheduler.running and not self.scheduler.waiting):
+        while self._pull(block=self._idle()):
             self.step()
-        for seq in list(self.scheduler.running.values()):
-            seq.job.fail(errors.EngineStopped("the server is shutting down; ask again after it restarts"))
-            self._release(seq)
+        self._close_down(force=True)
         self.citations.close()
         self.loaded.close()
+
+    def _idle(self) -> bool:
+        return not self.scheduler.running and not self.scheduler.waiting and self.scheduler.ingesting is None
 
     def _load(self) -> None:
         loaded = self.loaded = load(self.settings, DOC_SEQ)
@@ -130,6 +150,7 @@ class Engine:
         self.docs = HotDocs(self.settings, self.store, loaded.model, loaded.ctx, loaded.mtp_ctx, DOC_SEQ)
         self.runner = Runner(loaded.ctx, loaded.mtp_ctx, DOC_SEQ)
         self.citations = Citations(self.store, loaded.model, loaded.layout)
+        self.ingest = Ingestions(self.store, self.docs, self.scheduler, self.progress, self.deleted)
 
     def _pull(self, block: bool) -> bool:
         """Move submitted jobs to the scheduler; wait for one if ``block``. False once stop() was called."""
@@ -138,7 +159,8 @@ class Engine:
         except queue.Empty:
             return True
         while job is not None:
-            self.scheduler.add(job)
+            if job is not _WAKE:
+                self.scheduler.add(job)
             try:
                 job = self._jobs.get_nowait()
             except queue.Empty:
@@ -146,17 +168,20 @@ class Engine:
         return False
 
     def step(self) -> None:
-        """One iteration: schedule -> run -> postprocess."""
-        self._purge_deleted()
+        """One iteration: schedule -> run -> postprocess, then one prefill chunk."""
+        for doc_id in self.deleted.take():
+            self.docs.drop(doc_id)
+        if self._closing_at is not None:
+            self._close_down(force=time.monotonic() >= self._closing_at)
         while (job := self.scheduler.next_job(self.docs.loaded, self._n_prefix)) is not None:
-            self._start(job)  # an ingestion runs to its end here; a question joins the batch
-        running = list(self.scheduler.running.values())
-        if not running:
-            return
-        report = self.runner.step(running)  # one llama_decode for every running question
-        if self.observer is not None:
-            self.observer.observe_step(len(running), report.mtp_batched)
-        self._postprocess(report)
+            self._start(job)  # a question starts its prefill; an ingestion claims its sequence
+        answering = [seq for seq in self.scheduler.running.values() if not seq.prefilling]
+        if answering:
+            report = self.runner.step(answering)  # one llama_decode for every answering question
+            if self.observer is not None:
+                self.observer.observe_step(len(answering), report.mtp_batched)
+            self._postprocess(report)
+        self._prefill_next_chunk()
 
     def _postprocess(self, report: StepReport) -> None:
         """Send each question its tokens; then rebuild the sequences whose rollback failed (after every
@@ -183,68 +208,52 @@ class Engine:
     def _start(self, job: Job) -> None:
         try:
             if isinstance(job, IngestJob):
-                ingest(job, self.store, self.docs, self.progress, self._is_deleted)
+                self.ingest.start(job)
             else:
-                self._start_answer(job)
+                seq = admit(job, self)
+                self.scheduler.running[seq.seq_id] = seq
         except Exception as exc:  # keep serving; tell the waiting request what happened
             if not isinstance(exc, errors.ApiError):
                 log.exception("engine job failed")
-            if not self.scheduler.running:
-                self.docs.loaded = None  # the document sequence may be half-written
             if isinstance(job, AnswerJob):
                 job.fail(errors.from_engine(exc))
                 for seq in [s for s in self.scheduler.running.values() if s.job is job]:
                     self._release(seq)
 
-    def _start_answer(self, job: AnswerJob) -> None:
-        """Bring the document into DOC_SEQ if no question is running, share its prefix into a free
-        sequence, prefill the question there and choose the first token."""
-        doc = self.store.get(job.doc_id)
-        if doc is None or self._is_deleted(job.doc_id):
-            raise errors.DocumentNotFound(f"document {job.doc_id} was deleted; list them with GET /v1/documents")
-        if doc.status != READY:
-            raise errors.DocumentNotReady(f"document {job.doc_id} is being ingested again; retry soon")
-        if self.scheduler.running and self.docs.loaded != doc.id:
-            raise RuntimeError("cannot switch documents while questions are running")  # the scheduler prevents it
-        try:
-            hot = self.docs.restore(doc.id)
-        except snapshot.SnapshotIncompatible as exc:
-            raise errors.SnapshotUnusable(
-                f"document {doc.id} was ingested with another model or cache layout ({exc}); "
-                f"re-ingest it with POST /v1/documents/{doc.id}/reingest"
-            ) from None
-        except snapshot.SnapshotMissing:
-            self.store.set_status(doc.id, INGESTING)
-            self.submit_ingest(doc.id)
-            raise errors.SnapshotRebuilding(
-                f"document {doc.id}'s saved state was missing; it is being rebuilt, retry soon"
-            ) from None
-        model, layout, n_ctx = self.loaded.model, self.loaded.layout, self.n_ctx
-        suffix = layout.question_suffix(model, job.question, job.history)
-        if len(hot.prefix) + len(suffix) + 1 > n_ctx:
-            raise errors.QuestionTooLong(
-                f"the question is {len(suffix)} tokens; with the document ({len(hot.prefix)} tokens) that "
-                f"exceeds n_ctx {n_ctx}"
-            )
-        seq_id = self.scheduler.free_seq_id()
-        mtp = self.runner.share_prefix(seq_id, hot)
-        lookup = LookupDrafter(hot.index, model.piece, model.unspaced)
-        stats = AnswerStats(prompt_tokens=len(suffix), cached_tokens=len(hot.prefix))
-        params = job.params if job.params.stops is not None else replace(job.params, stops=layout.stops)
-        run = AnswerRun(
-            self.loaded.ctx, model, lookup, len(hot.prefix) + len(suffix), stats, job.t_start, seq_id, mtp,
-            self.loaded.max_window, self.loaded.costs, job.cancelled.is_set,
-        )  # fmt: skip
-        cells = self.scheduler.cells_needed(job, len(suffix))
-        seq = Sequence(job, seq_id, hot, suffix, lookup, mtp, Answer(run, params), cells)
-        self.scheduler.running[seq_id] = seq
-        if not self.runner.prefill(seq, suffix, should_stop=job.cancelled.is_set):
+    def _prefill_next_chunk(self) -> None:
+        """Decode one prefill chunk: of the oldest question still prefilling, or of the ingestion
+        (taking turns when both wait)."""
+        seq = next((s for s in self.scheduler.running.values() if s.prefilling), None)
+        if seq is not None and (self.scheduler.ingesting is None or self._turn % 2 == 0):
+            self._prefill_question(seq)
+        elif self.scheduler.ingesting is not None:
+            self.ingest.step(self.loaded.ctx.config.n_ubatch)
+        self._turn += 1
+
+    def _prefill_question(self, seq: Sequence) -> None:
+        if seq.job.cancelled.is_set():  # the client hung up before its first token
             self._release(seq)
             return
-        lookup.extend(suffix.tolist())
-        self._deliver(seq, seq.answer.begin(self.runner.first_row()))
+        try:
+            if not self.runner.prefill_chunk(seq, self.loaded.ctx.config.n_ubatch):
+                return
+            seq.lookup.extend(seq.suffix.tolist())
+            self._deliver(seq, seq.answer.begin(self.runner.first_row()))
+        except Exception as exc:
+            self._abort(seq, exc)
+            return
         if seq.answer.done:
             self._finish(seq)
+
+    def _close_down(self, force: bool) -> None:
+        """Shutting down: refuse what waits, stop the ingestion (it stays resumable), and once ``force``
+        end the running answers with an error event."""
+        stopped = errors.EngineStopped("the server is shutting down; ask again after it restarts")
+        self.scheduler.refuse_waiting(stopped)
+        self.ingest.stop()
+        for seq in list(self.scheduler.running.values()) if force else []:
+            seq.job.fail(stopped)
+            self._release(seq)
 
     def _deliver(self, seq: Sequence, events) -> None:
         for event in events:
@@ -278,13 +287,3 @@ class Engine:
     def _n_prefix(self, doc_id: str) -> int:
         hot = self.docs.get(doc_id)
         return len(hot.prefix) if hot is not None else 0
-
-    def _purge_deleted(self) -> None:
-        with self._deleted_lock:
-            gone, self._deleted = self._deleted, set()
-        for doc_id in gone:
-            self.docs.drop(doc_id)
-
-    def _is_deleted(self, doc_id: str) -> bool:
-        with self._deleted_lock:
-            return doc_id in self._deleted

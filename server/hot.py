@@ -1,8 +1,8 @@
 """Hot documents: what the document sequence holds, and the RAM cache of document states.
 
 The document sequence (``seq_id``, 0 in the engine) holds exactly one document's prefix, never
-decoded into by a question; questions share it by ``seq_cp``. It is filled by a prefill (ingestion)
-or by bringing a document in: from its RAM state while it is hot (LRU within
+decoded into by a question; questions share it by ``seq_cp``. It is filled by an ingestion
+(server/ingestion.py) or by bringing a document in: from its RAM state while it is hot (LRU within
 ``snapshot_ram_bytes``), else from its snapshot on disk.
 """
 
@@ -19,7 +19,6 @@ from runtime.llama import Context, Model
 from server.settings import Settings
 from spec.cite import CitationIndex, TokenOffsets
 from spec.lookup import NgramIndex
-from spec.mtp import MtpDrafter
 
 
 @dataclass(slots=True)
@@ -50,32 +49,22 @@ class HotDocs:
         self.ctx, self.mtp_ctx, self.seq_id = ctx, mtp_ctx, seq_id
         self.loaded: str | None = None  # the document whose prefix the sequence holds, exactly
         self._hot: OrderedDict[str, HotDoc] = OrderedDict()
-        self.mtp = MtpDrafter(ctx, mtp_ctx, seq_id) if mtp_ctx is not None else None  # its MTP state
 
-    def prefill(self, prefix: np.ndarray, on_progress=None, should_stop=None) -> bool:
-        """Empty the document sequence and prefill ``prefix`` into it in ``n_batch`` chunks (with
-        the MTP catch-up after each). False if ``should_stop()`` turned true; it is then empty."""
+    def adopt(self, doc_id: str, seq_id: int) -> None:
+        """Make the document sequence hold what ``seq_id`` holds (the prefix of ``doc_id``, just
+        ingested there): its cells are shared, not copied (unified KV); ``seq_id`` keeps them too."""
         self.clear()
-        on_chunk = self.mtp.process if self.mtp is not None else None
-        done = self.ctx.prefill(
-            prefix, 0, seq_id=self.seq_id, on_progress=on_progress, should_stop=should_stop, on_chunk=on_chunk
-        )
-        if not done:
-            self.clear()
-        return done
-
-    @property
-    def mtp_h(self) -> np.ndarray | None:
-        """The target hidden state of the prefix's last token (the MTP's ``pending_h``), to snapshot."""
-        return self.mtp.pending_h.copy() if self.mtp is not None else None
+        self.ctx.seq_cp(seq_id, self.seq_id, 0, -1)
+        if self.mtp_ctx is not None:
+            self.mtp_ctx.seq_cp(seq_id, self.seq_id, 0, -1)
+        self.loaded = doc_id
 
     def clear(self) -> None:
         """Empty the document sequence in both contexts."""
         self.loaded = None
         self.ctx.seq_rm(self.seq_id, 0)
-        if self.mtp is not None:
+        if self.mtp_ctx is not None:
             self.mtp_ctx.seq_rm(self.seq_id, 0)
-            self.mtp.reset()
 
     def get(self, doc_id: str) -> HotDoc | None:
         return self._hot.get(doc_id)
@@ -143,10 +132,10 @@ class HotDocs:
         self.loaded = doc_id
         return hot
 
-    def states_for_ram(self) -> tuple[bytes | None, bytes | None]:
-        """The sequence's state bytes (target, MTP) if they fit the RAM budget (checked before
-        copying: a 139k-token state of a 27B model is gigabytes)."""
-        seq = self.seq_id
+    def states_for_ram(self, seq: int | None = None) -> tuple[bytes | None, bytes | None]:
+        """The state bytes (target, MTP) of ``seq`` (default: the document sequence) if they fit the
+        RAM budget (checked before copying: a 139k-token state of a 27B model is gigabytes)."""
+        seq = self.seq_id if seq is None else seq
         size = self.ctx.state_size(seq) + (self.mtp_ctx.state_size(seq) if self.mtp_ctx else 0)
         if size > self.settings.snapshot_ram_bytes:
             return None, None

@@ -18,6 +18,7 @@ from spec.loop import AnswerParams
 @dataclass(eq=False)
 class IngestJob:
     doc_id: str
+    n_tokens: int  # its prefix tokens: the KV cells its prefill needs
 
 
 @dataclass(eq=False)
@@ -55,3 +56,25 @@ class AnswerJob:
 
 
 Job = IngestJob | AnswerJob
+
+
+class Deleted:
+    """Documents deleted since the engine last looked: routes add, the engine thread takes. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+        self._lock = threading.Lock()
+
+    def add(self, doc_id: str) -> None:
+        with self._lock:
+            self._ids.add(doc_id)
+
+    def __contains__(self, doc_id: object) -> bool:
+        with self._lock:
+            return doc_id in self._ids
+
+    def take(self) -> set[str]:
+        """The ids added since the last call (the set is emptied)."""
+        with self._lock:
+            ids, self._ids = self._ids, set()
+        return ids

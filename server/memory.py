@@ -25,11 +25,17 @@ PRESETS = {
         "shape": "qwen3.6-27b-q4_k_m",
         "vram_bytes": 24 * 1024**3,
         "n_ctx": 139_264,  # 136 Ki tokens: the long-document target (notes §7)
-        "fixed": {"type_k": "q8_0", "type_v": "q8_0", "flash_attn": "on"},
+        # One 139k-token document fills the card: a second one cannot be prefilled next to it.
+        "fixed": {"type_k": "q8_0", "type_v": "q8_0", "flash_attn": "on", "parallel_ingest": False},
     },
 }
 #: n_rs_seq values a preset tries, widest first; 4 still covers MTP's 3-token drafts.
 RS_CHOICES = (MAX_WINDOW, 12, 8, 6, 4)
+
+
+def n_sequences(settings: Settings) -> int:
+    """llama.cpp sequences: the document's, one per concurrent question, and one to ingest into."""
+    return 1 + settings.n_seq_max + int(settings.parallel_ingest)
 
 
 def context_config(settings: Settings, recurrent: bool) -> ContextConfig:
@@ -50,20 +56,21 @@ def context_config(settings: Settings, recurrent: bool) -> ContextConfig:
         flash_attn=s.flash_attn,
         swa_full=s.swa_full,
         n_rs_seq=(MAX_WINDOW if s.n_rs_seq is None else s.n_rs_seq) if recurrent else 0,
-        n_seq_max=s.n_seq_max + 1,
+        n_seq_max=n_sequences(s),
         kv_unified=True,
     )
 
 
 def plan_config(settings: Settings, shape: ModelShape) -> PlanConfig:
     """The contexts server/engine.py creates for ``settings`` on this model, as a PlanConfig: one
-    sequence holds the document and each of ``n_seq_max`` concurrent questions gets its own (so
-    llama.cpp's n_seq_max is one more), in one unified KV pool; the MTP context has the same shape.
+    sequence holds the document, each of ``n_seq_max`` concurrent questions gets its own, and with
+    ``parallel_ingest`` one more takes a new document's prefill (:func:`n_sequences`), in one unified
+    KV pool; the MTP context has the same shape.
     Keep this in step with :func:`context_config`."""
     n_rs_seq = (MAX_WINDOW if settings.n_rs_seq is None else settings.n_rs_seq) if shape.is_recurrent else 0
     return PlanConfig(
         n_ctx=settings.n_ctx,
-        n_seq_max=settings.n_seq_max + 1,
+        n_seq_max=n_sequences(settings),
         n_rs_seq=n_rs_seq,
         type_k=settings.type_k,
         type_v=settings.type_v,
@@ -90,10 +97,11 @@ def check_fits(settings: Settings, model_path: Path) -> None:
     p = plan(shape, cfg)
     if p.device_total <= settings.vram_bytes:
         return
-    raise ValueError(_overflow_message(p, shape, cfg, settings.vram_bytes))
+    raise ValueError(_overflow_message(p, shape, cfg, settings))
 
 
-def _overflow_message(p: Plan, shape: ModelShape, cfg: PlanConfig, budget: int) -> str:
+def _overflow_message(p: Plan, shape: ModelShape, cfg: PlanConfig, settings: Settings) -> str:
+    budget = settings.vram_bytes
     parts = ", ".join(f"{r.name} {format_size(r.device)}" for r in p.rows if r.device)
     best = largest_n_ctx(shape, cfg, budget)
     hint = (
@@ -102,7 +110,7 @@ def _overflow_message(p: Plan, shape: ModelShape, cfg: PlanConfig, budget: int) 
         else "even the smallest context does not fit: offload fewer layers (DOCQA_N_GPU_LAYERS) or use a smaller model"
     )
     return (
-        f"{shape.name} with n_ctx {p.n_ctx}, {cfg.n_seq_max - 1} concurrent questions, n_rs_seq {p.n_rs_seq}, KV "
+        f"{shape.name} with n_ctx {p.n_ctx}, {settings.n_seq_max} concurrent questions, n_rs_seq {p.n_rs_seq}, KV "
         f"{cfg.type_k}/{cfg.type_v} needs {format_size(p.device_total)} of GPU memory ({parts}) but "
         f"DOCQA_VRAM_BYTES allows {format_size(budget)} ({format_size(p.device_total - budget)} over); {hint}, "
         "or lower DOCQA_N_SEQ_MAX / DOCQA_N_RS_SEQ, or quantize the KV cache (DOCQA_TYPE_K/V=q4_0). "
@@ -147,8 +155,9 @@ def preset_values(name: str, settings: Settings) -> dict[str, object]:
     if not fitting and "n_ctx" not in explicit:
         values["n_ctx"] = largest_n_ctx(shape, config(), budget) or spec["n_ctx"]
     if "n_seq_max" not in explicit:
-        contexts = largest_n_seq_max(shape, config(), budget, limit=MAX_SEQS + 1)
-        values["n_seq_max"] = max(1, contexts - 1)
+        extra = n_sequences(settings.model_copy(update={**values, "n_seq_max": 0}))  # besides the questions
+        contexts = largest_n_seq_max(shape, config(), budget, limit=MAX_SEQS + extra)
+        values["n_seq_max"] = max(1, contexts - extra)
     if "n_rs_seq" in explicit:
         del values["n_rs_seq"]
     return values

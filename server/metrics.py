@@ -88,7 +88,8 @@ class Metrics:
 
 
 class RequestMetrics:
-    """ASGI middleware: count requests by route template and status, and time them."""
+    """ASGI middleware: count requests by route template and status (``cancelled`` when the client
+    hung up first), and time them until the response starts."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app, self.metrics = app, metrics
@@ -98,18 +99,31 @@ class RequestMetrics:
             await self.app(scope, receive, send)
             return
         t0 = time.perf_counter()
-        status = 500
+        status = "500"
+        complete = gone = False
+
+        async def watched_receive() -> Message:
+            nonlocal gone
+            message = await receive()
+            gone = gone or message["type"] == "http.disconnect"
+            return message
 
         async def timed_send(message: Message) -> None:
-            nonlocal status
+            nonlocal status, complete
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status = str(message["status"])
                 route = scope.get("route")
                 self.metrics.latency.labels(getattr(route, "path", "other")).observe(time.perf_counter() - t0)
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                complete = True
             await send(message)
 
         try:
-            await self.app(scope, receive, timed_send)
+            await self.app(scope, watched_receive, timed_send)
         finally:
             route = scope.get("route")
-            self.metrics.requests.labels(getattr(route, "path", "other"), str(status)).inc()
+            # A client that hung up before the whole response was sent: counted as such, not as the
+            # status its response would have had (a stream's 200 goes out before its first token).
+            self.metrics.requests.labels(
+                getattr(route, "path", "other"), "cancelled" if gone and not complete else status
+            ).inc()

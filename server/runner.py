@@ -54,6 +54,19 @@ class Runner:
         mtp.reset(hot.mtp_h)
         return mtp
 
+    def prefill_chunk(self, seq: Sequence, n_max: int) -> bool:
+        """Decode the next chunk (at most ``n_max`` tokens) of the question's suffix, with the MTP
+        catch-up; True once all of it is in, and the last row's logits (:meth:`first_row`) are ready."""
+        start = seq.n_prefilled
+        chunk = seq.suffix[start : start + n_max]
+        last = start + len(chunk) >= len(seq.suffix)
+        pos0 = seq.n_prefix + start
+        self.ctx.decode(chunk, pos0, seq_id=seq.seq_id, outputs="last" if last else "none")
+        if seq.mtp is not None:
+            seq.mtp.process(chunk, pos0)
+        seq.n_prefilled += len(chunk)
+        return last
+
     def prefill(self, seq: Sequence, tokens: np.ndarray, should_stop=None) -> bool:
         """Decode ``tokens`` after the prefix of ``seq`` (the question, or a replay), with the MTP
         catch-up; the last row's logits are then ready. False if ``should_stop()`` turned true."""

@@ -10,6 +10,8 @@ from spec.limits import MAX_WINDOW
 
 #: Longest question, in characters (both question routes).
 MAX_QUESTION_CHARS = 20_000
+#: Longest conversation (every message together), in characters, on the chat route.
+MAX_CONVERSATION_CHARS = 100_000
 #: Largest max_tokens a request may ask for (both question routes).
 MAX_ANSWER_TOKENS = 32_768
 

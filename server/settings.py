@@ -75,6 +75,20 @@ class Settings(BaseSettings):
         le=MAX_SEQS,
         description="Questions answered concurrently, batched into one decode call per step (continuous batching).",
     )
+    parallel_ingest: bool = Field(
+        default=True,
+        description=(
+            "Prefill a new document in a sequence of its own while questions about another are answered "
+            "(needs KV room for both; hybrid models hold one more recurrent state). Off: ingestion waits for "
+            "the running questions to finish."
+        ),
+    )
+    shutdown_timeout_s: float = Field(
+        default=10.0, ge=0, description="On SIGTERM, how long answers in flight may take to finish."
+    )
+    sse_heartbeat_s: float = Field(
+        default=5.0, gt=0, description="Seconds between SSE heartbeats while a stream waits for its first token."
+    )
     answer_reserve: int = Field(
         default=1024, ge=16, description="Tokens kept free for the question and answer; documents get n_ctx - this."
     )

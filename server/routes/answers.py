@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from ingest.store import FAILED, INGESTING, DocRecord
+from server import streams
 from server.deps import EngineDep, SettingsDep, StoreDep
 from server.engine import Engine
 from server.errors import DocumentFailed, DocumentIngesting, GenerationFailed, InvalidRequest, payload
@@ -23,6 +24,7 @@ from spec.loop import AnswerParams
 from spec.sampling import SamplingParams
 
 router = APIRouter(prefix="/v1")
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def answer_params(req: AnswerRequest, settings: Settings) -> AnswerParams:
@@ -52,17 +54,15 @@ def _sse(kind: str, data: dict) -> str:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-async def _events(job: AnswerJob, first: tuple[str, dict]) -> AsyncIterator[str]:
-    """SSE frames until done/error. Closing the generator (client gone) cancels the job."""
-    try:
-        kind, data = first
-        while True:
+async def _sse_frames(job: AnswerJob, position: int, heartbeat_s: float) -> AsyncIterator[str]:
+    """SSE frames: ``queued`` at once (with the jobs ahead), comment heartbeats until the first token,
+    then the job's events until done or error. Closing the generator (client gone) cancels the job."""
+    yield _sse("queued", {"position": position})
+    async for kind, data in streams.events(job, heartbeat_s):
+        if kind == "heartbeat":
+            yield ": keep-alive\n\n"
+        else:
             yield _sse(kind, payload(data) if kind == "error" else data)
-            if kind in ("done", "error"):
-                return
-            kind, data = await job.events.get()
-    finally:
-        job.cancel()
 
 
 @router.post("/documents/{doc_id}/answers", response_model=AnswerResponse)
@@ -74,11 +74,11 @@ async def answer(
     job = AnswerJob(
         doc_id=doc.id, question=req.question, params=answer_params(req, settings), loop=asyncio.get_running_loop()
     )
-    first = await start(engine, job)
-    if req.stream:
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return StreamingResponse(_events(job, first), media_type="text/event-stream", headers=headers)
-    answer = await collect(job, first, request)
+    position = engine.submit_answer(job)
+    if req.stream:  # headers and a first event go out now, however long the queue
+        frames = _sse_frames(job, position, settings.sse_heartbeat_s)
+        return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
+    answer = await collect(job, request)
     return AnswerResponse(answer=answer.text, citations=answer.citations, stats=answer.stats)
 
 
@@ -91,19 +91,6 @@ def check_answerable(doc: DocRecord, engine: Engine) -> None:
         raise DocumentFailed(f"document {doc.id} failed to ingest: {doc.error}; upload it again")
 
 
-async def start(engine: Engine, job: AnswerJob) -> tuple[str, dict]:
-    """Queue ``job`` and wait for its first event; an engine error is raised."""
-    engine.submit_answer(job)
-    try:
-        first = await job.events.get()
-        if first[0] == "error":
-            raise first[1]
-    except BaseException:
-        job.cancel()
-        raise
-    return first
-
-
 @dataclass
 class Collected:
     text: str
@@ -111,25 +98,16 @@ class Collected:
     stats: AnswerStatsPublic
 
 
-async def _cancel_on_disconnect(request: Request, job: AnswerJob) -> None:
-    """A non-streaming client that hangs up cancels its job (polled; Starlette gives no callback)."""
-    while not job.cancelled.is_set():
-        if await request.is_disconnected():
-            job.cancel()
-            return
-        await asyncio.sleep(0.25)
-
-
-async def collect(job: AnswerJob, first: tuple[str, dict], request: Request) -> Collected:
-    """Read a started job's events to the end: the whole answer, its citations and stats. The job is
-    cancelled if the client disconnects meanwhile."""
+async def collect(job: AnswerJob, request: Request) -> Collected:
+    """Read a queued job's events to the end: the whole answer, its citations and stats; an engine
+    error is raised. The job is cancelled if the client disconnects meanwhile, queued or not."""
     parts: list[str] = []
     citations: list[CitationPublic] = []
     stats: AnswerStatsPublic | None = None
-    kind, data = first
-    watcher = asyncio.create_task(_cancel_on_disconnect(request, job))
+    watcher = asyncio.create_task(streams.cancel_on_disconnect(request, job))
     try:
-        while kind != "done":
+        while True:
+            kind, data = await job.events.get()
             if kind == "token":
                 parts.append(data["text"])
             elif kind == "citations":
@@ -138,7 +116,8 @@ async def collect(job: AnswerJob, first: tuple[str, dict], request: Request) -> 
                 stats = AnswerStatsPublic(**data)
             elif kind == "error":
                 raise data
-            kind, data = await job.events.get()
+            elif kind == "done":
+                break
     finally:
         watcher.cancel()
         job.cancel()

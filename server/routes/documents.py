@@ -75,7 +75,7 @@ async def upload(
     if not created:  # the same bytes arrived concurrently
         response.status_code = 200
     else:
-        engine.submit_ingest(doc.id)
+        engine.submit_ingest(doc.id, len(prepared.prefix))
     return DocumentCreated(id=doc.id, name=doc.name, status=doc.status)
 
 
@@ -122,5 +122,5 @@ async def reingest(doc_id: str, store: StoreDep, engine: EngineDep, settings: Se
     prepared = await asyncio.to_thread(prepare, engine, settings, extracted)
     await asyncio.to_thread(pipeline.store_again, store, doc, prepared)
     engine.forget(doc.id)
-    engine.submit_ingest(doc.id)
+    engine.submit_ingest(doc.id, len(prepared.prefix))
     return DocumentCreated(id=doc.id, name=doc.name, status=INGESTING)

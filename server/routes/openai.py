@@ -33,11 +33,12 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ingest.store import DocRecord, DocStore
+from server import streams
 from server.deps import EngineDep, SettingsDep, StoreDep
 from server.errors import AmbiguousModel, DocumentNotFound, DocumentRequired, InvalidRequest, payload
 from server.jobs import AnswerJob
-from server.routes.answers import answer_params, check_answerable, collect, start
-from server.schemas import MAX_ANSWER_TOKENS, AnswerRequest
+from server.routes.answers import SSE_HEADERS, answer_params, check_answerable, collect
+from server.schemas import MAX_ANSWER_TOKENS, MAX_CONVERSATION_CHARS, MAX_QUESTION_CHARS, AnswerRequest
 from spec.limits import MAX_WINDOW
 
 router = APIRouter(prefix="/v1")
@@ -154,34 +155,44 @@ def resolve_document(store: DocStore, req: ChatCompletionRequest) -> DocRecord:
 
 
 def conversation(messages: list[ChatMessage]) -> tuple[tuple[tuple[str, str], ...], str]:
-    """Messages -> (earlier (question, answer) turns, the question to answer now).
+    """Messages -> (earlier (question, answer) turns, the question to answer now), in time linear in
+    the text. Each message is held to the question routes' limit, and the whole conversation to
+    MAX_CONVERSATION_CHARS, before anything is tokenized.
 
     Raises InvalidRequest unless the conversation ends with a user message.
     """
     system: list[str] = []
-    turns: list[list[str]] = []  # [question, answer]
-    for m in messages:
+    turns: list[tuple[list[str], list[str]]] = []  # (question parts, answer parts)
+    total = 0
+    for i, m in enumerate(messages):
         if m.role == "tool":
             raise InvalidRequest("tool messages are not supported")
         text = m.text()
+        total += len(text)
+        if len(text) > MAX_QUESTION_CHARS:
+            raise InvalidRequest(f"messages.{i}: String should have at most {MAX_QUESTION_CHARS} characters")
+        if total > MAX_CONVERSATION_CHARS:
+            raise InvalidRequest(
+                f"messages: the conversation is over {MAX_CONVERSATION_CHARS} characters; start a new one"
+            )
         if m.role in ("system", "developer"):
             system.append(text)
         elif m.role == "user":
-            if turns and not turns[-1][1]:
-                turns[-1][0] += "\n\n" + text
-            else:
-                turns.append([text, ""])
+            if not turns or turns[-1][1]:
+                turns.append(([], []))
+            turns[-1][0].append(text)
         elif turns:
-            turns[-1][1] += ("\n\n" if turns[-1][1] else "") + text
+            turns[-1][1].append(text)
         else:
             raise InvalidRequest("the conversation starts with an assistant message")
     if not turns or turns[-1][1]:
         raise InvalidRequest("the last message must be a user message (the question)")
     if system:
-        turns[0][0] = "\n\n".join([*system, turns[0][0]])
-    if not turns[-1][0].strip():
+        turns[0][0][:0] = system
+    pairs = [("\n\n".join(q), "\n\n".join(a)) for q, a in turns]
+    if not pairs[-1][0].strip():
         raise InvalidRequest("the question (last user message) is empty")
-    return tuple((q, a) for q, a in turns[:-1]), turns[-1][0]
+    return tuple(pairs[:-1]), pairs[-1][0]
 
 
 def _answer_request(req: ChatCompletionRequest, question: str) -> AnswerRequest:
@@ -239,16 +250,13 @@ async def chat_completions(
     if params.stops:  # OpenAI's stop adds to the end of the turn; it does not replace the layout's stops
         params = replace(params, stops=(*engine.layout.stops, *params.stops))
     job = AnswerJob(doc.id, question, params, asyncio.get_running_loop(), history=history)
-    first = await start(engine, job)
+    position = engine.submit_answer(job)
     base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": req.model}
-    if req.stream:
+    if req.stream:  # the first chunk goes out now, however long the queue
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        return StreamingResponse(
-            _chunks(job, first, base, include_usage),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-    answer = await collect(job, first, request)
+        chunks = _chunks(job, base, include_usage, position, settings.sse_heartbeat_s)
+        return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
+    answer = await collect(job, request)
     stats = answer.stats.model_dump()
     return {
         **base,
@@ -272,30 +280,31 @@ def _data(payload: dict | str) -> str:
     return f"data: {text}\n\n"
 
 
-async def _chunks(job: AnswerJob, first: tuple[str, dict], base: dict, include_usage: bool) -> AsyncIterator[str]:
-    """chat.completion.chunk frames, then ``[DONE]``. Closing the generator (client gone) cancels the job."""
+async def _chunks(
+    job: AnswerJob, base: dict, include_usage: bool, position: int, heartbeat_s: float
+) -> AsyncIterator[str]:
+    """chat.completion.chunk frames, then ``[DONE]``: the role-only first chunk at once (with the extra
+    field ``queue_position``: jobs ahead), SSE comment heartbeats until the first token (clients skip
+    comments), then the answer. Closing the generator (client gone) cancels the job."""
     chunk = {**base, "object": "chat.completion.chunk"}
 
     def delta(d: dict, finish: str | None = None, **extra) -> str:
         return _data({**chunk, "choices": [{"index": 0, "delta": d, "finish_reason": finish}], **extra})
 
-    try:
-        yield delta({"role": "assistant", "content": ""})
-        citations: list[dict] = []
-        kind, data = first
-        while kind != "done":
-            if kind == "token":
-                yield delta({"content": data["text"]})
-            elif kind == "citations":
-                citations = data["citations"]
-            elif kind == "stats":
-                yield delta({}, _finish_reason(data["finish_reason"]), citations=citations, docqa=data)
-                if include_usage:
-                    yield _data({**chunk, "choices": [], "usage": _usage(data)})
-            elif kind == "error":  # the openai client raises APIError on an `error` payload
-                yield _data(payload(data))
-                return
-            kind, data = await job.events.get()
-        yield _data("[DONE]")
-    finally:
-        job.cancel()
+    yield delta({"role": "assistant", "content": ""}, queue_position=position)
+    citations: list[dict] = []
+    async for kind, data in streams.events(job, heartbeat_s):
+        if kind == "heartbeat":
+            yield ": keep-alive\n\n"
+        elif kind == "token":
+            yield delta({"content": data["text"]})
+        elif kind == "citations":
+            citations = data["citations"]
+        elif kind == "stats":
+            yield delta({}, _finish_reason(data["finish_reason"]), citations=citations, docqa=data)
+            if include_usage:
+                yield _data({**chunk, "choices": [], "usage": _usage(data)})
+        elif kind == "error":  # the openai client raises APIError on an `error` payload
+            yield _data(payload(data))
+            return
+    yield _data("[DONE]")

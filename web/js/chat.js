@@ -235,6 +235,9 @@ export async function ask(doc, question, params, ui) {
       }
       if (!data || typeof data !== 'object') return;
       if (data.error) throw new ApiError(0, data.error.type, data.error.message);
+      if (typeof data.queue_position === 'number' && data.queue_position > 0 && turn.status === 'waiting') {
+        ui.status(`Waiting in line (${count(data.queue_position)} ahead)…`); // the first chunk says where
+      }
       const choice = (data.choices || [])[0];
       const text = choice && choice.delta ? choice.delta.content : ''; // the first chunk carries only the role
       if (text) {
