@@ -15,6 +15,7 @@ from ingest.errors import (
     EmptyDocument,
     NoTextLayer,
     PasswordRequired,
+    UnreadableDocument,
     UnreadablePdf,
     UnsupportedType,
     WrongPassword,
@@ -39,6 +40,7 @@ _DOCUMENT_ERRORS: dict[type[DocumentError], tuple[int, str]] = {
     PasswordRequired: (422, "password_required"),
     WrongPassword: (422, "wrong_password"),
     UnreadablePdf: (422, "unreadable_pdf"),
+    UnreadableDocument: (422, "unreadable_document"),
     NoTextLayer: (422, "no_text_layer"),
 }
 
