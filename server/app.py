@@ -37,7 +37,9 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         engine = Engine(settings, store)
         app.state.store = store
         app.state.engine = engine
-        app.state.extractor = ExtractionWorker(settings.extract_timeout_s, settings.extract_memory_bytes)
+        app.state.extractor = ExtractionWorker(
+            settings.extract_timeout_s, settings.extract_memory_bytes, settings.text_rules
+        )
         engine.on_answer = metrics.observe_answer  # every finished answer, cancelled ones included
         await asyncio.to_thread(engine.start)
         metrics.bind(engine, store)

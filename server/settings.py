@@ -14,6 +14,8 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ingest.normalize import TEXT_RULES
+
 KvType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"]
 
 #: Widest verification window: 16 draft tokens, so a verify call has 17 rows.
@@ -115,6 +117,12 @@ class Settings(BaseSettings):
     extract_timeout_s: float = Field(default=60.0, gt=0, description="Wall-clock limit of one text extraction.")
     extract_memory_bytes: int = Field(
         default=1024**3, ge=64 * 1024**2, description="Address-space limit of the extraction worker process."
+    )
+    text_rules: int = Field(
+        default=TEXT_RULES,
+        ge=1,
+        le=TEXT_RULES,
+        description="Text rules version for new extractions (ingest/normalize.py); 1 = the old raw lines.",
     )
 
     @field_validator("vram_bytes", mode="before")

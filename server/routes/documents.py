@@ -9,11 +9,12 @@ import hashlib
 from fastapi import APIRouter, File, Form, Response, UploadFile
 
 from ingest.errors import DocumentTooLong
+from ingest.reingest import reextract
 from ingest.store import FAILED, INGESTING, READY, DocRecord, DuplicateDocument
 from server.deps import EngineDep, ExtractorDep, SettingsDep, StoreDep
 from server.engine import Engine
 from server.errors import ApiError
-from server.schemas import DocumentCreated, DocumentList, DocumentPublic, DocumentText, PageSpan
+from server.schemas import DocumentCreated, DocumentList, DocumentPublic, DocumentText, PageSpan, ReingestRequest
 
 router = APIRouter(prefix="/v1")
 
@@ -32,6 +33,9 @@ def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
         tokens=doc.tokens,
         error=doc.error,
         created_at=doc.created_at,
+        kind=doc.kind,
+        text_rules=doc.text_rules,
+        encoding=doc.encoding,
     )
 
 
@@ -55,7 +59,7 @@ async def upload(
     engine: EngineDep,
     settings: SettingsDep,
     extractor: ExtractorDep,
-    file: UploadFile = File(description="PDF, .txt or .md"),  # noqa: B008
+    file: UploadFile = File(description="PDF, DOCX, EPUB, HTML, .txt or .md"),  # noqa: B008
     password: str | None = Form(default=None),
 ) -> DocumentCreated:
     data = await file.read()
@@ -79,6 +83,8 @@ async def upload(
             pages=extracted.pages,
             tokens=len(prefix),
             chars=len(extracted.text),
+            text_rules=extracted.rules,
+            encoding=extracted.encoding,
         )
     except DuplicateDocument as dup:  # the same bytes arrived concurrently
         response.status_code = 200
@@ -117,18 +123,31 @@ async def delete_document(doc_id: str, store: StoreDep, engine: EngineDep) -> Re
 
 
 @router.post("/documents/{doc_id}/reingest", status_code=202, response_model=DocumentCreated)
-async def reingest(doc_id: str, store: StoreDep, engine: EngineDep, settings: SettingsDep) -> DocumentCreated:
-    """Prefill again with the current model (after a model or cache-type change)."""
+async def reingest(
+    doc_id: str,
+    store: StoreDep,
+    engine: EngineDep,
+    settings: SettingsDep,
+    extractor: ExtractorDep,
+    body: ReingestRequest | None = None,
+) -> DocumentCreated:
+    """Extract the stored upload again with the current text rules (ingest/reingest.py), then
+    prefill with the current model (after an upgrade, or a model or cache-type change)."""
     doc = _get(store, doc_id)
     if doc.status == INGESTING:
         raise ApiError(409, "document_ingesting", f"document {doc.id} is already being ingested")
-    extracted = await asyncio.to_thread(store.read_text, doc.id)
+    upload, stored = await asyncio.gather(
+        asyncio.to_thread(store.read_upload, doc.id), asyncio.to_thread(store.read_text, doc.id)
+    )
+    password = body.password if body else None
+    extracted, note = await asyncio.to_thread(reextract, upload, stored, extractor.extract, password)
     prefix = await asyncio.to_thread(engine.document_prefix, extracted.text)
     if len(prefix) > settings.document_budget:
         raise DocumentTooLong(len(prefix), settings.document_budget)
+    await asyncio.to_thread(store.write_text, doc.id, extracted)
     await asyncio.to_thread(store.write_prefix, doc.id, prefix)
-    store.set_tokens(doc.id, len(prefix))
+    store.set_text(doc.id, extracted, len(prefix))
     store.set_status(doc.id, INGESTING)
     engine.forget(doc.id)
     engine.submit_ingest(doc.id)
-    return DocumentCreated(id=doc.id, name=doc.name, status=INGESTING)
+    return DocumentCreated(id=doc.id, name=doc.name, status=INGESTING, note=note)
