@@ -79,6 +79,7 @@ def main() -> None:
         "lang=en",
     )
     pandoc(SETTINGS_MD, HERE / "settings-table.docx")
+    pandoc(SETTINGS_MD, HERE / "settings-table.epub", "--metadata", "title=docqa settings", "--metadata", "lang=en")
 
 
 if __name__ == "__main__":
