@@ -20,9 +20,9 @@ class DocumentPublic(BaseModel):
     tokens: int
     error: str | None
     created_at: float
-    kind: str = "pdf"  # pdf | docx | epub | html | text
-    text_rules: int = 1  # the text rules version that made the stored text (1 = raw lines; see reingest)
-    encoding: str | None = None  # text and HTML uploads: the codec their bytes were decoded with
+    kind: str  # pdf | docx | epub | html | text
+    text_rules: int  # the text rules version that made the stored text (1 = raw lines; see reingest)
+    encoding: str | None  # text and HTML uploads: the codec their bytes were decoded with
 
 
 class DocumentCreated(BaseModel):

@@ -72,6 +72,17 @@ def test_html_meta_charset_is_honoured():
     assert result.text == "# Menu\n\nCafé crème, 3 €."
 
 
+def test_hard_wrapped_markdown_is_reflowed_into_paragraphs():
+    raw = _read("around-the-world-opening.md").decode()
+    result = extract(_read("around-the-world-opening.md"))
+    assert result.kind == "text" and result.encoding == "utf-8"
+    assert result.text.startswith("# Around the World in Eighty Days\n\n## Chapter I\n\nMr. Phileas Fogg lived,")
+    paragraphs = result.text.split("\n\n")
+    assert len(paragraphs) == raw.count("\n\n") + 1, "every paragraph break is kept"
+    assert all("\n" not in p for p in paragraphs), "and every paragraph is one line"
+    assert " ".join(raw.split()) == " ".join(result.text.split()), "only line breaks changed"
+
+
 def test_markdown_with_leading_html_is_still_text():
     assert sniff(b'<div align="center">logo</div>\n\n# Title\n\nBody.') == "text"
     assert sniff(b"<?xml version='1.0'?>\n<!DOCTYPE html>\n<html><body>x</body></html>") == "html"

@@ -12,7 +12,9 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ALICE = HERE.parents[2].parent / "shared" / "cases" / "text" / "gutenberg" / "alice-in-wonderland-pg11.txt"
+GUTENBERG = HERE.parents[2].parent / "shared" / "cases" / "text" / "gutenberg"
+ALICE = GUTENBERG / "alice-in-wonderland-pg11.txt"
+AROUND = GUTENBERG / "around-the-world-in-80-days-pg103.txt"
 
 SETTINGS_MD = """\
 # Settings
@@ -59,6 +61,18 @@ def alice_markdown(first: int, last: int) -> str:
     return "\n\n".join(out) + "\n"
 
 
+def around_markdown(n_chars: int = 16_000) -> str:
+    """The opening paragraphs of Around the World in Eighty Days (Project Gutenberg #103, one
+    paragraph per line in the source) under a title and a chapter heading."""
+    paras, total = [], 0
+    for para in AROUND.read_text(encoding="utf-8-sig").split("\n\n"):
+        if total > n_chars:
+            break
+        paras.append(para.strip())
+        total += len(para)
+    return "# Around the World in Eighty Days\n\n## Chapter I\n\n" + "\n\n".join(paras) + "\n"
+
+
 def pandoc(markdown: str, out: Path, *extra: str) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".md", encoding="utf-8") as f:
         f.write(markdown)
@@ -79,6 +93,8 @@ def main() -> None:
         "lang=en",
     )
     pandoc(SETTINGS_MD, HERE / "settings-table.docx")
+    # Markdown as people write it: hard-wrapped at 72 columns (pandoc's default), ATX headings.
+    pandoc(around_markdown(), HERE / "around-the-world-opening.md", "--to", "markdown-smart", "--columns", "72")
     pandoc(SETTINGS_MD, HERE / "settings-table.epub", "--metadata", "title=docqa settings", "--metadata", "lang=en")
 
 
