@@ -66,7 +66,14 @@ INPUTS = {
     ),
 }
 MODES = {"default": {}, "draft_tokens_0": {"draft_tokens": 0}}
-SAMPLES = ("alice-ch1.docx", "settings-table.docx", "alice-ch1-2.epub", "rustdoc-how-to-write-documentation.html")
+SAMPLES = (
+    FILES / "alice-ch1.docx",
+    FILES / "settings-table.docx",
+    FILES / "alice-ch1-2.epub",
+    FILES / "rustdoc-how-to-write-documentation.html",
+    FILES / "around-the-world-opening.md",
+    CASES / "pdf/sample-files/026-latex-multicolumn/multicolumn.pdf",  # for comparison
+)
 
 
 def _machine() -> dict:
@@ -118,19 +125,20 @@ def _summary(answers: list[dict]) -> dict:
 
 def _extraction_per_page(runs: int) -> dict:
     out = {}
-    for name in SAMPLES:
-        data = (FILES / name).read_bytes()
+    for path in SAMPLES:
+        data = path.read_bytes()
         times = []
         for _ in range(runs):
             t0 = time.perf_counter()
             result = extract(data)
             times.append(time.perf_counter() - t0)
-        out[name] = {
+        out[path.name] = {
             "kind": result.kind,
             "bytes": len(data),
             "pages": result.pages,
             "chars": len(result.text),
             "ms_per_page": round(1000 * statistics.median(times) / result.pages, 1),
+            "ms_per_10k_chars": round(1000 * statistics.median(times) / len(result.text) * 10_000, 1),
         }
     return out
 
@@ -159,9 +167,16 @@ def _markdown(results: dict) -> str:
                 f"{r['draft_tokens_0']['mean_accepted_per_step']} | {r['default']['decode_tokens_per_s']} | "
                 f"{r['draft_tokens_0']['decode_tokens_per_s']} | **{r['speedup_default_over_draft_0']}x** |"
             )
-    lines += ["", "| sample file | kind | bytes | pages | chars | extraction ms/page |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| sample file | kind | bytes | pages | chars | extraction ms/page | ms per 10k chars |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, e in results["extraction"].items():
-        lines.append(f"| {name} | {e['kind']} | {e['bytes']:,} | {e['pages']} | {e['chars']:,} | {e['ms_per_page']} |")
+        lines.append(
+            f"| {name} | {e['kind']} | {e['bytes']:,} | {e['pages']} | {e['chars']:,} | {e['ms_per_page']} "
+            f"| {e['ms_per_10k_chars']} |"
+        )
     lines += ["", "Answer starts (default mode):", ""]
     for name, per_rules in results["inputs"].items():
         for rules, r in per_rules.items():
