@@ -35,13 +35,13 @@ _AFTER_BREAK = re.compile(r"(?m)( {2}|\\)\n (?=\S)")  # "<br>\n  text": the spac
 class _TextConverter(MarkdownConverter):
     """markdownify with inline markup reduced to its text (see the module docstring)."""
 
-    def convert_a(self, el, text, parent_tags):  # type: ignore[no-untyped-def]
+    def convert_a(self, el: Tag, text: str, parent_tags: set[str]) -> str:
         return text
 
-    def convert_img(self, el, text, parent_tags):  # type: ignore[no-untyped-def]
-        return el.attrs.get("alt", "") or ""
+    def convert_img(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        return str(el.attrs.get("alt", "") or "")
 
-    def convert_code(self, el, text, parent_tags):  # type: ignore[no-untyped-def]
+    def convert_code(self, el: Tag, text: str, parent_tags: set[str]) -> str:
         return text  # inline code; <pre> blocks are fenced by convert_pre
 
     convert_b = convert_strong = convert_i = convert_em = convert_a
