@@ -15,7 +15,7 @@ class EmptyDocument(DocumentError):
 
 
 class UnsupportedType(DocumentError):
-    """The bytes are neither a PDF nor text (detected from magic bytes, not the file name)."""
+    """The bytes are no format docqa reads (detected from the bytes, not the file name)."""
 
 
 class PasswordRequired(DocumentError):
@@ -26,7 +26,11 @@ class WrongPassword(DocumentError):
     """An encrypted PDF did not open with the password that was sent."""
 
 
-class UnreadablePdf(DocumentError):
+class UnreadableDocument(DocumentError):
+    """The file could not be read: broken, truncated, or over a limit (decompression, time, memory)."""
+
+
+class UnreadablePdf(UnreadableDocument):
     """pypdf could not parse the PDF (broken, truncated, or over a decompression limit)."""
 
 

@@ -1,18 +1,24 @@
-"""Bytes in, normalised text with a page map out. PDF through pypdf, plain text (.txt/.md) as UTF-8/16.
+"""Bytes in, normalised text with a page map out: PDF (pypdf), DOCX (mammoth), EPUB (ebooklib),
+HTML (BeautifulSoup + markdownify) and plain text (.txt/.md in UTF-8/16/32, Windows-1252 or a
+common CJK encoding).
 
 The type comes from the leading bytes, never from the file name. pypdf runs with ``strict=False`` so
 that common breakage (a wrong startxref, a stray object pointer) is repaired the way viewers repair it,
 and with its built-in decompression limits, so a flate bomb fails fast with ``LimitReachedError``.
+DOCX and EPUB are checked for ZIP and XML-entity bombs first (``ingest/containers.py``). Every format
+then goes through the same text rules (``ingest/normalize.py``).
 """
 
 from __future__ import annotations
 
 import bisect
-import codecs
 import io
 import logging
+import re
 from dataclasses import dataclass, field
 
+from ingest.containers import container_kind, docx_pages, epub_pages
+from ingest.encoding import bom_encoding, check_not_binary, decode_text
 from ingest.errors import (
     EmptyDocument,
     NoTextLayer,
@@ -21,34 +27,41 @@ from ingest.errors import (
     UnsupportedType,
     WrongPassword,
 )
-from ingest.normalize import normalize_text
+from ingest.markup import decode_html, html_to_text
+from ingest.normalize import PAGE_SEPARATOR, TEXT_RULES, normalize_pages
 
-PAGE_SEPARATOR = "\n\n"
+__all__ = ["PAGE_SEPARATOR", "ExtractedText", "extract", "sniff"]
+
+KINDS = ("pdf", "docx", "epub", "html", "text")
+ACCEPTED = "upload a PDF, DOCX, EPUB, HTML, .txt or .md file"
 
 # Leading bytes of formats people upload by mistake, for a message that names what was sent.
 _BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\x89PNG", "a PNG image"),
     (b"\xff\xd8\xff", "a JPEG image"),
     (b"GIF8", "a GIF image"),
-    (b"PK\x03\x04", "a ZIP archive (docx/xlsx/epub?)"),
     (b"\x7fELF", "an executable"),
     (b"II*\x00", "a TIFF image"),
     (b"MM\x00*", "a TIFF image"),
-    (b"\xd0\xcf\x11\xe0", "an old Microsoft Office file"),
+    (b"\xd0\xcf\x11\xe0", "an old Microsoft Office file (.doc/.xls: save it as DOCX or PDF)"),
     (b"\x1f\x8b", "a gzip archive"),
 )
+_HTML_START = re.compile(r"^\s*(<\?xml[^>]*>\s*)?(<!--.*?-->\s*)*<(!doctype\s+html|html[\s>])", re.I | re.S)
 
 
 @dataclass(frozen=True, slots=True)
 class ExtractedText:
     """Normalised document text.
 
-    ``page_starts[i]`` is the character offset where page ``i + 1`` begins; a text file is one page.
+    ``page_starts[i]`` is the character offset where page ``i + 1`` begins: a PDF page, an EPUB
+    chapter; a text, HTML or DOCX file is one page.
     """
 
     text: str
     page_starts: list[int] = field(default_factory=lambda: [0])
-    kind: str = "text"  # "pdf" | "text"
+    kind: str = "text"  # one of KINDS
+    encoding: str | None = None  # text and HTML: the codec the bytes were decoded with
+    rules: int = TEXT_RULES  # the text rules version that made `text` (ingest/normalize.py)
 
     @property
     def pages(self) -> int:
@@ -60,33 +73,48 @@ class ExtractedText:
 
 
 def sniff(data: bytes) -> str:
-    """Return ``"pdf"`` or ``"text"`` from the leading bytes; raise UnsupportedType otherwise."""
+    """Return one of KINDS from the leading bytes; raise EmptyDocument or UnsupportedType otherwise
+    (UnreadableDocument for a broken ZIP)."""
     if not data:
-        raise EmptyDocument("the file is empty (0 bytes); upload a PDF, .txt or .md file")
+        raise EmptyDocument(f"the file is empty (0 bytes); {ACCEPTED}")
     head = data[:1024]
     if b"%PDF-" in head:
         return "pdf"
+    if data.startswith(b"PK\x03\x04"):
+        return container_kind(data)
     for magic, what in _BINARY_MAGIC:
         if data.startswith(magic):
-            raise UnsupportedType(f"the file is {what}, not a PDF or text; upload a PDF, .txt or .md file")
-    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return "text"
-    if b"\x00" in data[:8192]:
-        raise UnsupportedType("the file is binary data, not a PDF or text; upload a PDF, .txt or .md file")
+            raise UnsupportedType(f"the file is {what}, not a document docqa reads; {ACCEPTED}")
+    bom = bom_encoding(data)
+    head_text = head.decode(bom or "latin-1", errors="ignore").lstrip("\ufeff")
+    if _HTML_START.match(head_text):
+        return "html"
+    check_not_binary(data)
     return "text"
 
 
-def extract(data: bytes, password: str | None = None) -> ExtractedText:
-    """Extract and normalise text from ``data`` (a PDF or UTF-8/UTF-16 text).
+def extract(data: bytes, password: str | None = None, rules: int = TEXT_RULES) -> ExtractedText:
+    """Extract and normalise the text of ``data`` with text rules version ``rules``.
 
-    Raises EmptyDocument, UnsupportedType, PasswordRequired, WrongPassword, UnreadablePdf or
-    NoTextLayer; never anything else for bad input.
+    Raises EmptyDocument, UnsupportedType, PasswordRequired, WrongPassword, UnreadablePdf,
+    UnreadableDocument or NoTextLayer; never anything else for bad input.
     """
     kind = sniff(data)
+    encoding = None
     if kind == "pdf":
-        result = _extract_pdf(data, password)
+        raw_pages = _pdf_pages(data, password)
+    elif kind == "docx":
+        raw_pages = docx_pages(data)
+    elif kind == "epub":
+        raw_pages = epub_pages(data)
+    elif kind == "html":
+        markup, encoding = decode_html(data)
+        raw_pages = [html_to_text(markup)]
     else:
-        result = ExtractedText(text=normalize_text(decode_text(data)), kind="text")
+        decoded = decode_text(data)
+        raw_pages, encoding = [decoded.text], decoded.encoding
+    text, page_starts = normalize_pages(raw_pages, paged=kind == "pdf", rules=rules)
+    result = ExtractedText(text, page_starts or [0], kind, encoding, rules)
     if not result.text.strip():
         if kind == "pdf":
             raise NoTextLayer(
@@ -97,19 +125,8 @@ def extract(data: bytes, password: str | None = None) -> ExtractedText:
     return result
 
 
-def decode_text(data: bytes) -> str:
-    """Decode text bytes: UTF-8 (BOM optional) unless a UTF-16 BOM says otherwise.
-
-    Undecodable bytes become U+FFFD; this never raises.
-    """
-    if data.startswith(codecs.BOM_UTF8):
-        return data[len(codecs.BOM_UTF8) :].decode("utf-8", errors="replace")
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return data.decode("utf-16", errors="replace")  # the codec reads and strips the BOM
-    return data.decode("utf-8", errors="replace")
-
-
-def _extract_pdf(data: bytes, password: str | None) -> ExtractedText:
+def _pdf_pages(data: bytes, password: str | None) -> list[str]:
+    """The raw text of each page (pypdf's extract_text), before normalisation."""
     from pypdf import PasswordType, PdfReader
 
     # pypdf logs every repaired defect at WARNING; one upload of a broken file would flood the log.
@@ -132,15 +149,4 @@ def _extract_pdf(data: bytes, password: str | None) -> ExtractedText:
         ) from exc
     if not raw_pages:
         raise NoTextLayer("the PDF has no pages; upload a PDF with text in it")
-    parts: list[str] = []
-    page_starts: list[int] = []
-    offset = 0
-    for i, raw in enumerate(raw_pages):
-        page_text = normalize_text(raw)
-        if i:
-            parts.append(PAGE_SEPARATOR)
-            offset += len(PAGE_SEPARATOR)
-        page_starts.append(offset)
-        parts.append(page_text)
-        offset += len(page_text)
-    return ExtractedText(text="".join(parts), page_starts=page_starts, kind="pdf")
+    return raw_pages

@@ -51,7 +51,7 @@ def store_new(store: DocStore, data: bytes, digest: str, name: str, prepared: Pr
     try:
         doc = store.create(
             name=name, sha256=digest, kind=extracted.kind, pages=extracted.pages, tokens=len(prefix),
-            chars=len(extracted.text),
+            chars=len(extracted.text), text_rules=extracted.rules, encoding=extracted.encoding,
         )  # fmt: skip
     except DuplicateDocument as dup:
         return dup.existing, False
@@ -60,7 +60,8 @@ def store_new(store: DocStore, data: bytes, digest: str, name: str, prepared: Pr
 
 
 def store_again(store: DocStore, doc: DocRecord, prepared: Prepared) -> None:
-    """Store a re-ingested document's new prefix, and mark it ``ingesting``."""
+    """Store a re-ingested document's new text and prefix, and mark it ``ingesting``."""
+    store.write_text(doc.id, prepared.extracted)
     store.write_prefix(doc.id, prepared.prefix)
-    store.set_tokens(doc.id, len(prepared.prefix))
+    store.set_text(doc.id, prepared.extracted, len(prepared.prefix))
     store.set_status(doc.id, INGESTING)

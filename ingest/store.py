@@ -37,9 +37,14 @@ CREATE TABLE IF NOT EXISTS documents (
     chars      INTEGER NOT NULL,
     status     TEXT NOT NULL CHECK (status IN ('ingesting', 'ready', 'failed')),
     error      TEXT,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    text_rules INTEGER NOT NULL DEFAULT 1,
+    encoding   TEXT
 )
 """
+# Columns added after the first release, as (name, definition): added to an existing database when
+# missing. Rows that predate text_rules were made by rules version 1, hence its default.
+_MIGRATIONS = (("text_rules", "INTEGER NOT NULL DEFAULT 1"), ("encoding", "TEXT"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +59,8 @@ class DocRecord:
     status: str
     error: str | None
     created_at: float  # unix seconds
+    text_rules: int = 1  # the text rules version that made the stored text (ingest/normalize.py)
+    encoding: str | None = None  # text and HTML uploads: the codec their bytes were decoded with
 
 
 class DuplicateDocument(Exception):
@@ -75,20 +82,40 @@ class DocStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute(_SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Add the columns of _MIGRATIONS that an existing database lacks (ALTER TABLE ADD COLUMN)."""
+        have = {row["name"] for row in self._db.execute("PRAGMA table_info(documents)")}
+        for name, definition in _MIGRATIONS:
+            if name not in have:
+                self._db.execute(f"ALTER TABLE documents ADD COLUMN {name} {definition}")
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
     # -- rows -------------------------------------------------------------------------------------
-    def create(self, *, name: str, sha256: str, kind: str, pages: int, tokens: int, chars: int) -> DocRecord:
+    def create(
+        self,
+        *,
+        name: str,
+        sha256: str,
+        kind: str,
+        pages: int,
+        tokens: int,
+        chars: int,
+        text_rules: int = 1,
+        encoding: str | None = None,
+    ) -> DocRecord:
         """Insert a new ``ingesting`` document; raise DuplicateDocument if the bytes are known."""
         doc_id = uuid.uuid4().hex[:16]
         with self._lock:
             try:
                 self._db.execute(
-                    "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
-                    (doc_id, name, sha256, kind, pages, tokens, chars, INGESTING, time.time()),
+                    "INSERT INTO documents (id, name, sha256, kind, pages, tokens, chars, status, error, created_at,"
+                    " text_rules, encoding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
+                    (doc_id, name, sha256, kind, pages, tokens, chars, INGESTING, time.time(), text_rules, encoding),
                 )
             except sqlite3.IntegrityError:
                 existing = self._one("SELECT * FROM documents WHERE sha256 = ?", (sha256,))
@@ -120,6 +147,23 @@ class DocStore:
         with self._lock:
             self._db.execute("UPDATE documents SET tokens = ? WHERE id = ?", (tokens, doc_id))
 
+    def set_text(self, doc_id: str, extracted: ExtractedText, tokens: int) -> None:
+        """Record a new extraction of the document (reingest): its text columns and prefix length."""
+        with self._lock:
+            self._db.execute(
+                "UPDATE documents SET kind = ?, pages = ?, chars = ?, tokens = ?, text_rules = ?, encoding = ?"
+                " WHERE id = ?",
+                (
+                    extracted.kind,
+                    extracted.pages,
+                    len(extracted.text),
+                    tokens,
+                    extracted.rules,
+                    extracted.encoding,
+                    doc_id,
+                ),
+            )
+
     def delete(self, doc_id: str) -> None:
         """Remove the row first (the document disappears at once), then its files."""
         with self._lock:
@@ -140,9 +184,23 @@ class DocStore:
         d = self.dir(doc_id)
         d.mkdir(parents=True, exist_ok=True)
         write_atomic(d / "upload.bin", upload)
-        text = {"text": extracted.text, "page_starts": extracted.page_starts, "kind": extracted.kind}
-        write_atomic(d / "text.json", json.dumps(text, ensure_ascii=False).encode())
+        self.write_text(doc_id, extracted)
         self.write_prefix(doc_id, prefix)
+
+    def write_text(self, doc_id: str, extracted: ExtractedText) -> None:
+        text = {
+            "text": extracted.text,
+            "page_starts": extracted.page_starts,
+            "kind": extracted.kind,
+            "encoding": extracted.encoding,
+            "rules": extracted.rules,
+        }
+        write_atomic(self.dir(doc_id) / "text.json", json.dumps(text, ensure_ascii=False).encode())
+
+    def read_upload(self, doc_id: str) -> bytes | None:
+        """The bytes as uploaded, or None if they are gone."""
+        path = self.dir(doc_id) / "upload.bin"
+        return path.read_bytes() if path.is_file() else None
 
     def write_prefix(self, doc_id: str, prefix: np.ndarray) -> None:
         with replacing(self.dir(doc_id) / "prefix.npy") as tmp, tmp.open("wb") as f:
@@ -150,7 +208,14 @@ class DocStore:
 
     def read_text(self, doc_id: str) -> ExtractedText:
         raw = json.loads((self.dir(doc_id) / "text.json").read_text(encoding="utf-8"))
-        return ExtractedText(text=raw["text"], page_starts=raw["page_starts"], kind=raw["kind"])
+        # Files written before text rules were versioned carry neither key: rules version 1.
+        return ExtractedText(
+            text=raw["text"],
+            page_starts=raw["page_starts"],
+            kind=raw["kind"],
+            encoding=raw.get("encoding"),
+            rules=raw.get("rules", 1),
+        )
 
     def read_prefix(self, doc_id: str) -> np.ndarray:
         return np.load(self.dir(doc_id) / "prefix.npy")

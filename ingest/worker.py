@@ -1,9 +1,9 @@
 """Text extraction in a separate, bounded process.
 
-A hostile PDF (a decompression bomb, a deep recursion, a page-tree cycle) must cost the server at
-most a 4xx: extraction runs in a spawned worker process with an address-space limit (RLIMIT_AS) and
-a wall-clock timeout. On a timeout or a crash the worker is killed and replaced; the server process
-never holds the inflated data.
+A hostile file (a PDF flate bomb, a ZIP bomb in a DOCX or EPUB, a deep recursion, a page-tree
+cycle) must cost the server at most a 4xx: extraction runs in a spawned worker process with an
+address-space limit (RLIMIT_AS) and a wall-clock timeout. On a timeout or a crash the worker is
+killed and replaced; the server process never holds the inflated data.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import multiprocessing
 import threading
 from concurrent.futures.process import BrokenProcessPool
 
-from ingest.errors import UnreadablePdf
+from ingest.errors import UnreadableDocument, UnreadablePdf
 from ingest.extract import ExtractedText, extract
+from ingest.normalize import KNOWN_RULES, TEXT_RULES
 
 
 def _init_worker(max_bytes: int) -> None:
@@ -34,23 +35,33 @@ def _init_worker(max_bytes: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _extract_in_worker(data: bytes, password: str | None) -> ExtractedText:
+def _unreadable(data: bytes) -> type[UnreadableDocument]:
+    """UnreadablePdf for a PDF (its HTTP error type says so), UnreadableDocument for the rest."""
+    return UnreadablePdf if b"%PDF-" in data[:1024] else UnreadableDocument
+
+
+def _extract_in_worker(data: bytes, password: str | None, rules: int) -> ExtractedText:
     try:
-        return extract(data, password)
+        return extract(data, password, rules)
     except MemoryError as exc:
-        raise UnreadablePdf(
+        raise _unreadable(data)(
             "the document needs more memory to extract than the limit allows (a decompression bomb?); "
             "upload a smaller or repaired file"
         ) from exc
     except RecursionError as exc:
-        raise UnreadablePdf("the PDF's structure is nested too deeply to read; repair or re-export it") from exc
+        raise _unreadable(data)(
+            "the document's structure is nested too deeply to read; repair or re-export it"
+        ) from exc
 
 
 class ExtractionWorker:
-    """One spawned worker process at a time; thread-safe."""
+    """One spawned worker process at a time; thread-safe. ``rules``: the text rules version it
+    extracts with (ingest/normalize.py)."""
 
-    def __init__(self, timeout_s: float, memory_bytes: int) -> None:
-        self.timeout_s, self.memory_bytes = timeout_s, memory_bytes
+    def __init__(self, timeout_s: float, memory_bytes: int, rules: int = TEXT_RULES) -> None:
+        if rules not in KNOWN_RULES:
+            raise ValueError(f"unknown text rules version {rules}; known: {KNOWN_RULES}")
+        self.timeout_s, self.memory_bytes, self.rules = timeout_s, memory_bytes, rules
         self._lock = threading.Lock()
         self._pool: cf.ProcessPoolExecutor | None = None
 
@@ -74,20 +85,21 @@ class ExtractionWorker:
         pool.shutdown(wait=False, cancel_futures=True)
 
     def extract(self, data: bytes, password: str | None = None) -> ExtractedText:
-        """As :func:`ingest.extract.extract`, bounded; raises UnreadablePdf on a timeout or crash."""
+        """As :func:`ingest.extract.extract`, bounded; raises UnreadablePdf (for a PDF) or
+        UnreadableDocument on a timeout or crash."""
         pool = self._executor()
-        future = pool.submit(_extract_in_worker, data, password)
+        future = pool.submit(_extract_in_worker, data, password, self.rules)
         try:
             return future.result(timeout=self.timeout_s)
         except cf.TimeoutError as exc:
             self._discard(pool)
-            raise UnreadablePdf(
+            raise _unreadable(data)(
                 f"extracting the text took longer than {self.timeout_s:.0f} s (a decompression bomb or a "
                 "page-tree loop?); repair or re-export the file"
             ) from exc
         except BrokenProcessPool as exc:
             self._discard(pool)
-            raise UnreadablePdf(
+            raise _unreadable(data)(
                 "the extraction worker ran out of memory or crashed on this file; repair or re-export it"
             ) from exc
 

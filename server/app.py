@@ -39,7 +39,9 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         engine = Engine(settings, store, observer=metrics)
         app.state.store = store
         app.state.engine = engine
-        app.state.extractor = ExtractionWorker(settings.extract_timeout_s, settings.extract_memory_bytes)
+        app.state.extractor = ExtractionWorker(
+            settings.extract_timeout_s, settings.extract_memory_bytes, settings.text_rules
+        )
         await asyncio.to_thread(engine.start)
         metrics.bind(engine, store)
         try:

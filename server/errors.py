@@ -120,6 +120,7 @@ STATUS: dict[type[Exception], tuple[int, str]] = {
     ingest_errors.PasswordRequired: (422, "password_required"),
     ingest_errors.WrongPassword: (422, "wrong_password"),
     ingest_errors.UnreadablePdf: (422, "unreadable_pdf"),
+    ingest_errors.UnreadableDocument: (422, "unreadable_document"),
     ingest_errors.NoTextLayer: (422, "no_text_layer"),
     ingest_errors.DocumentError: (422, "bad_document"),
     snapshot.SnapshotIncompatible: (409, "snapshot_incompatible"),

@@ -27,14 +27,24 @@ class DocumentPublic(BaseModel):
     tokens: int
     error: str | None
     created_at: float
+    kind: str  # pdf | docx | epub | html | text
+    text_rules: int  # the text rules version that made the stored text (1 = raw lines; see reingest)
+    encoding: str | None  # text and HTML uploads: the codec their bytes were decoded with
 
 
 class DocumentCreated(BaseModel):
-    """Answer to an upload (202 new, 200 already known)."""
+    """Answer to an upload (202 new, 200 already known) or a re-ingest."""
 
     id: str
     name: str
     status: str
+    note: str | None = None  # re-ingest: why the stored text was kept instead of extracted again
+
+
+class ReingestRequest(BaseModel):
+    """Optional body of a re-ingest: an encrypted PDF's password (passwords are never stored)."""
+
+    password: str | None = Field(default=None, max_length=1024)
 
 
 class DocumentList(BaseModel):

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ingest.normalize import TEXT_RULES
 from runtime.kvtypes import KV_TYPES
 from runtime.plan_fit import parse_size
 from spec.limits import MAX_MTP_DRAFT, MAX_ROWS, MAX_WINDOW
@@ -132,6 +133,12 @@ class Settings(BaseSettings):
     extract_timeout_s: float = Field(default=60.0, gt=0, description="Wall-clock limit of one text extraction.")
     extract_memory_bytes: int = Field(
         default=1024**3, ge=64 * 1024**2, description="Address-space limit of the extraction worker process."
+    )
+    text_rules: int = Field(
+        default=TEXT_RULES,
+        ge=1,
+        le=TEXT_RULES,
+        description="Text rules version for new extractions (ingest/normalize.py); 1 = the old raw lines.",
     )
 
     @field_validator("vram_bytes", mode="before")

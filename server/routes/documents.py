@@ -9,11 +9,12 @@ from fastapi import APIRouter, File, Form, Response, UploadFile
 
 from ingest import pipeline
 from ingest.extract import ExtractedText
+from ingest.reingest import reextract
 from ingest.store import FAILED, INGESTING, READY, DocRecord
 from server.deps import EngineDep, ExtractorDep, SettingsDep, StoreDep
 from server.engine import Engine
 from server.errors import DocumentIngesting, DocumentNotFound
-from server.schemas import DocumentCreated, DocumentList, DocumentPublic, DocumentText, PageSpan
+from server.schemas import DocumentCreated, DocumentList, DocumentPublic, DocumentText, PageSpan, ReingestRequest
 from server.settings import Settings
 
 router = APIRouter(prefix="/v1")
@@ -33,6 +34,9 @@ def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
         tokens=doc.tokens,
         error=doc.error,
         created_at=doc.created_at,
+        kind=doc.kind,
+        text_rules=doc.text_rules,
+        encoding=doc.encoding,
     )
 
 
@@ -56,7 +60,7 @@ async def upload(
     engine: EngineDep,
     settings: SettingsDep,
     extractor: ExtractorDep,
-    file: UploadFile = File(description="PDF, .txt or .md"),  # noqa: B008
+    file: UploadFile = File(description="PDF, DOCX, EPUB, HTML, .txt or .md"),  # noqa: B008
     password: str | None = Form(default=None),
 ) -> DocumentCreated:
     data = await file.read()
@@ -113,14 +117,26 @@ async def delete_document(doc_id: str, store: StoreDep, engine: EngineDep) -> Re
 
 
 @router.post("/documents/{doc_id}/reingest", status_code=202, response_model=DocumentCreated)
-async def reingest(doc_id: str, store: StoreDep, engine: EngineDep, settings: SettingsDep) -> DocumentCreated:
-    """Prefill again with the current model (after a model or cache-type change)."""
+async def reingest(
+    doc_id: str,
+    store: StoreDep,
+    engine: EngineDep,
+    settings: SettingsDep,
+    extractor: ExtractorDep,
+    body: ReingestRequest | None = None,
+) -> DocumentCreated:
+    """Extract the stored upload again with the current text rules (ingest/reingest.py), then
+    prefill with the current model (after an upgrade, or a model or cache-type change)."""
     doc = _get(store, doc_id)
     if doc.status == INGESTING:
         raise DocumentIngesting(f"document {doc.id} is already being ingested")
-    extracted = await asyncio.to_thread(store.read_text, doc.id)
+    upload, stored = await asyncio.gather(
+        asyncio.to_thread(store.read_upload, doc.id), asyncio.to_thread(store.read_text, doc.id)
+    )
+    password = body.password if body else None
+    extracted, note = await asyncio.to_thread(reextract, upload, stored, extractor.extract, password)
     prepared = await asyncio.to_thread(prepare, engine, settings, extracted)
     await asyncio.to_thread(pipeline.store_again, store, doc, prepared)
     engine.forget(doc.id)
     engine.submit_ingest(doc.id, len(prepared.prefix))
-    return DocumentCreated(id=doc.id, name=doc.name, status=INGESTING)
+    return DocumentCreated(id=doc.id, name=doc.name, status=INGESTING, note=note)

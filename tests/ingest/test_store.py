@@ -48,3 +48,40 @@ def test_delete_removes_row_and_files(tmp_path):
     store.write_prefix(doc.id, np.arange(3, dtype=np.int32)) if store.dir(doc.id).mkdir() is None else None
     store.delete(doc.id)
     assert store.get(doc.id) is None and not store.dir(doc.id).exists()
+
+
+_OLD_SCHEMA = """
+CREATE TABLE documents (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL, sha256 TEXT NOT NULL UNIQUE, kind TEXT NOT NULL,
+    pages INTEGER NOT NULL, tokens INTEGER NOT NULL, chars INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ingesting', 'ready', 'failed')), error TEXT, created_at REAL NOT NULL
+)
+"""
+
+
+def test_a_database_from_before_text_rules_is_migrated(tmp_path):
+    """A database and text.json written before text rules were versioned open as rules version 1."""
+    import json
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "docqa.sqlite3")
+    db.execute(_OLD_SCHEMA)
+    row = ("abc123", "old.pdf", "b" * 64, "pdf", 1, 10, 5, "ready", None, 1.0)
+    db.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+    db.commit()
+    db.close()
+    (tmp_path / "documents" / "abc123").mkdir(parents=True)
+    old_text = {"text": "hello", "page_starts": [0], "kind": "pdf"}
+    (tmp_path / "documents" / "abc123" / "text.json").write_text(json.dumps(old_text))
+
+    store = DocStore(tmp_path)
+    old = store.get("abc123")
+    assert old.text_rules == 1 and old.encoding is None and old.status == READY
+    assert store.read_text("abc123").rules == 1
+    new = store.create(
+        name="new.txt", sha256="c" * 64, kind="text", pages=1, tokens=3, chars=4, text_rules=2, encoding="cp1252"
+    )
+    assert (new.text_rules, new.encoding) == (2, "cp1252")
+    store.set_text(new.id, ExtractedText("new text", [0], "text", "utf-8", 2), tokens=7)
+    assert (store.get(new.id).encoding, store.get(new.id).tokens, store.get(new.id).chars) == ("utf-8", 7, 8)
+    assert DocStore(tmp_path).get("abc123") == old, "migrating twice changes nothing"

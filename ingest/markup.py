@@ -1,0 +1,100 @@
+"""HTML to Markdown-like text: headings as ``#``, list items as ``-``/``1.``, tables as ``|`` rows.
+
+BeautifulSoup (with lxml's HTML parser) reads the page and markdownify writes the Markdown, with
+these choices for text a model reads and quotes:
+
+* Only the main content: the page's ``<main>`` (or ``role="main"``, or its one ``<article>``), else
+  its ``<body>`` without ``<nav>``, ``<aside>`` and page-level ``<header>``/``<footer>``. Scripts,
+  styles, forms' controls, SVG and embedded objects go everywhere.
+* Inline markup becomes its text: no ``**``/``_`` emphasis markers, no link targets, no backslash
+  escapes, images as their alt text. Those characters would sit between the words of every quote.
+* HTML whitespace rules: source line breaks inside a paragraph are spaces; ``<br>`` is a Markdown
+  hard break (two spaces and a newline), which the reflow rules keep; ``<pre>`` becomes a fenced block.
+
+The encoding of HTML bytes is found by BeautifulSoup's UnicodeDammit: a BOM, then the page's own
+``<meta charset>`` declaration, then detection (charset-normalizer), then UTF-8 and Windows-1252.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+from bs4 import BeautifulSoup, Tag, XMLParsedAsHTMLWarning
+from bs4.dammit import UnicodeDammit
+from markdownify import ATX, MarkdownConverter
+
+_REMOVE = (
+    "script", "style", "noscript", "template", "svg", "canvas", "iframe", "object", "embed",
+    "button", "select", "input", "textarea", "head",
+)  # fmt: skip
+_CHROME = ("nav", "aside")
+_AFTER_BREAK = re.compile(r"(?m)( {2}|\\)\n (?=\S)")  # "<br>\n  text": the space is source whitespace
+
+
+class _TextConverter(MarkdownConverter):
+    """markdownify with inline markup reduced to its text (see the module docstring)."""
+
+    def convert_a(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        return text
+
+    def convert_img(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        return str(el.attrs.get("alt", "") or "")
+
+    def convert_code(self, el: Tag, text: str, parent_tags: set[str]) -> str:
+        return text  # inline code; <pre> blocks are fenced by convert_pre
+
+    convert_b = convert_strong = convert_i = convert_em = convert_a
+    convert_u = convert_s = convert_del = convert_ins = convert_mark = convert_a
+    convert_sub = convert_sup = convert_kbd = convert_samp = convert_a
+
+
+_CONVERTER = _TextConverter(
+    heading_style=ATX,
+    bullets="-",
+    escape_asterisks=False,
+    escape_underscores=False,
+    escape_misc=False,
+    wrap=True,  # collapse source newlines inside paragraphs...
+    wrap_width=None,  # ...without re-wrapping them at any width
+    table_infer_header=True,
+)
+
+
+def decode_html(data: bytes) -> tuple[str, str | None]:
+    """Decode HTML bytes; returns ``(markup, encoding)`` (encoding None if it was already text)."""
+    dammit = UnicodeDammit(data, is_html=True)
+    if dammit.unicode_markup is None:
+        return data.decode("utf-8", errors="replace"), "utf-8"
+    return dammit.unicode_markup, dammit.original_encoding
+
+
+def _main_content(soup: BeautifulSoup) -> Tag:
+    for tag in soup.find_all(_REMOVE):
+        tag.decompose()
+    main = soup.find("main") or soup.find(attrs={"role": "main"})
+    if main is None:
+        articles = soup.find_all("article")
+        main = articles[0] if len(articles) == 1 else None
+    if isinstance(main, Tag):
+        return main
+    body = soup.find("body")
+    root = body if isinstance(body, Tag) else soup
+    for tag in root.find_all(_CHROME):
+        tag.decompose()
+    for tag in root.find_all(("header", "footer")):
+        if tag.find_parent(("article", "section")) is None:
+            tag.decompose()
+    return root
+
+
+def html_to_text(markup: str) -> str:
+    """Markdown-like text of an HTML page or fragment (see the module docstring)."""
+    with warnings.catch_warnings():  # XHTML (EPUB chapters) read as HTML is what we want
+        warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
+        soup = BeautifulSoup(markup, "lxml")
+    title = soup.title.get_text(" ", strip=True) if soup.title else ""
+    text = _AFTER_BREAK.sub(r"\1\n", _CONVERTER.convert_soup(_main_content(soup))).strip("\n")
+    if title and not text.lstrip().startswith("#") and title not in text[: len(title) + 200]:
+        text = f"# {title}\n\n{text}"  # a page with no heading of its own: its title says what it is
+    return text

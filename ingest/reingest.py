@@ -1,0 +1,43 @@
+"""Re-extraction for ``reingest``: the stored upload through the current text rules.
+
+Documents ingested under older text rules keep working as they are (their text, page map and
+snapshot agree with each other); re-ingesting one extracts its stored upload (``upload.bin``) again,
+so the new rules apply, and records the rules version that made the new text.
+
+Where that cannot be done, the stored text is kept, the document is prefilled again from it, and
+the returned note says why:
+* an encrypted PDF whose password was not sent again (passwords are never stored);
+* an upload whose bytes are gone from the data directory;
+* an upload that the current extractor refuses (its text from the older rules still works).
+A wrong password that *was* sent is the caller's error and raises WrongPassword (HTTP 422).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ingest.errors import DocumentError, PasswordRequired, WrongPassword
+from ingest.extract import ExtractedText
+
+Extractor = Callable[[bytes, str | None], ExtractedText]
+
+
+def reextract(
+    upload: bytes | None, stored: ExtractedText, extract: Extractor, password: str | None = None
+) -> tuple[ExtractedText, str | None]:
+    """Return ``(text, note)``: the upload extracted again with ``extract`` (note None), or the
+    ``stored`` text with a note saying why it was kept. Raises WrongPassword."""
+    kept = f"the stored text (text rules version {stored.rules}) was kept"
+    if upload is None:
+        return stored, f"the uploaded file is gone from the data directory; {kept}"
+    try:
+        return extract(upload, password), None
+    except PasswordRequired:
+        return stored, (
+            f"the PDF is encrypted and its password is not stored; {kept}. Send "
+            '{"password": "..."} to extract it again with the current rules'
+        )
+    except WrongPassword:
+        raise
+    except DocumentError as exc:
+        return stored, f"extracting the upload again failed ({exc}); {kept}"
