@@ -48,3 +48,11 @@ class DocumentTooLong(DocumentError):
             f"document is {n_tokens} tokens, limit is {limit} tokens (n_ctx minus the answer reserve); "
             "split the document, or start the server with a larger DOCQA_N_CTX"
         )
+
+
+class ExtractorBusy(DocumentError):
+    """Too many uploads are waiting to be read; ``headers`` tells the client when to try again."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.headers = {"Retry-After": str(retry_after)}

@@ -15,6 +15,7 @@ import bisect
 import io
 import logging
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 from ingest.containers import container_kind, docx_pages, epub_pages
@@ -62,6 +63,7 @@ class ExtractedText:
     kind: str = "text"  # one of KINDS
     encoding: str | None = None  # text and HTML: the codec the bytes were decoded with
     rules: int = TEXT_RULES  # the text rules version that made `text` (ingest/normalize.py)
+    warnings: list[dict] = field(default_factory=list)  # [{"page": n, "message": ...}]: pages read badly
 
     @property
     def pages(self) -> int:
@@ -101,8 +103,9 @@ def extract(data: bytes, password: str | None = None, rules: int = TEXT_RULES) -
     """
     kind = sniff(data)
     encoding = None
+    warnings: list[dict] = []
     if kind == "pdf":
-        raw_pages = _pdf_pages(data, password)
+        raw_pages, warnings = _pdf_pages(data, password)
     elif kind == "docx":
         raw_pages = docx_pages(data)
     elif kind == "epub":
@@ -114,7 +117,7 @@ def extract(data: bytes, password: str | None = None, rules: int = TEXT_RULES) -
         decoded = decode_text(data)
         raw_pages, encoding = [decoded.text], decoded.encoding
     text, page_starts = normalize_pages(raw_pages, paged=kind == "pdf", rules=rules)
-    result = ExtractedText(text, page_starts or [0], kind, encoding, rules)
+    result = ExtractedText(text, page_starts or [0], kind, encoding, rules, warnings)
     if not result.text.strip():
         if kind == "pdf":
             raise NoTextLayer(
@@ -125,8 +128,10 @@ def extract(data: bytes, password: str | None = None, rules: int = TEXT_RULES) -
     return result
 
 
-def _pdf_pages(data: bytes, password: str | None) -> list[str]:
-    """The raw text of each page (pypdf's extract_text), before normalisation."""
+def _pdf_pages(data: bytes, password: str | None) -> tuple[list[str], list[dict]]:
+    """The raw text of each page (pypdf's extract_text), before normalisation, and a warning for each
+    page that could not be read (kept empty) or reads as garbage. Only a PDF with no readable page
+    at all is refused."""
     from pypdf import PasswordType, PdfReader
 
     # pypdf logs every repaired defect at WARNING; one upload of a broken file would flood the log.
@@ -139,14 +144,43 @@ def _pdf_pages(data: bytes, password: str | None) -> list[str]:
                 if password:
                     raise WrongPassword("the password is wrong for this encrypted PDF; send the right `password`")
                 raise PasswordRequired("this PDF is encrypted; send its password in the `password` form field")
-        raw_pages = [page.extract_text() or "" for page in reader.pages]
+        pages = list(reader.pages)
     except (WrongPassword, PasswordRequired):
         raise
     except Exception as exc:  # pypdf raises many types for broken files; all mean "unreadable"
-        raise UnreadablePdf(
-            f"the PDF could not be read ({type(exc).__name__}: {exc}); it may be broken, truncated or "
-            "over pypdf's decompression limits; re-export or repair it and upload again"
-        ) from exc
-    if not raw_pages:
+        raise _unreadable_pdf(exc) from exc
+    if not pages:
         raise NoTextLayer("the PDF has no pages; upload a PDF with text in it")
-    return raw_pages
+    raw_pages, warnings, failures = [], [], []
+    for number, page in enumerate(pages, start=1):
+        try:
+            text = page.extract_text() or ""
+        except (MemoryError, RecursionError):
+            raise  # the whole file is a bomb or a loop: the worker answers for it
+        except Exception as exc:  # one broken page (a bad font, a bad content stream) costs that page only
+            text = ""
+            failures.append(exc)
+            warnings.append({"page": number, "message": f"page {number} could not be read ({type(exc).__name__}); "
+                             "it is left empty"})  # fmt: skip
+        else:
+            if _garbled(text):
+                warnings.append({"page": number, "message": f"page {number} reads as mostly unreadable characters "
+                                 "(a font without a text mapping?); answers about it may be wrong"})  # fmt: skip
+        raw_pages.append(text)
+    if len(failures) == len(pages):
+        raise _unreadable_pdf(failures[0])
+    return raw_pages, warnings
+
+
+def _unreadable_pdf(exc: Exception) -> UnreadablePdf:
+    return UnreadablePdf(
+        f"the PDF could not be read ({type(exc).__name__}: {exc}); it may be broken, truncated or "
+        "over pypdf's decompression limits; re-export or repair it and upload again"
+    )
+
+
+def _garbled(text: str) -> bool:
+    """Mostly U+FFFD or control characters: what a page whose font has no usable text mapping gives."""
+    chars = [c for c in text if not c.isspace()]
+    bad = sum(1 for c in chars if c == "\ufffd" or unicodedata.category(c) in ("Cc", "Co", "Cn"))
+    return len(chars) >= 20 and bad > 0.5 * len(chars)

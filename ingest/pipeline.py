@@ -52,6 +52,7 @@ def store_new(store: DocStore, data: bytes, digest: str, name: str, prepared: Pr
         doc = store.create(
             name=name, sha256=digest, kind=extracted.kind, pages=extracted.pages, tokens=len(prefix),
             chars=len(extracted.text), text_rules=extracted.rules, encoding=extracted.encoding,
+            warnings=extracted.warnings,
         )  # fmt: skip
     except DuplicateDocument as dup:
         return dup.existing, False

@@ -39,12 +39,17 @@ CREATE TABLE IF NOT EXISTS documents (
     error      TEXT,
     created_at REAL NOT NULL,
     text_rules INTEGER NOT NULL DEFAULT 1,
-    encoding   TEXT
+    encoding   TEXT,
+    warnings   TEXT NOT NULL DEFAULT '[]'
 )
 """
 # Columns added after the first release, as (name, definition): added to an existing database when
 # missing. Rows that predate text_rules were made by rules version 1, hence its default.
-_MIGRATIONS = (("text_rules", "INTEGER NOT NULL DEFAULT 1"), ("encoding", "TEXT"))
+_MIGRATIONS = (
+    ("text_rules", "INTEGER NOT NULL DEFAULT 1"),
+    ("encoding", "TEXT"),
+    ("warnings", "TEXT NOT NULL DEFAULT '[]'"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +66,7 @@ class DocRecord:
     created_at: float  # unix seconds
     text_rules: int = 1  # the text rules version that made the stored text (ingest/normalize.py)
     encoding: str | None = None  # text and HTML uploads: the codec their bytes were decoded with
+    warnings: tuple[dict, ...] = ()  # [{"page", "message"}]: pages that could not be read well
 
 
 class DuplicateDocument(Exception):
@@ -107,6 +113,7 @@ class DocStore:
         chars: int,
         text_rules: int = 1,
         encoding: str | None = None,
+        warnings: list[dict] | tuple[dict, ...] = (),
     ) -> DocRecord:
         """Insert a new ``ingesting`` document; raise DuplicateDocument if the bytes are known."""
         doc_id = uuid.uuid4().hex[:16]
@@ -114,8 +121,21 @@ class DocStore:
             try:
                 self._db.execute(
                     "INSERT INTO documents (id, name, sha256, kind, pages, tokens, chars, status, error, created_at,"
-                    " text_rules, encoding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
-                    (doc_id, name, sha256, kind, pages, tokens, chars, INGESTING, time.time(), text_rules, encoding),
+                    " text_rules, encoding, warnings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)",
+                    (
+                        doc_id,
+                        name,
+                        sha256,
+                        kind,
+                        pages,
+                        tokens,
+                        chars,
+                        INGESTING,
+                        time.time(),
+                        text_rules,
+                        encoding,
+                        json.dumps(list(warnings)),
+                    ),  # fmt: skip
                 )
             except sqlite3.IntegrityError:
                 existing = self._one("SELECT * FROM documents WHERE sha256 = ?", (sha256,))
@@ -137,7 +157,7 @@ class DocStore:
     def list(self) -> list[DocRecord]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM documents ORDER BY created_at DESC").fetchall()
-        return [DocRecord(**dict(r)) for r in rows]
+        return [_record(r) for r in rows]
 
     def set_status(self, doc_id: str, status: str, error: str | None = None) -> None:
         with self._lock:
@@ -151,8 +171,8 @@ class DocStore:
         """Record a new extraction of the document (reingest): its text columns and prefix length."""
         with self._lock:
             self._db.execute(
-                "UPDATE documents SET kind = ?, pages = ?, chars = ?, tokens = ?, text_rules = ?, encoding = ?"
-                " WHERE id = ?",
+                "UPDATE documents SET kind = ?, pages = ?, chars = ?, tokens = ?, text_rules = ?, encoding = ?,"
+                " warnings = ? WHERE id = ?",
                 (
                     extracted.kind,
                     extracted.pages,
@@ -160,6 +180,7 @@ class DocStore:
                     tokens,
                     extracted.rules,
                     extracted.encoding,
+                    json.dumps(extracted.warnings),
                     doc_id,
                 ),
             )
@@ -172,7 +193,7 @@ class DocStore:
 
     def _one(self, sql: str, args: tuple) -> DocRecord | None:
         row = self._db.execute(sql, args).fetchone()
-        return DocRecord(**dict(row)) if row else None
+        return _record(row) if row else None
 
     # -- files ------------------------------------------------------------------------------------
     def dir(self, doc_id: str) -> Path:
@@ -194,6 +215,7 @@ class DocStore:
             "kind": extracted.kind,
             "encoding": extracted.encoding,
             "rules": extracted.rules,
+            "warnings": extracted.warnings,
         }
         write_atomic(self.dir(doc_id) / "text.json", json.dumps(text, ensure_ascii=False).encode())
 
@@ -215,6 +237,7 @@ class DocStore:
             kind=raw["kind"],
             encoding=raw.get("encoding"),
             rules=raw.get("rules", 1),
+            warnings=raw.get("warnings", []),
         )
 
     def read_prefix(self, doc_id: str) -> np.ndarray:
@@ -223,3 +246,9 @@ class DocStore:
     def snapshot_bytes(self) -> int:
         """Bytes of all snapshot state files on disk."""
         return sum(p.stat().st_size for p in self.docs_dir.glob("*/state.bin"))
+
+
+def _record(row: sqlite3.Row) -> DocRecord:
+    values = dict(row)
+    values["warnings"] = tuple(json.loads(values.get("warnings") or "[]"))
+    return DocRecord(**values)

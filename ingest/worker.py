@@ -3,7 +3,8 @@
 A hostile file (a PDF flate bomb, a ZIP bomb in a DOCX or EPUB, a deep recursion, a page-tree
 cycle) must cost the server at most a 4xx: extraction runs in a spawned worker process with an
 address-space limit (RLIMIT_AS) and a wall-clock timeout. On a timeout or a crash the worker is
-killed and replaced; the server process never holds the inflated data.
+killed and replaced; the server process never holds the inflated data. Several files are read at
+once, each in a worker of its own, so one slow or hostile file never fails another.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from ingest.errors import UnreadableDocument, UnreadablePdf
+from ingest.errors import ExtractorBusy, UnreadableDocument, UnreadablePdf
 from ingest.extract import ExtractedText, extract
 from ingest.normalize import KNOWN_RULES, TEXT_RULES
 
@@ -54,57 +56,124 @@ def _extract_in_worker(data: bytes, password: str | None, rules: int) -> Extract
         ) from exc
 
 
-class ExtractionWorker:
-    """One spawned worker process at a time; thread-safe. ``rules``: the text rules version it
-    extracts with (ingest/normalize.py)."""
+def _warm() -> None:
+    """Runs first in every new worker: the imports a real extraction needs, before its clock starts."""
 
-    def __init__(self, timeout_s: float, memory_bytes: int, rules: int = TEXT_RULES) -> None:
+
+class _Worker:
+    """One worker process (a one-process pool), started at once and warmed up."""
+
+    def __init__(self, memory_bytes: int) -> None:
+        self.pool = cf.ProcessPoolExecutor(
+            max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+            initargs=(memory_bytes,),
+        )  # fmt: skip
+        self.ready = self.pool.submit(_warm)
+
+    def processes(self) -> list:
+        return list((getattr(self.pool, "_processes", None) or {}).values())
+
+    def alive(self) -> bool:
+        return not self.ready.done() or (self.ready.exception() is None and all(p.is_alive() for p in self.processes()))
+
+    def kill(self) -> None:
+        for proc in self.processes():
+            proc.kill()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class ExtractionWorker:
+    """``workers`` worker processes, each extracting one file at a time; ``queue`` more uploads may
+    wait for one, and any beyond get ExtractorBusy (503). Each file is its own unit: its time limit
+    counts from when a worker starts on it, and a worker killed for one file (a timeout, a crash) is
+    replaced without touching the others. Thread-safe. ``rules``: the text rules version it extracts
+    with (ingest/normalize.py)."""
+
+    STARTUP_TIMEOUT_S = 60.0  # for a new worker process to start and import the extractors
+
+    def __init__(
+        self, timeout_s: float, memory_bytes: int, rules: int = TEXT_RULES, workers: int = 2, queue: int = 8
+    ) -> None:
         if rules not in KNOWN_RULES:
             raise ValueError(f"unknown text rules version {rules}; known: {KNOWN_RULES}")
         self.timeout_s, self.memory_bytes, self.rules = timeout_s, memory_bytes, rules
+        self.workers, self.queue = workers, queue
         self._lock = threading.Lock()
-        self._pool: cf.ProcessPoolExecutor | None = None
-
-    def _executor(self) -> cf.ProcessPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = cf.ProcessPoolExecutor(
-                    max_workers=1,
-                    mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_init_worker,
-                    initargs=(self.memory_bytes,),
-                )
-            return self._pool
-
-    def _discard(self, pool: cf.ProcessPoolExecutor) -> None:
-        with self._lock:
-            if self._pool is pool:
-                self._pool = None
-        for proc in list(getattr(pool, "_processes", {}).values()):
-            proc.kill()
-        pool.shutdown(wait=False, cancel_futures=True)
+        self._free = threading.Semaphore(workers)
+        self._idle: list[_Worker] = []
+        self._pending = 0  # files extracting or waiting
+        self._closed = False
+        # Workers are started from one long-lived thread: the kernel kills a worker when the thread that
+        # started it ends (PR_SET_PDEATHSIG follows threads), and request threads come and go.
+        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docqa-extract-spawn")
 
     def extract(self, data: bytes, password: str | None = None) -> ExtractedText:
         """As :func:`ingest.extract.extract`, bounded; raises UnreadablePdf (for a PDF) or
-        UnreadableDocument on a timeout or crash."""
-        pool = self._executor()
-        future = pool.submit(_extract_in_worker, data, password, self.rules)
+        UnreadableDocument on a timeout or crash, ExtractorBusy when too many files wait."""
+        with self._lock:
+            if self._pending >= self.workers + self.queue:
+                raise ExtractorBusy(
+                    f"{self._pending} uploads are being read already; upload again in a few seconds", retry_after=5
+                )
+            self._pending += 1
         try:
-            return future.result(timeout=self.timeout_s)
+            with self._free:
+                worker = self._take()
+                try:
+                    return self._run(worker, data, password)
+                except (cf.TimeoutError, BrokenProcessPool):
+                    worker.kill()
+                    worker = None
+                    raise
+                finally:
+                    self._give_back(worker)
         except cf.TimeoutError as exc:
-            self._discard(pool)
             raise _unreadable(data)(
                 f"extracting the text took longer than {self.timeout_s:.0f} s (a decompression bomb or a "
                 "page-tree loop?); repair or re-export the file"
             ) from exc
         except BrokenProcessPool as exc:
-            self._discard(pool)
             raise _unreadable(data)(
                 "the extraction worker ran out of memory or crashed on this file; repair or re-export it"
             ) from exc
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+    def prestart(self) -> None:
+        """Start the worker processes now, so the first uploads do not wait for them."""
+        with self._lock:
+            while len(self._idle) < self.workers and not self._closed:
+                self._idle.append(self._new_worker())
+
+    def _run(self, worker: _Worker, data: bytes, password: str | None) -> ExtractedText:
+        worker.ready.result(timeout=self.STARTUP_TIMEOUT_S)  # not counted against the file
+        return worker.pool.submit(_extract_in_worker, data, password, self.rules).result(timeout=self.timeout_s)
+
+    def _new_worker(self) -> _Worker:
+        return self._spawner.submit(_Worker, self.memory_bytes).result()
+
+    def _take(self) -> _Worker:
+        with self._lock:
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.alive():
+                    return worker
+                worker.kill()  # died while idle (killed from outside): replaced below
+        return self._new_worker()
+
+    def _give_back(self, worker: _Worker | None) -> None:
+        with self._lock:
+            if worker is not None and not self._closed:
+                self._idle.append(worker)
+                return
+        if worker is not None:
+            worker.kill()
 
     def close(self) -> None:
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.pool.shutdown(wait=False, cancel_futures=True)
+        self._spawner.shutdown(wait=False)

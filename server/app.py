@@ -39,9 +39,14 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         engine = Engine(settings, store, observer=metrics)
         app.state.store = store
         app.state.engine = engine
-        app.state.extractor = ExtractionWorker(
-            settings.extract_timeout_s, settings.extract_memory_bytes, settings.text_rules
+        extractor = app.state.extractor = ExtractionWorker(
+            settings.extract_timeout_s,
+            settings.extract_memory_bytes,
+            settings.text_rules,
+            workers=settings.extract_workers,
+            queue=settings.extract_queue,
         )
+        extractor.prestart()
         await asyncio.to_thread(engine.start)
         metrics.bind(engine, store)
         try:

@@ -157,6 +157,8 @@ def ingest(ctx: click.Context, file: Path, password: str | None, url: str | None
         if info["status"] == "failed":
             raise click.ClickException(f"ingestion failed: {info['error']}")
         click.echo(f"{doc['id']}\t{info['pages']} pages\t{info['tokens']} tokens", err=True)
+        for warning in info.get("warnings", []):
+            click.echo(f"warning: {warning['message']}", err=True)
         click.echo(doc["id"])
 
 

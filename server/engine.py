@@ -173,6 +173,7 @@ class Engine:
             self.docs.drop(doc_id)
         if self._closing_at is not None:
             self._close_down(force=time.monotonic() >= self._closing_at)
+        self.scheduler.drop_cancelled()  # questions whose client hung up while they waited
         while (job := self.scheduler.next_job(self.docs.loaded, self._n_prefix)) is not None:
             self._start(job)  # a question starts its prefill; an ingestion claims its sequence
         answering = [seq for seq in self.scheduler.running.values() if not seq.prefilling]

@@ -122,6 +122,7 @@ STATUS: dict[type[Exception], tuple[int, str]] = {
     ingest_errors.UnreadablePdf: (422, "unreadable_pdf"),
     ingest_errors.UnreadableDocument: (422, "unreadable_document"),
     ingest_errors.NoTextLayer: (422, "no_text_layer"),
+    ingest_errors.ExtractorBusy: (503, "extractor_busy"),
     ingest_errors.DocumentError: (422, "bad_document"),
     snapshot.SnapshotIncompatible: (409, "snapshot_incompatible"),
     snapshot.SnapshotMissing: (409, "snapshot_missing"),
@@ -165,7 +166,7 @@ def _internal() -> tuple[str, str]:
 
 def response(exc: BaseException) -> JSONResponse:
     status, _ = status_of(exc)
-    headers = exc.headers if isinstance(exc, ApiError) else None
+    headers = getattr(exc, "headers", None)
     return JSONResponse(payload(exc), status_code=status, headers=headers)
 
 

@@ -16,6 +16,13 @@ MAX_CONVERSATION_CHARS = 100_000
 MAX_ANSWER_TOKENS = 32_768
 
 
+class PageWarning(BaseModel):
+    """A page of a document that could not be read well; the rest of the document was."""
+
+    page: int  # 1-based
+    message: str
+
+
 class DocumentPublic(BaseModel):
     """A document as the API shows it."""
 
@@ -30,6 +37,7 @@ class DocumentPublic(BaseModel):
     kind: str  # pdf | docx | epub | html | text
     text_rules: int  # the text rules version that made the stored text (1 = raw lines; see reingest)
     encoding: str | None  # text and HTML uploads: the codec their bytes were decoded with
+    warnings: list[PageWarning] = []  # pages that could not be read, or read as garbage
 
 
 class DocumentCreated(BaseModel):

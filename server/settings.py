@@ -131,6 +131,10 @@ class Settings(BaseSettings):
         default_factory=list, description="Origins allowed by CORS (default: none, CORS off)."
     )
     extract_timeout_s: float = Field(default=60.0, gt=0, description="Wall-clock limit of one text extraction.")
+    extract_workers: int = Field(default=2, ge=1, le=64, description="Files read at once, each in a worker process.")
+    extract_queue: int = Field(
+        default=8, ge=0, description="Uploads that may wait for an extraction worker; more get 503 with Retry-After."
+    )
     extract_memory_bytes: int = Field(
         default=1024**3, ge=64 * 1024**2, description="Address-space limit of the extraction worker process."
     )

@@ -14,7 +14,15 @@ from ingest.store import FAILED, INGESTING, READY, DocRecord
 from server.deps import EngineDep, ExtractorDep, SettingsDep, StoreDep
 from server.engine import Engine
 from server.errors import DocumentIngesting, DocumentNotFound
-from server.schemas import DocumentCreated, DocumentList, DocumentPublic, DocumentText, PageSpan, ReingestRequest
+from server.schemas import (
+    DocumentCreated,
+    DocumentList,
+    DocumentPublic,
+    DocumentText,
+    PageSpan,
+    PageWarning,
+    ReingestRequest,
+)
 from server.settings import Settings
 
 router = APIRouter(prefix="/v1")
@@ -37,6 +45,7 @@ def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
         kind=doc.kind,
         text_rules=doc.text_rules,
         encoding=doc.encoding,
+        warnings=[PageWarning(**w) for w in doc.warnings],
     )
 
 

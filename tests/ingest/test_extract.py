@@ -188,3 +188,58 @@ def test_worker_timeout_and_memory_limit_become_unreadable_pdf(cases, manifest):
         assert "Lorem ipsum" in worker.extract((cases / manifest["PDF-01"]["path"]).read_bytes()).text
     finally:
         worker.close()
+
+
+def _two_page_pdf(second_widths: bytes) -> bytes:
+    """Two pages of Helvetica text; page 2's font has the widths array ``second_widths``."""
+    good = b"[" + b" ".join([b"500"] * 95) + b"]"
+    font = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /FirstChar 32 /LastChar 126 /Widths %s >>"
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 %d 0 R >> >> "
+        b"/Contents %d 0 R >>"
+    )
+    text = [b"BT /F1 12 Tf 72 720 Td (Page %d says hello to the reader.) Tj ET" % n for n in (1, 2)]
+    return _pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R 4 0 R] /Count 2 >>",
+            page % (5, 7),
+            page % (6, 8),
+            font % good,
+            font % second_widths,
+            *[b"<< /Length %d >>\nstream\n%s\nendstream" % (len(t), t) for t in text],
+        ]
+    )
+
+
+def test_one_unreadable_page_is_a_warning_not_a_refusal():
+    """A malformed widths array on page 2 (pypdf: "invalid literal for int()") used to discard the
+    whole PDF; page 1 is kept, page 2 is left empty with a warning."""
+    doc = extract(_two_page_pdf(b"[ 500 (x) /Name ]"))
+    assert doc.pages == 2 and "Page 1 says hello" in doc.text and "Page 2" not in doc.text
+    assert [w["page"] for w in doc.warnings] == [2] and "could not be read" in doc.warnings[0]["message"]
+    assert extract(_two_page_pdf(b"[" + b" ".join([b"500"] * 95) + b"]")).warnings == []  # negative control
+
+
+def test_a_pdf_with_no_readable_page_is_refused():
+    bad = _pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 4 0 R >> >> "
+            b"/Contents 5 0 R >>",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /FirstChar 32 /LastChar 126 /Widths [ (x) ] >>",
+            b"<< /Length 40 >>\nstream\nBT /F1 12 Tf 72 720 Td (Hello.) Tj ET\nendstream",
+        ]
+    )
+    with pytest.raises(UnreadablePdf, match="could not be read"):
+        extract(bad)
+
+
+def test_a_garbled_page_is_flagged():
+    from ingest.extract import _garbled
+
+    assert _garbled("\ufffd" * 30 + "ab")
+    assert _garbled("\ue000\ue001\ue002" * 10)  # private-use glyph codes: a font without a text mapping
+    assert not _garbled("An ordinary page of text, with a \ufffd or two \ufffd in it.")
+    assert not _garbled("\ufffd\ufffd")  # too short to judge

@@ -1,0 +1,46 @@
+"""One table maps every error to a status and a type (server/errors.py); headers travel with it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ingest import errors as ingest_errors
+from ingest import snapshot
+from runtime.llama import DecodeError
+from server import errors
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "error_type"),
+    [
+        (errors.InvalidRequest("x"), 422, "invalid_request"),
+        (errors.DocumentNotFound("x"), 404, "document_not_found"),
+        (errors.KvCacheFull("x"), 503, "kv_cache_full"),
+        (ingest_errors.DocumentTooLong(10, 5), 413, "document_too_long"),
+        (ingest_errors.UnreadablePdf("x"), 422, "unreadable_pdf"),  # a subclass listed itself
+        (ingest_errors.UnreadableDocument("x"), 422, "unreadable_document"),
+        (ingest_errors.ExtractorBusy("x", retry_after=5), 503, "extractor_busy"),
+        (snapshot.SnapshotMissing("x"), 409, "snapshot_missing"),
+        (ValueError("/secret/path"), 500, "internal_error"),  # anything else: a bug, no details
+    ],
+)
+def test_every_error_has_one_status_and_type(exc, status, error_type):
+    response = errors.response(exc)
+    body = json.loads(response.body)
+    assert (response.status_code, body["error"]["type"]) == (status, error_type)
+    assert "/secret/path" not in response.body.decode()
+
+
+def test_headers_travel_with_the_error():
+    busy = errors.response(ingest_errors.ExtractorBusy("wait", retry_after=5))
+    assert busy.headers["retry-after"] == "5"
+    unauthorized = errors.response(errors.Unauthorized("key", {"WWW-Authenticate": "Bearer"}))
+    assert unauthorized.headers["www-authenticate"] == "Bearer"
+
+
+def test_engine_failures_become_api_errors_without_details():
+    assert isinstance(errors.from_engine(DecodeError(1, 17)), errors.KvCacheFull)
+    failed = errors.from_engine(RuntimeError("/data/documents/abc/state.bin is corrupt"))
+    assert isinstance(failed, errors.GenerationFailed) and "/data" not in str(failed)
