@@ -222,29 +222,28 @@ class Engine:
                     self._release(seq)
 
     def _prefill_next_chunk(self) -> None:
-        """Decode one prefill chunk: of the oldest question still prefilling, or of the ingestion
-        (taking turns when both wait)."""
-        seq = next((s for s in self.scheduler.running.values() if s.prefilling), None)
-        if seq is not None and (self.scheduler.ingesting is None or self._turn % 2 == 0):
-            self._prefill_question(seq)
-        elif self.scheduler.ingesting is not None:
-            self.ingest.step(self.loaded.ctx.config.n_ubatch)
-        self._turn += 1
-
-    def _prefill_question(self, seq: Sequence) -> None:
-        if seq.job.cancelled.is_set():  # the client hung up before its first token
-            self._release(seq)
-            return
-        try:
-            if not self.runner.prefill_chunk(seq, self.loaded.ctx.config.n_ubatch):
+        """Decode one chunk of prefill (at most ``n_ubatch`` tokens): of the questions still prefilling,
+        oldest first, or of the ingestion, taking turns when both wait."""
+        n_ubatch = self.loaded.ctx.config.n_ubatch
+        for seq in [s for s in self.scheduler.running.values() if s.prefilling and s.job.cancelled.is_set()]:
+            self._release(seq)  # the client hung up before its first token
+        prefilling = [s for s in self.scheduler.running.values() if s.prefilling]
+        if prefilling and (self.scheduler.ingesting is None or self._turn % 2 == 0):
+            try:
+                started = self.runner.prefill_chunks(prefilling, n_ubatch)
+            except Exception as exc:
+                for seq in prefilling:
+                    self._abort(seq, exc)
                 return
-            seq.lookup.extend(seq.suffix.tolist())
-            self._deliver(seq, seq.answer.begin(self.runner.first_row()))
-        except Exception as exc:
-            self._abort(seq, exc)
-            return
-        if seq.answer.done:
-            self._finish(seq)
+            for seq, row in started:
+                if row is not None:
+                    seq.lookup.extend(seq.suffix.tolist())
+                    self._deliver(seq, seq.answer.begin(row))
+                    if seq.answer.done:
+                        self._finish(seq)
+        elif self.scheduler.ingesting is not None:
+            self.ingest.step(n_ubatch)
+        self._turn += 1
 
     def _close_down(self, force: bool) -> None:
         """Shutting down: refuse what waits, stop the ingestion (it stays resumable), and once ``force``

@@ -54,28 +54,43 @@ class Runner:
         mtp.reset(hot.mtp_h)
         return mtp
 
-    def prefill_chunk(self, seq: Sequence, n_max: int) -> bool:
-        """Decode the next chunk (at most ``n_max`` tokens) of the question's suffix, with the MTP
-        catch-up; True once all of it is in, and the last row's logits (:meth:`first_row`) are ready."""
-        start = seq.n_prefilled
-        chunk = seq.suffix[start : start + n_max]
-        last = start + len(chunk) >= len(seq.suffix)
-        pos0 = seq.n_prefix + start
-        self.ctx.decode(chunk, pos0, seq_id=seq.seq_id, outputs="last" if last else "none")
-        if seq.mtp is not None:
-            seq.mtp.process(chunk, pos0)
-        seq.n_prefilled += len(chunk)
-        return last
+    def prefill_chunks(self, seqs: list[Sequence], budget: int) -> list[tuple[Sequence, np.ndarray | None]]:
+        """Decode the next pieces of the questions' suffixes in one call, oldest first, ``budget``
+        tokens in all (a long question takes the whole budget; short ones share it), with the MTP
+        catch-up. Returns each sequence decoded with the logits row of its first answer token (a copy)
+        once its whole suffix is in, else None."""
+        pieces = []
+        for seq in seqs:
+            if budget <= 0:
+                break
+            chunk = seq.suffix[seq.n_prefilled : seq.n_prefilled + budget]
+            pieces.append((seq, chunk, seq.n_prefix + seq.n_prefilled))
+            budget -= len(chunk)
+        ends = [seq.n_prefilled + len(chunk) >= len(seq.suffix) for seq, chunk, _ in pieces]
+        offsets = np.cumsum([0] + [len(c) for _, c, _ in pieces]).tolist()
+        tokens = np.concatenate([c for _, c, _ in pieces]).astype(np.int32)
+        pos = np.concatenate([np.arange(p, p + len(c), dtype=np.int32) for _, c, p in pieces])
+        seq_ids = np.concatenate([np.full(len(c), s.seq_id, dtype=np.int32) for s, c, _ in pieces])
+        outputs = np.zeros(len(tokens), dtype=np.int8)
+        outputs[[offsets[i + 1] - 1 for i, end in enumerate(ends) if end]] = 1  # each finished suffix's last row
+        self.ctx.decode_rows(tokens, pos, seq_ids, outputs)
+        if self.mtp_ctx is not None:
+            hidden = self.ctx.hidden()
+            slices = [hidden[offsets[i] : offsets[i + 1]] for i in range(len(pieces))]
+            process_many([s.mtp for s, _, _ in pieces], [c for _, c, _ in pieces], [p for _, _, p in pieces], slices)
+        logits = self.ctx.logits() if any(ends) else None
+        out, row = [], 0
+        for (seq, chunk, _), end in zip(pieces, ends, strict=True):
+            seq.n_prefilled += len(chunk)
+            out.append((seq, logits[row].copy() if end else None))
+            row += int(end)
+        return out
 
     def prefill(self, seq: Sequence, tokens: np.ndarray, should_stop=None) -> bool:
         """Decode ``tokens`` after the prefix of ``seq`` (the question, or a replay), with the MTP
         catch-up; the last row's logits are then ready. False if ``should_stop()`` turned true."""
         on_chunk = seq.mtp.process if seq.mtp is not None else None
         return self.ctx.prefill(tokens, seq.n_prefix, seq_id=seq.seq_id, should_stop=should_stop, on_chunk=on_chunk)
-
-    def first_row(self) -> np.ndarray:
-        """The logits row the last prefill left: the first answer token's distribution."""
-        return self.ctx.logits()[-1]
 
     def rebuild(self, seq: Sequence) -> None:
         """A rollback failed (a recurrent state refuses rollbacks past n_rs_seq, notes §6): share the

@@ -8,7 +8,7 @@ import pytest
 from bench.live import Live
 
 ALICE = "text/gutenberg/alice-in-wonderland-pg11.txt"
-QUESTION = "What did the White Rabbit take out of its waistcoat-pocket?"
+QUESTION = "What did the Rabbit say to itself? Quote it."
 
 
 @pytest.fixture(scope="module")

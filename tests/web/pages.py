@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,7 @@ from bench.live import ROOT
 
 ARTIFACTS = ROOT / "tests" / "artifacts"  # git-ignored; CI keeps them
 API_KEY = "page-test-key"
-PDF = "pdf/pypdf-resources/crazyones.pdf"  # 1 page, 270 prefix tokens with the embedded model
+PDF = "pdf/pypdf-resources/crazyones.pdf"  # 1 page, about 260 prefix tokens with the embedded model
 # A question answered by quoting: verify16 accepts most drafts, so it is fast on a CPU too, and a fixed
 # window gives the same greedy answer every run (an adaptive one changes the rows per decode call, which
 # moves Q4 logits a little).
@@ -129,3 +130,11 @@ def chunk(delta: dict, finish: str | None = None, **extra) -> dict:
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         **extra,
     }
+
+
+def document_tokens(page) -> str:
+    """The prefix tokens the selected document's entry shows ("ready · 1 page · 259 tokens" -> "259")."""
+    text = page.locator("#doc-list li.doc.selected").inner_text()
+    match = re.search(r"ready · 1 page · ([\d,]+) tokens", text)  # "1 page", not "1 pages"
+    assert match, text
+    return match.group(1)
