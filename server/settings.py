@@ -15,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ingest.normalize import TEXT_RULES
-from runtime.kvtypes import KV_TYPES
+from runtime.kvtypes import GGML, KV_TYPES
 from runtime.plan_fit import parse_size
 from spec.limits import MAX_MTP_DRAFT, MAX_ROWS, MAX_WINDOW
 
@@ -75,6 +75,13 @@ class Settings(BaseSettings):
         ge=1,
         le=MAX_SEQS,
         description="Questions answered concurrently, batched into one decode call per step (continuous batching).",
+    )
+    batch_invariant: bool = Field(
+        default=False,
+        description=(
+            "Answers that do not depend on what else is decoded at the same time: a quantized KV cache, "
+            "flash attention and no CPU repack (the README gives the measured cost)."
+        ),
     )
     parallel_ingest: bool = Field(
         default=True,
@@ -152,6 +159,8 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
+        if self.batch_invariant:
+            self._make_batch_invariant()
         if self.min_ngram > self.max_ngram:
             raise ValueError(f"min_ngram ({self.min_ngram}) must be <= max_ngram ({self.max_ngram})")
         if self.n_ubatch > self.n_batch:
@@ -164,6 +173,28 @@ class Settings(BaseSettings):
         if self.answer_reserve >= self.n_ctx:
             raise ValueError(f"answer_reserve ({self.answer_reserve}) must be < n_ctx ({self.n_ctx})")
         return self
+
+    def _make_batch_invariant(self) -> None:
+        """Fill the settings under which a row's logits do not depend on the other rows of its decode
+        call nor on other sequences' cells (measured on the CPU backend, bench/results/invariance.md):
+        a quantized KV cache and flash attention, so ggml-cpu's flash attention takes its one-row
+        reference path (ops.cpp ``ggml_compute_forward_flash_attn_ext_f16_one_chunk``: no KV split,
+        no query tiling, masked cells skipped), and no CPU repack (whose gemm and gemv differ). What
+        the user set explicitly is kept, unless it contradicts the mode."""
+        explicit = self.model_fields_set
+        if GGML[self.type_k].quantized is False:
+            if "type_k" in explicit:
+                raise ValueError(f"batch_invariant needs a quantized K cache (q8_0, q4_0, ...), not {self.type_k}")
+            self.type_k = "q8_0"
+        if GGML[self.type_v].quantized is False:
+            if "type_v" in explicit:
+                raise ValueError(f"batch_invariant needs a quantized V cache (q8_0, q4_0, ...), not {self.type_v}")
+            self.type_v = "q8_0"
+        for name, value in (("flash_attn", "on"), ("cpu_repack", "off")):
+            if getattr(self, name) != value:
+                if name in explicit:
+                    raise ValueError(f"batch_invariant needs {name}={value}, not {getattr(self, name)}")
+                setattr(self, name, value)
 
     @property
     def extra_bufts(self) -> bool | None:

@@ -84,6 +84,21 @@ def test_eight_concurrent_greedy_answers_equal_alone_on_f16(server, cases, gemma
     assert agreed >= total // 2, (agreed, total)
 
 
+def test_eight_concurrent_answers_equal_alone_on_q4_k_m_when_batch_invariant(server, cases):
+    """DOCQA_BATCH_INVARIANT (quantized KV cache, flash attention, no CPU repack): on the shipped
+    Q4_K_M, every one of 8 concurrent greedy answers is exactly the answer to the question asked alone,
+    with speculation on (tests/spec/test_invariance.py has the row-level evidence)."""
+    with server(batch_invariant=True, n_seq_max=8) as client:
+        doc = upload(client, cases / CRAZY)
+        alone = _ask_all(client, doc["id"], QUESTIONS, concurrent=False)
+        before = batch_steps(client)
+        together = _ask_all(client, doc["id"], QUESTIONS, concurrent=True)
+        after = batch_steps(client)
+    assert after[6] - before[6] < after[8] - before[8], after  # steps really carried all eight
+    assert {q: r["answer"] for q, r in together.items()} == {q: r["answer"] for q, r in alone.items()}
+    assert sum(r["stats"]["drafted_tokens"] for r in together.values()) > 0  # with speculation
+
+
 def test_questions_about_another_document_wait_for_the_batch(server, cases):
     """FIFO across documents: a question about B after questions about A is answered correctly once
     A's batch drains, and A's later questions do not overtake it."""
