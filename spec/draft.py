@@ -74,7 +74,9 @@ class DraftPolicy:
         self.stats = SourceStats()
         self.recent = AcceptanceRate(0.5)  # all sources together, for the load cap of fixed windows
         self._lookup_kind = "weak"
-        self._idle = {"mtp": 0, "weak": 0}
+        self._idle = {"mtp": 0}  # steps since MTP last drafted
+        # The first token of a lookup candidate that was not drafted, and its kind (observe() checks it).
+        self._shadow: tuple[str, int] | None = None
 
     def propose(self, last: int, pos: int, max_draft: int, load: int = 1, mtp_drafts: list[int] | None = None) -> Draft:
         """Draft for the step whose first verify row is ``last`` at ``pos``; at most ``max_draft`` tokens.
@@ -117,16 +119,14 @@ class DraftPolicy:
                 value = (1 + expected_accepted(a, n)) / (share(n, load) + n * self.costs.mtp)
                 if value > best_value:
                     best_value, best = value, ("mtp", n)
-        # Exploration: a source that has not drafted for a while gets one short probe, so its
-        # acceptance estimate can recover when the text changes (e.g. the answer starts quoting).
-        if best[0] == "none":
-            if self.mtp is not None and self._idle["mtp"] >= self.PROBE_EVERY:
-                best = ("mtp", 1)
-            elif candidate and self._idle["weak"] >= self.PROBE_EVERY:
-                best = ("lookup", min(4, len(candidate)))
+        # Exploration: MTP, unused for a while, gets one short probe, so its acceptance estimate can
+        # recover when the text changes. Lookup needs none: a plain step shows for free whether its
+        # candidate's first token was right (observe()'s shadow check).
+        if best[0] == "none" and self.mtp is not None and self._idle["mtp"] >= self.PROBE_EVERY:
+            best = ("mtp", 1)
         plan, n = best
         self._idle["mtp"] = 0 if plan == "mtp" else self._idle["mtp"] + 1
-        self._idle["weak"] = 0 if plan == "lookup" else self._idle["weak"] + 1
+        self._shadow = (self._lookup_kind, candidate[0]) if plan == "none" and candidate else None
         if plan == "lookup":
             assert self.lookup is not None
             self.lookup.keep_first(n)
@@ -148,6 +148,16 @@ class DraftPolicy:
             tokens = tokens + self.lookup.propose(k - len(tokens), after=tokens)
         return Draft(tokens, n_mtp)
 
+    def _check_shadow(self, target_token: int) -> None:
+        """A plain step emitted ``target_token``: count whether the first token of the candidate lookup
+        proposed (when no draft was worth its cost) was right. Acceptance is learnt at no cost this
+        way, so it recovers as soon as the answer starts copying again, and no probe is spent (a probe
+        of 4 rows costs 3 plain steps on a CPU)."""
+        if self._shadow is not None:
+            kind, first = self._shadow
+            self.rate[kind].observe(1, int(first == target_token))
+            self._shadow = None
+
     def observe(self, draft: Draft, n_accepted: int, target_token: int) -> None:
         """Update per-source counters and acceptance rates, and move the lookup cursor."""
         n_lookup = len(draft.tokens) - draft.n_mtp
@@ -168,6 +178,7 @@ class DraftPolicy:
         if n_lookup and reached_lookup:
             self.lookup.observe(lookup_ok, target_token)
         elif not draft.tokens:
+            self._check_shadow(target_token)
             self.lookup.advance(target_token)  # a plain step: the cursor survives if the text matched
         else:
             self.lookup.forget_cursor()
