@@ -1,0 +1,108 @@
+"""The default (adaptive) draft window against every fixed window, side by side in one run (issue 17).
+
+The workloads of bench/policy_sim.py, asked through the real server (in-process, embedded model,
+DOCQA_BATCH_INVARIANT so that every mode emits the same answer), 128 tokens each, with the modes
+default, ``draft_tokens`` 0, 1, 2, 4, 8 and 16 alternated within each repeat. Reported: median decode
+tok/s per workload and mode, and the default's ratio to the best fixed window.
+
+Usage: .venv/bin/python -m bench.windows [--repeats 3] [--threads 2]. Writes bench/results/windows.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from bench.policy_sim import QUOTED
+from bench.run import RESULTS
+from runtime.embedded import embedded_model_path
+from runtime.system import system_info
+from server.app import create_app
+from server.settings import Settings
+
+CASES = Path(__file__).resolve().parent.parent.parent / "shared/cases"
+MODES = {"default": {}, **{str(k): {"draft_tokens": k} for k in (0, 1, 2, 4, 8, 16)}}
+
+
+def _workloads() -> dict[str, tuple[str, bytes, str, dict]]:
+    alice = (CASES / "text/gutenberg/alice-in-wonderland-pg11.txt").read_bytes().decode("utf-8-sig")[:24_000]
+    crazy = (CASES / "pdf/pypdf-resources/crazyones.pdf").read_bytes()
+    spec03 = (CASES / "synthetic/agreement-880-tokens.txt").read_bytes()
+    a = ("alice.txt", alice.encode())
+    return {
+        "re-read (Alice, 6k tokens)": (*a, "Repeat the document from the beginning, word for word.", {}),
+        "quote (Alice)": (*a, f"Copy, word for word, the paragraph that begins with '{QUOTED}'.", {}),
+        "extractive (Alice)": (*a, "What did Alice see when she looked down the well?", {}),
+        "open, sampled (Alice)": (*a, "Write a short poem about the sea.", {"temperature": 0.8, "seed": 3}),
+        "exact quote (crazyones, 259 tokens)": (
+            "crazy.pdf",
+            crazy,
+            "Quote the whole text of the document verbatim.",
+            {},
+        ),
+        "repeated structure (SPEC-03, 894 tokens)": ("spec03.txt", spec03, "List every clause, word for word.", {}),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    data = Path(tempfile.mkdtemp(prefix="docqa-windows-"))
+    settings = Settings(
+        data_dir=data, model_path=embedded_model_path(data), n_threads=args.threads, n_ctx=16384, batch_invariant=True,
+        selftest=False,
+    )  # fmt: skip
+    rates: dict[str, dict[str, list[float]]] = {}
+    answers: dict[str, set[str]] = {}
+    with TestClient(create_app(settings)) as client:
+        docs: dict[str, str] = {}
+        for name, (filename, data_bytes, _, _) in _workloads().items():
+            if filename not in docs:
+                docs[filename] = client.post("/v1/documents", files={"file": (filename, data_bytes)}).json()["id"]
+                while client.get(f"/v1/documents/{docs[filename]}").json()["status"] == "ingesting":
+                    time.sleep(0.1)
+            rates[name], answers[name] = {m: [] for m in MODES}, set()
+        for _ in range(args.repeats):
+            for name, (filename, _, question, body) in _workloads().items():
+                for mode, window in MODES.items():
+                    r = client.post(
+                        f"/v1/documents/{docs[filename]}/answers",
+                        json={"question": question, "max_tokens": 128, "stop": [], **body, **window},
+                    ).json()
+                    rates[name][mode].append(r["stats"]["decode_tokens_per_s"])
+                    answers[name].add(r["answer"])
+    lines = [
+        "# The default draft window against every fixed window",
+        "",
+        f"One run, {args.repeats} alternating repeats (medians), 128-token answers, {args.threads} threads, embedded "
+        f"Gemma 3 270M Q4_K_M, DOCQA_BATCH_INVARIANT (every mode gives the same answer); CPU "
+        f"{platform.processor() or platform.machine()}; {system_info()}",
+        "",
+        "| workload | " + " | ".join(MODES) + " | default / best fixed |",
+        "|---|" + "---|" * (len(MODES) + 1),
+    ]
+    results = {}
+    for name, by_mode in rates.items():
+        med = {m: statistics.median(v) for m, v in by_mode.items()}
+        best = max((m for m in MODES if m != "default"), key=med.get)
+        results[name] = {"tokens_per_s": med, "best_fixed": best, "identical_answers": len(answers[name]) == 1}
+        cells = " | ".join(f"**{v:.1f}**" if m == best else f"{v:.1f}" for m, v in med.items())
+        lines.append(f"| {name} | {cells} | {med['default'] / med[best]:.2f} (best: {best}) |")
+    lines.append("")
+    lines.append(f"Same answer in every mode and repeat: {all(r['identical_answers'] for r in results.values())}.")
+    (RESULTS / "windows.json").write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / "windows.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
