@@ -140,7 +140,7 @@ def _save_state(ctx: Context, seq_id: int, tokens: np.ndarray, path: Path) -> No
         except LlamaError as exc:  # llama.cpp says only that it failed: a full disk is the usual reason
             free, size = shutil.disk_usage(path.parent).free, ctx.state_size(seq_id)
             code = errno.ENOSPC if free < size else errno.EIO
-            raise OSError(code, f"{os.strerror(code)}: {exc} ({free} bytes free, state {size} bytes)") from exc
+            raise OSError(code, os.strerror(code), f"{tmp} ({free} bytes free, state {size} bytes)") from exc
 
 
 def remove(directory: Path) -> int:

@@ -5,14 +5,18 @@ A document is ``ready`` only after its snapshot manifest is on disk (see ``inges
 a crash during ingestion can never leave a half-written document marked ready.
 
 Another process may hold the database locked (a backup, ``sqlite3`` in a shell): every write retries
-``database is locked`` with a bounded backoff (:data:`LOCK_WAIT_S` in all), then raises StoreBusy. A
-full disk raises DiskFull; a database that cannot be opened, DataDirUnusable naming the path.
+``database is locked`` with a bounded backoff (:data:`LOCK_WAIT_S` in all), then raises StoreBusy.
+On a full disk SQLite cannot even record that a write failed, so the store keeps a small reserve file
+(:data:`RESERVE_BYTES`) and gives its space up to the database when a write finds the disk full; it
+is made again once there is room. A full disk beyond that raises DiskFull; a database that cannot be
+opened, DataDirUnusable naming the path.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -31,6 +35,8 @@ T = TypeVar("T")
 #: Longest a write waits for a lock another process holds, in seconds, over all its retries.
 LOCK_WAIT_S = 30.0
 _BACKOFF_S = (0.05, 1.0)  # first and longest pause between retries (doubling)
+#: Space kept for SQLite in ``data_dir/.reserve``, released when a write finds the disk full.
+RESERVE_FILE, RESERVE_BYTES = ".reserve", 1024**2
 
 INGESTING, READY, FAILED = "ingesting", "ready", "failed"
 
@@ -102,6 +108,7 @@ class DocStore(DocFiles):
                 "by this user, or set DOCQA_DATA_DIR to one that is"
             ) from exc
         self._lock = threading.Lock()
+        self._keep_reserve()
 
     def _migrate(self) -> None:
         """Add the columns of _MIGRATIONS that an existing database lacks (ALTER TABLE ADD COLUMN)."""
@@ -211,9 +218,13 @@ class DocStore(DocFiles):
         pause = _BACKOFF_S[0]
         while True:
             try:
-                return attempt()
+                result = attempt()
+                self._keep_reserve()
+                return result
             except sqlite3.OperationalError as exc:
                 message = str(exc)
+                if "full" in message and self._release_reserve():
+                    continue  # the reserve's space is the database's now: the same write again
                 if "full" in message:
                     raise DiskFull(
                         f"the disk is full: the database cannot be written ({message}); free space in the data "
@@ -229,6 +240,27 @@ class DocStore(DocFiles):
                 log.warning("database is locked; retrying in %.2f s", pause)
                 time.sleep(pause)
                 pause = min(pause * 2, _BACKOFF_S[1])
+
+    def _keep_reserve(self) -> None:
+        """Make the reserve file when it is missing and there is room (else leave it for later)."""
+        path = self.root / RESERVE_FILE
+        if path.is_file():
+            return
+        try:
+            with path.open("wb") as f:
+                f.write(bytes(RESERVE_BYTES))
+                os.fsync(f.fileno())
+        except OSError:
+            path.unlink(missing_ok=True)
+
+    def _release_reserve(self) -> bool:
+        """Give the reserve's space to SQLite; False when there is none to give."""
+        try:
+            (self.root / RESERVE_FILE).unlink()
+        except FileNotFoundError:
+            return False
+        log.warning("the disk is full: released the %d-byte reserve so that the database can be written", RESERVE_BYTES)
+        return True
 
     def _one(self, sql: str, args: tuple) -> DocRecord | None:
         row = self._db.execute(sql, args).fetchone()
