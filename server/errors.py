@@ -153,9 +153,10 @@ STATUS: dict[type[Exception], tuple[int, str]] = {
 INTERNAL = (500, "internal_error")
 
 
-def from_engine(exc: Exception) -> ApiError:
-    """An engine failure as the error its job reports (the details stay in the log)."""
-    if isinstance(exc, ApiError):
+def from_engine(exc: Exception) -> Exception:
+    """An engine failure as the error its job reports (the details stay in the log): errors with a
+    status of their own (a full disk, a locked database) as they are, the rest as GenerationFailed."""
+    if isinstance(exc, ApiError | ingest_errors.StorageError):
         return exc
     if isinstance(exc, DecodeError) and exc.rc == 1:
         return KvCacheFull("the KV cache is full with other answers in progress; retry in a moment")

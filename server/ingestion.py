@@ -170,12 +170,14 @@ def resume_interrupted(store: DocStore, submit: Callable[[str, int], None]) -> N
     for doc in store.list():
         if doc.status != INGESTING:
             continue
-        if (store.dir(doc.id) / "prefix.npy").is_file():
-            if snapshot.describes(store.dir(doc.id), store.read_prefix(doc.id)):
+        try:
+            if not (store.dir(doc.id) / "prefix.npy").is_file():
+                store.set_status(doc.id, FAILED, "the server stopped before the upload was stored; upload again")
+            elif snapshot.describes(store.dir(doc.id), store.read_prefix(doc.id)):
                 log.info("%s: its snapshot is complete; marked ready", doc.id)
                 store.set_status(doc.id, READY)
-                continue
-            log.info("resuming ingestion of %s", doc.id)
-            submit(doc.id, doc.tokens)
-        else:
-            store.set_status(doc.id, FAILED, "the server stopped before the upload was stored; upload again")
+            else:
+                log.info("resuming ingestion of %s", doc.id)
+                submit(doc.id, doc.tokens)
+        except StorageError as exc:  # a locked or full database: it stays as it is until the next start
+            log.error("%s: could not record its state at start-up: %s", doc.id, exc)
