@@ -15,6 +15,8 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Base URL of in-process TestClients: a loopback Host, which the server answers to (server/hosts.py).
+LOCAL = "http://127.0.0.1"
 
 
 def free_port() -> int:

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
+from bench.live import LOCAL
 from ingest.extract import extract
 from runtime.embedded import embedded_model_path
 from server.app import create_app
@@ -204,7 +205,7 @@ def main() -> None:
             settings = Settings(
                 data_dir=data_dir, model_path=model_path, n_threads=args.threads, n_ctx=16384, text_rules=rules
             )
-            clients[label] = stack.enter_context(TestClient(create_app(settings)))
+            clients[label] = stack.enter_context(TestClient(create_app(settings), base_url=LOCAL))
         for name, (filename, load, question, max_tokens) in INPUTS.items():
             data = load()
             data = data.encode() if isinstance(data, str) else data

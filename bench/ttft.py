@@ -22,6 +22,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
+from bench.live import LOCAL
 from ingest.prompt import plain_layout
 from runtime.embedded import embedded_model_path
 from server.app import create_app
@@ -86,7 +87,7 @@ def main() -> None:
         }
     }
 
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url=LOCAL) as client:
         t0 = time.perf_counter()
         r = client.post("/v1/documents", files={"file": ("alice.txt", text.encode())})
         doc_id = r.json()["id"]
@@ -122,7 +123,7 @@ def main() -> None:
             runs = [_ask(client, crazy_id, EXACT, max_tokens=128, **body) for _ in range(args.runs)]
             results[f"decode_{name}"] = _decode_summary(runs)
 
-    with TestClient(create_app(settings)) as client:  # restart: the state comes from disk
+    with TestClient(create_app(settings), base_url=LOCAL) as client:  # restart: the state comes from disk
         results["ttft_ms_after_restart_from_disk"] = round(_ask(client, doc_id, QUESTION, max_tokens=8)["ttft_ms"], 1)
 
     cold = [_cold_llama_cpp_python(model_path, text, args.threads, 32768) for _ in range(2)]

@@ -39,14 +39,54 @@ class NoTextLayer(DocumentError):
 
 
 class DocumentTooLong(DocumentError):
-    """The document prefix does not fit the context budget (n_ctx minus the answer reserve)."""
+    """The document prefix does not fit the context budget (n_ctx minus the answer reserve).
 
-    def __init__(self, n_tokens: int, limit: int) -> None:
-        self.n_tokens = n_tokens
-        self.limit = limit
+    ``n_tokens``: its length (``estimated`` when counting stopped past the limit, ingest/budget.py);
+    ``fits``: the largest leading part that fits, ``{"pages": [first, last]}`` or ``{"chars": [start,
+    end]}``, for an upload with ``pages=`` / ``chars=`` (None when not even a page fits); ``n_ctx`` and
+    ``n_ctx_train`` (the model's trained context) decide whether a larger DOCQA_N_CTX is advice.
+    """
+
+    def __init__(
+        self,
+        n_tokens: int,
+        limit: int,
+        *,
+        estimated: bool = False,
+        fits: dict[str, list[int]] | None = None,
+        n_ctx: int | None = None,
+        n_ctx_train: int | None = None,
+    ) -> None:
+        self.n_tokens, self.limit, self.estimated, self.fits = n_tokens, limit, estimated, fits
+        self.details = {"n_tokens": n_tokens, "limit": limit, "estimated": estimated, "fits": fits}
+        size = (
+            f"about {n_tokens} tokens (estimated; counting stopped past the limit)"
+            if estimated
+            else f"{n_tokens} tokens"
+        )
+        advice = []
+        if fits:
+            unit, (a, b) = next(iter(fits.items()))
+            what = (
+                f"pages {a}-{b}"
+                if unit == "pages"
+                else f"its first {b - a} characters"
+                if not a
+                else f"characters {a}-{b}"
+            )
+            advice.append(f"{what} fit: upload it again with {unit}={a}-{b}")
+        advice.append("split the document")
+        if n_ctx is None or not n_ctx_train:
+            advice.append("start the server with a larger DOCQA_N_CTX")
+        elif n_ctx < n_ctx_train:
+            advice.append(f"start the server with a larger DOCQA_N_CTX (the model is trained for up to {n_ctx_train})")
+        else:
+            advice.append(
+                f"serve a model with a longer context (DOCQA_N_CTX {n_ctx} already covers this model's trained "
+                f"context of {n_ctx_train} tokens)"
+            )
         super().__init__(
-            f"document is {n_tokens} tokens, limit is {limit} tokens (n_ctx minus the answer reserve); "
-            "split the document, or start the server with a larger DOCQA_N_CTX"
+            f"document is {size}, limit is {limit} tokens (n_ctx minus the answer reserve); " + "; or ".join(advice)
         )
 
 
@@ -56,3 +96,29 @@ class ExtractorBusy(DocumentError):
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)
         self.headers = {"Retry-After": str(retry_after)}
+
+
+class StorageError(Exception):
+    """Base class: the data directory could not take a write. Not the user's document's fault."""
+
+    headers: dict[str, str] = {}
+
+
+class DiskFull(StorageError):
+    """No room: a write hit ENOSPC or EDQUOT, or the free space (or DOCQA_DISK_BUDGET_BYTES) does not
+    cover what a new document needs. The message has the numbers."""
+
+
+class StoreBusy(StorageError):
+    """The database stayed locked by another process for longer than the store waits."""
+
+    headers = {"Retry-After": "5"}
+
+
+class StorageFailed(StorageError):
+    """Another OSError during a write (EIO, EROFS, ...); the server log has the path and the trace."""
+
+
+class DataDirUnusable(StorageError):
+    """The data directory is missing and cannot be created, read-only, or holds an unreadable database
+    (a start-up error: the message names the path)."""

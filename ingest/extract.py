@@ -54,8 +54,9 @@ _HTML_START = re.compile(r"^\s*(<\?xml[^>]*>\s*)?(<!--.*?-->\s*)*<(!doctype\s+ht
 class ExtractedText:
     """Normalised document text.
 
-    ``page_starts[i]`` is the character offset where page ``i + 1`` begins: a PDF page, an EPUB
-    chapter; a text, HTML or DOCX file is one page.
+    ``page_starts[i]`` is the character offset where page ``first_page + i`` begins: a PDF page, an
+    EPUB chapter; a text, HTML or DOCX file is one page. A part of an upload (``cut``, ingest/cut.py)
+    keeps its pages' real numbers: ``first_page`` is the number of its first page.
     """
 
     text: str
@@ -64,14 +65,19 @@ class ExtractedText:
     encoding: str | None = None  # text and HTML: the codec the bytes were decoded with
     rules: int = TEXT_RULES  # the text rules version that made `text` (ingest/normalize.py)
     warnings: list[dict] = field(default_factory=list)  # [{"page": n, "message": ...}]: pages read badly
+    first_page: int = 1  # the number of the page that starts at page_starts[0]
+    cut: str | None = None  # the part of the upload this is ("pages=5-9", "chars=0-50000"); None: all of it
+    # Characters past the end of ``text`` that were not kept: more than any budget holds (ingest/cut.py
+    # keep_leading), so such a text is only ever refused; 0 for a whole text.
+    omitted_chars: int = 0
 
     @property
     def pages(self) -> int:
         return len(self.page_starts)
 
     def page_of(self, offset: int) -> int:
-        """1-based page number of the character at ``offset``."""
-        return bisect.bisect_right(self.page_starts, offset)
+        """Page number (1-based, as in the upload) of the character at ``offset``."""
+        return bisect.bisect_right(self.page_starts, offset) + self.first_page - 1
 
 
 def sniff(data: bytes) -> str:

@@ -1,9 +1,13 @@
 """The upload side of ingestion, shared by upload and re-ingest:
-extract -> normalise -> lay out -> tokenize -> budget check -> store.
+extract -> normalise -> (cut) -> budget check -> lay out and tokenize -> store.
 
 Extraction (which normalises the text: ingest/extract.py, ingest/normalize.py) runs in the bounded
 worker process (ingest/worker.py); the rest runs in the server process, off the event loop and off
-the engine thread. The engine then prefills the stored prefix (server/ingestion.py).
+the engine thread. The budget is checked before the text is tokenized in full (ingest/budget.py).
+The engine then prefills the stored prefix (server/ingestion.py).
+
+A write that fails (a full disk) leaves the document ``failed`` with the reason and no partial
+files; its next upload starts over.
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ingest.errors import DocumentTooLong
+from ingest import snapshot
+from ingest.budget import Budget, count_leading, too_long
+from ingest.cut import Cut
+from ingest.disk import storage_error
 from ingest.extract import ExtractedText
 from ingest.prompt import PromptLayout, Tokenizer
 from ingest.store import FAILED, INGESTING, DocRecord, DocStore, DuplicateDocument
@@ -27,16 +34,25 @@ class Prepared:
     prefix: np.ndarray
 
 
-def sha256(data: bytes) -> str:
-    """The identity of an upload: the same bytes are the same document."""
-    return hashlib.sha256(data).hexdigest()
+def sha256(data: bytes, cut: Cut | None = None) -> str:
+    """The identity of an upload: the same bytes (and the same part of them) are the same document."""
+    digest = hashlib.sha256(data)
+    if cut is not None:
+        digest.update(b"\0" + cut.spec.encode())
+    return digest.hexdigest()
 
 
-def prepare(extracted: ExtractedText, layout: PromptLayout, tokenizer: Tokenizer, budget: int) -> Prepared:
-    """Lay out and tokenize an extracted document; raises DocumentTooLong over ``budget`` tokens."""
+def prepare(extracted: ExtractedText, layout: PromptLayout, tokenizer: Tokenizer, budget: Budget) -> Prepared:
+    """Check the budget while counting (ingest/budget.py), then lay out and tokenize; raises
+    DocumentTooLong over ``budget.limit`` tokens, with the largest leading part that fits."""
+    room = budget.limit - layout.n_head(tokenizer) - layout.n_between(tokenizer)
+    count = count_leading(extracted, tokenizer, room)
+    if not count.complete:
+        n_chars = len(extracted.text) + extracted.omitted_chars
+        raise too_long(extracted, count, count.estimate(n_chars), budget, room)
     prefix = layout.document_prefix(tokenizer, extracted.text)
-    if len(prefix) > budget:
-        raise DocumentTooLong(len(prefix), budget)
+    if len(prefix) > budget.limit:
+        raise too_long(extracted, count, len(prefix), budget, room)
     return Prepared(extracted, prefix)
 
 
@@ -56,13 +72,31 @@ def store_new(store: DocStore, data: bytes, digest: str, name: str, prepared: Pr
         )  # fmt: skip
     except DuplicateDocument as dup:
         return dup.existing, False
-    store.write_files(doc.id, data, extracted, prefix)
+    try:
+        store.write_files(doc.id, data, extracted, prefix)
+    except OSError as exc:
+        store.remove_files(doc.id)  # all of them: their space is what SQLite may need to record the failure
+        raise _failed(store, doc.id, exc, "storing the upload", "upload it again") from exc
     return doc, True
 
 
 def store_again(store: DocStore, doc: DocRecord, prepared: Prepared) -> None:
-    """Store a re-ingested document's new text and prefix, and mark it ``ingesting``."""
-    store.write_text(doc.id, prepared.extracted)
-    store.write_prefix(doc.id, prepared.prefix)
+    """Store a re-ingested document's new text and prefix, and mark it ``ingesting``; its old snapshot
+    is removed (a restart must not take it for the new one)."""
+    try:
+        with store.holding(doc.id) as directory:
+            snapshot.remove(directory)
+        store.write_text(doc.id, prepared.extracted)
+        store.write_prefix(doc.id, prepared.prefix)
+    except OSError as exc:
+        raise _failed(store, doc.id, exc, "storing the re-extracted text", "re-ingest it again") from exc
     store.set_text(doc.id, prepared.extracted, len(prepared.prefix))
     store.set_status(doc.id, INGESTING)
+
+
+def _failed(store: DocStore, doc_id: str, exc: OSError, doing: str, then: str) -> Exception:
+    """After a failed write (its temp file is gone already, runtime/atomic.py): mark the document
+    failed with the reason, and return the typed error to raise."""
+    error = storage_error(exc, doing)
+    store.set_status(doc_id, FAILED, f"{error}, then {then}")
+    return error

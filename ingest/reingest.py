@@ -9,6 +9,7 @@ the returned note says why:
 * an encrypted PDF whose password was not sent again (passwords are never stored);
 * an upload whose bytes are gone from the data directory;
 * an upload that the current extractor refuses (its text from the older rules still works).
+A document that is a part of its upload (``pages=``, ``chars=``, ingest/cut.py) is cut the same way.
 A wrong password that *was* sent is the caller's error and raises WrongPassword (HTTP 422).
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ingest.cut import Cut, apply
 from ingest.errors import DocumentError, PasswordRequired, WrongPassword
 from ingest.extract import ExtractedText
 
@@ -31,7 +33,7 @@ def reextract(
     if upload is None:
         return stored, f"the uploaded file is gone from the data directory; {kept}"
     try:
-        return extract(upload, password), None
+        fresh = extract(upload, password)
     except PasswordRequired:
         return stored, (
             f"the PDF is encrypted and its password is not stored; {kept}. Send "
@@ -41,3 +43,9 @@ def reextract(
         raise
     except DocumentError as exc:
         return stored, f"extracting the upload again failed ({exc}); {kept}"
+    if stored.cut is None:
+        return fresh, None
+    try:  # a part of the upload: the same part again (a character range counts in the new text)
+        return apply(fresh, Cut.from_spec(stored.cut)), None
+    except DocumentError as exc:
+        return stored, f"cutting {stored.cut} from the upload again failed ({exc}); {kept}"

@@ -10,7 +10,8 @@ Layout in a document's directory:
 
 Write order makes a crash harmless: the state goes to a temp file, is fsynced and renamed; only then
 is the manifest written the same way. A manifest therefore always describes a complete state file,
-and a directory without one holds no snapshot.
+and a directory without one holds no snapshot. A failed save (a full disk) removes what it wrote.
+The manifest's mtime is the snapshot's last use (:func:`touch`), for the disk budget's LRU eviction.
 
 llama.cpp state files carry no model hash and depend on the KV cache types and flash attention
 (``v_trans``), so the manifest records those and :func:`check` refuses a mismatch.
@@ -18,16 +19,19 @@ llama.cpp state files carry no model hash and depend on the KV cache types and f
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
+import os
+import shutil
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
 from runtime.atomic import fsync_dir, replacing, write_atomic
-from runtime.llama import LLAMA_CPP_PYTHON_VERSION, Context
+from runtime.llama import LLAMA_CPP_PYTHON_VERSION, Context, LlamaError
 
 FORMAT_VERSION = 1
 STATE_FILE = "state.bin"
@@ -103,27 +107,82 @@ def save(
     mtp: Context | None = None,
     mtp_h: np.ndarray | None = None,
 ) -> SnapshotMeta:
-    """Write ``seq_id``'s state (which must hold exactly ``tokens``) and its manifest to ``directory``;
-    with ``mtp``, also the MTP context's state for the same sequence and ``mtp_h`` [n_embd]."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write ``seq_id``'s state (which must hold exactly ``tokens``) and its manifest to ``directory``,
+    which must exist (a deleted document's directory is never made again); with ``mtp``, also the MTP
+    context's state for the same sequence and ``mtp_h`` [n_embd].
+
+    Raises OSError (ENOSPC on a full disk) after removing what it wrote."""
+    if not directory.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "the document's directory is gone (deleted)", str(directory))
+    if mtp is not None and mtp_h is None:
+        raise ValueError("an MTP snapshot needs the pending hidden state")
     meta = SnapshotMeta.for_context(ctx, tokens, mtp=mtp is not None)
-    (directory / META_FILE).unlink(missing_ok=True)  # from here on the directory holds no snapshot
-    _save_state(ctx, seq_id, tokens, directory / STATE_FILE)
-    if mtp is not None:
-        if mtp_h is None:
-            raise ValueError("an MTP snapshot needs the pending hidden state")
-        _save_state(mtp, seq_id, tokens, directory / MTP_FILE)
-        buf = io.BytesIO()
-        np.save(buf, np.asarray(mtp_h, dtype=np.float32))
-        write_atomic(directory / MTP_H_FILE, buf.getvalue())
-    write_atomic(directory / META_FILE, json.dumps(asdict(meta), indent=1).encode())
-    fsync_dir(directory)
+    remove(directory)  # from here on the directory holds no snapshot
+    try:
+        _save_state(ctx, seq_id, tokens, directory / STATE_FILE)
+        if mtp is not None:
+            _save_state(mtp, seq_id, tokens, directory / MTP_FILE)
+            buf = io.BytesIO()
+            np.save(buf, np.asarray(mtp_h, dtype=np.float32))
+            write_atomic(directory / MTP_H_FILE, buf.getvalue())
+        write_atomic(directory / META_FILE, json.dumps(asdict(meta), indent=1).encode())
+        fsync_dir(directory)
+    except BaseException:
+        remove(directory)
+        raise
     return meta
 
 
 def _save_state(ctx: Context, seq_id: int, tokens: np.ndarray, path: Path) -> None:
     with replacing(path) as tmp:
-        ctx.state_save_file(tmp, seq_id, tokens)
+        try:
+            ctx.state_save_file(tmp, seq_id, tokens)
+        except LlamaError as exc:  # llama.cpp says only that it failed: a full disk is the usual reason
+            free, size = shutil.disk_usage(path.parent).free, ctx.state_size(seq_id)
+            code = errno.ENOSPC if free < size else errno.EIO
+            raise OSError(code, os.strerror(code), f"{tmp} ({free} bytes free, state {size} bytes)") from exc
+
+
+def remove(directory: Path) -> int:
+    """Remove the snapshot in ``directory`` (manifest first), keeping the document's other files.
+    Returns the bytes freed."""
+    freed = 0
+    for name in (META_FILE, STATE_FILE, MTP_FILE, MTP_H_FILE):
+        path = directory / name
+        try:
+            freed += path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            pass
+    return freed
+
+
+def touch(directory: Path) -> None:
+    """Record a use of the snapshot (the manifest's mtime), for least-recently-used eviction."""
+    try:
+        os.utime(directory / META_FILE)
+    except OSError:
+        pass  # no snapshot (being rebuilt), or a read-only disk: nothing to record
+
+
+def least_recently_used(docs_dir: Path) -> list[str]:
+    """Ids of the documents under ``docs_dir`` that have a snapshot, least recently used first."""
+    found = []
+    for meta in docs_dir.glob(f"*/{META_FILE}"):
+        try:
+            found.append((meta.stat().st_mtime, meta.parent.name))
+        except FileNotFoundError:
+            continue
+    return [doc_id for _, doc_id in sorted(found)]
+
+
+def describes(directory: Path, tokens: np.ndarray) -> bool:
+    """True when ``directory`` holds a complete snapshot of exactly ``tokens``."""
+    try:
+        meta = read_meta(directory)
+    except SnapshotMissing:
+        return False
+    return meta.n_tokens == len(tokens) and meta.tokens_sha256 == tokens_sha256(tokens)
 
 
 def read_meta(directory: Path) -> SnapshotMeta:

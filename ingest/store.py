@@ -1,28 +1,42 @@
-"""Document metadata in SQLite (stdlib sqlite3) and per-document files under the data directory.
+"""Document metadata in SQLite (stdlib sqlite3); the files are ``ingest/files.py``'s.
 
-``data_dir/docqa.sqlite3`` holds one row per document; ``data_dir/documents/<id>/`` holds the files,
-all named by the server: ``upload.bin`` (the bytes as sent), ``text.json`` (normalised text and page
-map), ``prefix.npy`` (prefix token ids) and the snapshot (``state.bin`` + ``state.json``).
-
+``data_dir/docqa.sqlite3`` holds one row per document; ``data_dir/documents/<id>/`` its files.
 A document is ``ready`` only after its snapshot manifest is on disk (see ``ingest/snapshot.py``), so
 a crash during ingestion can never leave a half-written document marked ready.
+
+Another process may hold the database locked (a backup, ``sqlite3`` in a shell): every write retries
+``database is locked`` with a bounded backoff (:data:`LOCK_WAIT_S` in all), then raises StoreBusy.
+On a full disk SQLite cannot even record that a write failed, so the store keeps a small reserve file
+(:data:`RESERVE_BYTES`) and gives its space up to the database when a write finds the disk full; it
+is made again once there is room. A full disk beyond that raises DiskFull; a database that cannot be
+opened, DataDirUnusable naming the path.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
+import logging
+import os
 import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-import numpy as np
-
+from ingest.errors import DataDirUnusable, DiskFull, StoreBusy
 from ingest.extract import ExtractedText
-from runtime.atomic import replacing, write_atomic
+from ingest.files import DocFiles
+
+log = logging.getLogger("docqa.store")
+T = TypeVar("T")
+#: Longest a write waits for a lock another process holds, in seconds, over all its retries.
+LOCK_WAIT_S = 30.0
+_BACKOFF_S = (0.05, 1.0)  # first and longest pause between retries (doubling)
+#: Space kept for SQLite in ``data_dir/.reserve``, released when a write finds the disk full.
+RESERVE_FILE, RESERVE_BYTES = ".reserve", 1024**2
 
 INGESTING, READY, FAILED = "ingesting", "ready", "failed"
 
@@ -75,20 +89,26 @@ class DuplicateDocument(Exception):
         super().__init__(f"document {existing.id} has the same bytes")
 
 
-class DocStore:
-    """Thread-safe: one connection guarded by a lock (writes are rare and small)."""
+class DocStore(DocFiles):
+    """Rows and files. Thread-safe: one connection guarded by a lock (writes are rare and small)."""
 
     def __init__(self, data_dir: Path) -> None:
-        self.root = Path(data_dir)
-        self.docs_dir = self.root / "documents"
-        self.docs_dir.mkdir(parents=True, exist_ok=True)
+        path = Path(data_dir) / "docqa.sqlite3"
+        try:
+            super().__init__(data_dir)
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=0.5)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute(_SCHEMA)
+            self._migrate()
+        except (OSError, sqlite3.Error) as exc:
+            raise DataDirUnusable(
+                f"cannot use the data directory {Path(data_dir).resolve()} ({exc}); make it writable "
+                "by this user, or set DOCQA_DATA_DIR to one that is"
+            ) from exc
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.root / "docqa.sqlite3", check_same_thread=False, isolation_level=None)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(_SCHEMA)
-        self._migrate()
+        self._keep_reserve()
 
     def _migrate(self) -> None:
         """Add the columns of _MIGRATIONS that an existing database lacks (ALTER TABLE ADD COLUMN)."""
@@ -117,25 +137,20 @@ class DocStore:
     ) -> DocRecord:
         """Insert a new ``ingesting`` document; raise DuplicateDocument if the bytes are known."""
         doc_id = uuid.uuid4().hex[:16]
+        values = (
+            doc_id, name, sha256, kind, pages, tokens, chars, INGESTING, time.time(), text_rules, encoding,
+            json.dumps(list(warnings)),
+        )  # fmt: skip
+        return self._retrying(lambda: self._insert(values))
+
+    def _insert(self, values: tuple) -> DocRecord:
+        doc_id, sha256 = values[0], values[2]
         with self._lock:
             try:
                 self._db.execute(
                     "INSERT INTO documents (id, name, sha256, kind, pages, tokens, chars, status, error, created_at,"
                     " text_rules, encoding, warnings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)",
-                    (
-                        doc_id,
-                        name,
-                        sha256,
-                        kind,
-                        pages,
-                        tokens,
-                        chars,
-                        INGESTING,
-                        time.time(),
-                        text_rules,
-                        encoding,
-                        json.dumps(list(warnings)),
-                    ),  # fmt: skip
+                    values,
                 )
             except sqlite3.IntegrityError:
                 existing = self._one("SELECT * FROM documents WHERE sha256 = ?", (sha256,))
@@ -160,92 +175,96 @@ class DocStore:
         return [_record(r) for r in rows]
 
     def set_status(self, doc_id: str, status: str, error: str | None = None) -> None:
-        with self._lock:
-            self._db.execute("UPDATE documents SET status = ?, error = ? WHERE id = ?", (status, error, doc_id))
+        self._write("UPDATE documents SET status = ?, error = ? WHERE id = ?", (status, error, doc_id))
 
     def set_tokens(self, doc_id: str, tokens: int) -> None:
-        with self._lock:
-            self._db.execute("UPDATE documents SET tokens = ? WHERE id = ?", (tokens, doc_id))
+        self._write("UPDATE documents SET tokens = ? WHERE id = ?", (tokens, doc_id))
 
     def set_text(self, doc_id: str, extracted: ExtractedText, tokens: int) -> None:
         """Record a new extraction of the document (reingest): its text columns and prefix length."""
-        with self._lock:
-            self._db.execute(
-                "UPDATE documents SET kind = ?, pages = ?, chars = ?, tokens = ?, text_rules = ?, encoding = ?,"
-                " warnings = ? WHERE id = ?",
-                (
-                    extracted.kind,
-                    extracted.pages,
-                    len(extracted.text),
-                    tokens,
-                    extracted.rules,
-                    extracted.encoding,
-                    json.dumps(extracted.warnings),
-                    doc_id,
-                ),
-            )
+        self._write(
+            "UPDATE documents SET kind = ?, pages = ?, chars = ?, tokens = ?, text_rules = ?, encoding = ?,"
+            " warnings = ? WHERE id = ?",
+            (
+                extracted.kind,
+                extracted.pages,
+                len(extracted.text),
+                tokens,
+                extracted.rules,
+                extracted.encoding,
+                json.dumps(extracted.warnings),
+                doc_id,
+            ),
+        )
 
     def delete(self, doc_id: str) -> None:
-        """Remove the row first (the document disappears at once), then its files."""
-        with self._lock:
-            self._db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
-        shutil.rmtree(self.dir(doc_id), ignore_errors=True)
+        """Remove the files first, then the row: on a full disk, removing the files is what makes room
+        for SQLite to write. A snapshot being written waits for the removal (the engine writes none
+        for a document without a row)."""
+        self.remove_files(doc_id)
+        self._write("DELETE FROM documents WHERE id = ?", (doc_id,))
+
+    def _write(self, sql: str, args: tuple) -> None:
+        def attempt() -> None:
+            with self._lock:
+                self._db.execute(sql, args)
+
+        self._retrying(attempt)
+
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        """``attempt()``, again after ``database is locked`` with a doubling pause, for at most
+        :data:`LOCK_WAIT_S`; SQLITE_FULL becomes DiskFull."""
+        deadline = time.monotonic() + LOCK_WAIT_S
+        pause = _BACKOFF_S[0]
+        while True:
+            try:
+                result = attempt()
+                self._keep_reserve()
+                return result
+            except sqlite3.OperationalError as exc:
+                message = str(exc)
+                if "full" in message and self._release_reserve():
+                    continue  # the reserve's space is the database's now: the same write again
+                if "full" in message:
+                    raise DiskFull(
+                        f"the disk is full: the database cannot be written ({message}); free space in the data "
+                        "directory and try again"
+                    ) from exc
+                if "locked" not in message and "busy" not in message:
+                    raise
+                if time.monotonic() + pause > deadline:
+                    raise StoreBusy(
+                        f"the database has been locked by another process for over {LOCK_WAIT_S:.0f} s; retry "
+                        "in a few seconds"
+                    ) from exc
+                log.warning("database is locked; retrying in %.2f s", pause)
+                time.sleep(pause)
+                pause = min(pause * 2, _BACKOFF_S[1])
+
+    def _keep_reserve(self) -> None:
+        """Make the reserve file when it is missing and there is room (else leave it for later)."""
+        path = self.root / RESERVE_FILE
+        if path.is_file():
+            return
+        try:
+            with path.open("wb") as f:
+                f.write(bytes(RESERVE_BYTES))
+                os.fsync(f.fileno())
+        except OSError:
+            path.unlink(missing_ok=True)
+
+    def _release_reserve(self) -> bool:
+        """Give the reserve's space to SQLite; False when there is none to give."""
+        try:
+            (self.root / RESERVE_FILE).unlink()
+        except FileNotFoundError:
+            return False
+        log.warning("the disk is full: released the %d-byte reserve so that the database can be written", RESERVE_BYTES)
+        return True
 
     def _one(self, sql: str, args: tuple) -> DocRecord | None:
         row = self._db.execute(sql, args).fetchone()
         return _record(row) if row else None
-
-    # -- files ------------------------------------------------------------------------------------
-    def dir(self, doc_id: str) -> Path:
-        if not doc_id.isalnum():  # ids are server-generated hex; never build paths from anything else
-            raise ValueError(f"bad document id {doc_id!r}")
-        return self.docs_dir / doc_id
-
-    def write_files(self, doc_id: str, upload: bytes, extracted: ExtractedText, prefix: np.ndarray) -> None:
-        d = self.dir(doc_id)
-        d.mkdir(parents=True, exist_ok=True)
-        write_atomic(d / "upload.bin", upload)
-        self.write_text(doc_id, extracted)
-        self.write_prefix(doc_id, prefix)
-
-    def write_text(self, doc_id: str, extracted: ExtractedText) -> None:
-        text = {
-            "text": extracted.text,
-            "page_starts": extracted.page_starts,
-            "kind": extracted.kind,
-            "encoding": extracted.encoding,
-            "rules": extracted.rules,
-            "warnings": extracted.warnings,
-        }
-        write_atomic(self.dir(doc_id) / "text.json", json.dumps(text, ensure_ascii=False).encode())
-
-    def read_upload(self, doc_id: str) -> bytes | None:
-        """The bytes as uploaded, or None if they are gone."""
-        path = self.dir(doc_id) / "upload.bin"
-        return path.read_bytes() if path.is_file() else None
-
-    def write_prefix(self, doc_id: str, prefix: np.ndarray) -> None:
-        with replacing(self.dir(doc_id) / "prefix.npy") as tmp, tmp.open("wb") as f:
-            np.save(f, np.ascontiguousarray(prefix, dtype=np.int32))
-
-    def read_text(self, doc_id: str) -> ExtractedText:
-        raw = json.loads((self.dir(doc_id) / "text.json").read_text(encoding="utf-8"))
-        # Files written before text rules were versioned carry neither key: rules version 1.
-        return ExtractedText(
-            text=raw["text"],
-            page_starts=raw["page_starts"],
-            kind=raw["kind"],
-            encoding=raw.get("encoding"),
-            rules=raw.get("rules", 1),
-            warnings=raw.get("warnings", []),
-        )
-
-    def read_prefix(self, doc_id: str) -> np.ndarray:
-        return np.load(self.dir(doc_id) / "prefix.npy")
-
-    def snapshot_bytes(self) -> int:
-        """Bytes of all snapshot state files on disk."""
-        return sum(p.stat().st_size for p in self.docs_dir.glob("*/state.bin"))
 
 
 def _record(row: sqlite3.Row) -> DocRecord:

@@ -5,6 +5,10 @@ cycle) must cost the server at most a 4xx: extraction runs in a spawned worker p
 address-space limit (RLIMIT_AS) and a wall-clock timeout. On a timeout or a crash the worker is
 killed and replaced; the server process never holds the inflated data. Several files are read at
 once, each in a worker of its own, so one slow or hostile file never fails another.
+
+The worker also cuts the part of an upload that was asked for (ingest/cut.py) and returns at most
+``max_chars`` characters of it: more than the token budget can hold whatever they are, so a 60 MB
+text costs the server the budget's worth of text, not 60 MB more (ingest/budget.py).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from ingest.cut import Cut, apply, keep_leading
 from ingest.errors import ExtractorBusy, UnreadableDocument, UnreadablePdf
 from ingest.extract import ExtractedText, extract
 from ingest.normalize import KNOWN_RULES, TEXT_RULES
@@ -42,9 +47,14 @@ def _unreadable(data: bytes) -> type[UnreadableDocument]:
     return UnreadablePdf if b"%PDF-" in data[:1024] else UnreadableDocument
 
 
-def _extract_in_worker(data: bytes, password: str | None, rules: int) -> ExtractedText:
+def _extract_in_worker(
+    data: bytes, password: str | None, rules: int, cut: Cut | None, max_chars: int | None
+) -> ExtractedText:
     try:
-        return extract(data, password, rules)
+        extracted = extract(data, password, rules)
+        if cut is not None:
+            extracted = apply(extracted, cut)
+        return extracted if max_chars is None else keep_leading(extracted, max_chars)
     except MemoryError as exc:
         raise _unreadable(data)(
             "the document needs more memory to extract than the limit allows (a decompression bomb?); "
@@ -107,9 +117,13 @@ class ExtractionWorker:
         # started it ends (PR_SET_PDEATHSIG follows threads), and request threads come and go.
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docqa-extract-spawn")
 
-    def extract(self, data: bytes, password: str | None = None) -> ExtractedText:
-        """As :func:`ingest.extract.extract`, bounded; raises UnreadablePdf (for a PDF) or
-        UnreadableDocument on a timeout or crash, ExtractorBusy when too many files wait."""
+    def extract(
+        self, data: bytes, password: str | None = None, cut: Cut | None = None, max_chars: int | None = None
+    ) -> ExtractedText:
+        """As :func:`ingest.extract.extract`, bounded, then the part ``cut`` of it (OutsideDocument when
+        it lies outside), then at most its first ``max_chars`` characters (``omitted_chars`` counts the
+        rest). Raises UnreadablePdf (for a PDF) or UnreadableDocument on a timeout or crash,
+        ExtractorBusy when too many files wait."""
         with self._lock:
             if self._pending >= self.workers + self.queue:
                 raise ExtractorBusy(
@@ -120,7 +134,7 @@ class ExtractionWorker:
             with self._free:
                 worker = self._take()
                 try:
-                    return self._run(worker, data, password)
+                    return self._run(worker, data, password, cut, max_chars)
                 except (cf.TimeoutError, BrokenProcessPool):
                     worker.kill()
                     worker = None
@@ -146,9 +160,12 @@ class ExtractionWorker:
             while len(self._idle) < self.workers and not self._closed:
                 self._idle.append(self._new_worker())
 
-    def _run(self, worker: _Worker, data: bytes, password: str | None) -> ExtractedText:
+    def _run(
+        self, worker: _Worker, data: bytes, password: str | None, cut: Cut | None, max_chars: int | None
+    ) -> ExtractedText:
         worker.ready.result(timeout=self.STARTUP_TIMEOUT_S)  # not counted against the file
-        return worker.pool.submit(_extract_in_worker, data, password, self.rules).result(timeout=self.timeout_s)
+        job = worker.pool.submit(_extract_in_worker, data, password, self.rules, cut, max_chars)
+        return job.result(timeout=self.timeout_s)
 
     def _new_worker(self) -> _Worker:
         return self._spawner.submit(_Worker, self.memory_bytes).result()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -88,6 +89,12 @@ class Model:
             if n >= 0:
                 return np.frombuffer(out, dtype=np.int32, count=n).copy()
             capacity = -n
+
+    @functools.cached_property
+    def max_token_chars(self) -> int:
+        """The most characters one token spells: a text of n characters is at least n / this many
+        tokens (a bound that needs no tokenizing). Reads the whole vocabulary once (~0.5 s for 262k)."""
+        return max(len(self.piece(t).decode("utf-8", errors="replace")) for t in range(self.n_vocab))
 
     def piece(self, token: int) -> bytes:
         """UTF-8 bytes of one token; control tokens render as b"" (cached per id)."""

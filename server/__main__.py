@@ -14,15 +14,27 @@ from server.settings import Settings
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ingest.errors import DataDirUnusable
     from server import selftest
-    from server.app import create_app
+    from server.app import create_app, open_store
     from server.memory import with_preset
+    from server.protocol import with_header_timeout
 
     try:
         settings = with_preset(Settings())
     except (ValidationError, ValueError) as exc:
         sys.exit(f"docqa: invalid settings (DOCQA_* environment variables):\n{exc}")
 
+    try:
+        open_store(settings.data_dir).close()  # a missing or read-only data directory: one line naming it
+    except DataDirUnusable as exc:
+        sys.exit(f"docqa: {exc}")
+    if not settings.loopback and not settings.allowed_hosts:
+        logging.getLogger("docqa").warning(
+            "bound to %s without DOCQA_ALLOWED_HOSTS: any Host header is accepted (a DNS-rebinding page could "
+            "reach this server); set DOCQA_ALLOWED_HOSTS to the names it is reached by",
+            settings.host,
+        )
     try:
         result = selftest.check(settings)
     except selftest.SelfTestFailed as exc:
@@ -38,6 +50,7 @@ def main() -> None:
         host=settings.host,
         port=settings.port,
         log_level="info",
+        http=with_header_timeout(settings.header_timeout_s),
         # Connections still open this long after SIGTERM (a reader that stopped reading) are closed.
         timeout_graceful_shutdown=settings.shutdown_timeout_s + GRACE_S,
     )

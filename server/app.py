@@ -1,30 +1,39 @@
-"""create_app(settings): FastAPI app whose lifespan starts and stops the engine thread."""
+"""create_app(settings): FastAPI app whose lifespan opens the store (sweeping what no row owns) and
+starts and stops the engine thread.
+
+Middleware, outermost first: request metrics; the Host check (server/hosts.py); CORS, when
+configured; the guard (request id, Origin, API key, body size and timeout: server/guard.py), all
+before routing and body parsing; HEAD as GET (server/head.py).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from ingest.errors import DataDirUnusable
 from ingest.store import DocStore
 from ingest.worker import ExtractionWorker
 from server import errors
-from server.deps import require_api_key
 from server.engine import Engine
+from server.guard import Guard
 from server.head import HeadAsGet
-from server.limits import UploadLimit
-from server.memory import with_preset
+from server.hosts import TrustedHosts
+from server.memory import snapshot_estimate, with_preset
 from server.metrics import CONTENT_TYPE, Metrics, RequestMetrics
 from server.routes import answers, documents, health, openai
 from server.selftest import SelfTest
 from server.settings import Settings
 
+log = logging.getLogger("docqa.store")
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 
 
@@ -34,8 +43,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        store = DocStore(settings.data_dir)
+        store = open_store(settings.data_dir)
         engine = Engine(settings, store, observer=metrics)
         app.state.store = store
         app.state.engine = engine
@@ -48,6 +56,8 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         )
         extractor.prestart()
         await asyncio.to_thread(engine.start)
+        app.state.snapshot_bytes = snapshot_estimate(settings, engine.model.path)  # for the free-space check
+        await asyncio.to_thread(lambda: engine.model.max_token_chars)  # read the vocabulary once, now
         metrics.bind(engine, store)
         try:
             yield
@@ -62,10 +72,9 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
     metrics = app.state.metrics = Metrics()
     errors.install(app)
     app.include_router(health.router)
-    guarded = [Depends(require_api_key)] if settings.api_key else []
-    app.include_router(documents.router, dependencies=guarded)
-    app.include_router(answers.router, dependencies=guarded)
-    app.include_router(openai.router, dependencies=guarded)
+    app.include_router(documents.router)
+    app.include_router(answers.router)
+    app.include_router(openai.router)
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
 
     @app.get("/metrics", include_in_schema=False)
@@ -76,11 +85,32 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
     async def index() -> FileResponse:
         return FileResponse(WEB_DIR / "index.html")
 
-    app.add_middleware(UploadLimit, max_bytes=settings.max_upload_bytes)
-    app.add_middleware(HeadAsGet)
-    app.add_middleware(RequestMetrics, metrics=metrics)
+    app.add_middleware(HeadAsGet)  # the last added runs first
+    app.add_middleware(Guard, settings=settings)
     if settings.cors_origins:  # off unless configured
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
         )
+    app.add_middleware(TrustedHosts, settings=settings)
+    app.add_middleware(RequestMetrics, metrics=metrics)
     return app
+
+
+def open_store(data_dir: Path) -> DocStore:
+    """The document store, after the sweep of directories without a row and stray temp files (a
+    crash, a full disk), reported in the log. Raises DataDirUnusable naming the directory."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataDirUnusable(
+            f"cannot create the data directory {data_dir.resolve()} ({exc.strerror}); create it, or set DOCQA_DATA_DIR"
+        ) from exc
+    store = DocStore(data_dir)
+    swept = store.sweep(doc.id for doc in store.list())
+    if swept.dirs or swept.tmp_files:
+        log.warning(
+            "start-up sweep freed %d bytes: %d document directories without a row (%s), %d temp files (%s)",
+            swept.bytes_freed, len(swept.dirs), ", ".join(swept.dirs), len(swept.tmp_files),
+            ", ".join(str(p) for p in swept.tmp_files),
+        )  # fmt: skip
+    return store

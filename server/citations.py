@@ -53,5 +53,6 @@ class Citations:
             n_head, n_between = self.layout.n_head(self.model), self.layout.n_between(self.model)
             n_doc = len(hot.prefix) - n_head - n_between
             offsets = TokenOffsets(hot.prefix, n_head, n_doc, extracted.text, self.model.piece)
-            hot.citations = CitationIndex(extracted.text, extracted.page_starts), offsets
+            index = CitationIndex(extracted.text, extracted.page_starts, first_page=extracted.first_page)
+            hot.citations = index, offsets
         return hot.citations

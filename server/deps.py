@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from ingest.store import DocStore
 from ingest.worker import ExtractionWorker
 from server.engine import Engine
-from server.errors import EngineUnavailable, Unauthorized
+from server.errors import EngineUnavailable
 from server.settings import Settings
 
 
@@ -18,7 +18,10 @@ def _settings(request: Request) -> Settings:
 
 
 def _store(request: Request) -> DocStore:
-    return request.app.state.store
+    store: DocStore | None = getattr(request.app.state, "store", None)
+    if store is None:  # before the lifespan opened it
+        raise EngineUnavailable("the server is starting; retry in a few seconds", {"Retry-After": "5"})
+    return store
 
 
 def _engine(request: Request) -> Engine:
@@ -26,19 +29,6 @@ def _engine(request: Request) -> Engine:
     if engine is None or not engine.ready.is_set() or engine.load_error:
         raise EngineUnavailable("the model is not loaded yet; retry in a few seconds", {"Retry-After": "5"})
     return engine
-
-
-def require_api_key(request: Request) -> None:
-    """Bearer-token check for /v1 routes when DOCQA_API_KEY is set (constant-time comparison)."""
-    import hmac
-
-    expected = request.app.state.settings.api_key
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if not (scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), expected.encode())):
-        raise Unauthorized(
-            "this server needs an API key: send `Authorization: Bearer <key>`", {"WWW-Authenticate": "Bearer"}
-        )
 
 
 def _extractor(request: Request):

@@ -3,7 +3,9 @@ table :data:`STATUS`), and every error leaves the server as JSON ``{"error": {"t
 
 Routes, dependencies and the engine raise (or fail jobs with) the classes below; ingest raises its
 own (ingest/errors.py) and snapshots theirs (ingest/snapshot.py), mapped here too. Messages say what
-to do next. Anything else is a bug: a 500 whose body carries no detail of it (the log has the trace).
+to do next; an error with ``details`` (a 413 with the part that fits) carries them as more fields of
+the error object. Anything else is a bug: a 500 whose body carries only the request id, which the log
+line with the trace carries too.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ingest import errors as ingest_errors
 from ingest import snapshot
+from ingest.cut import OutsideDocument
 from runtime.llama import DecodeError
 
 log = logging.getLogger("docqa.http")
@@ -76,7 +79,19 @@ class QuestionTooLong(ApiError):
 
 
 class UploadTooLarge(ApiError):
-    """The request body is over DOCQA_MAX_UPLOAD_BYTES."""
+    """The request body is over DOCQA_MAX_UPLOAD_BYTES (an upload) or DOCQA_MAX_JSON_BYTES (the rest)."""
+
+
+class BodyTimeout(ApiError):
+    """The client stopped sending the request body for longer than DOCQA_BODY_TIMEOUT_S."""
+
+
+class HostNotAllowed(ApiError):
+    """The ``Host`` header names no host this server answers to (a DNS-rebinding page, or a proxy)."""
+
+
+class OriginNotAllowed(ApiError):
+    """A state-changing request from another site's page (``Origin`` neither ours nor allowed)."""
 
 
 class KvCacheFull(ApiError):
@@ -109,6 +124,9 @@ STATUS: dict[type[Exception], tuple[int, str]] = {
     SnapshotRebuilding: (409, "snapshot_missing"),
     QuestionTooLong: (413, "question_too_long"),
     UploadTooLarge: (413, "upload_too_large"),
+    BodyTimeout: (408, "body_timeout"),
+    HostNotAllowed: (403, "host_not_allowed"),
+    OriginNotAllowed: (403, "origin_not_allowed"),
     KvCacheFull: (503, "kv_cache_full"),
     EngineUnavailable: (503, "engine_unavailable"),
     EngineStopped: (503, "engine_stopped"),
@@ -123,16 +141,22 @@ STATUS: dict[type[Exception], tuple[int, str]] = {
     ingest_errors.UnreadableDocument: (422, "unreadable_document"),
     ingest_errors.NoTextLayer: (422, "no_text_layer"),
     ingest_errors.ExtractorBusy: (503, "extractor_busy"),
+    OutsideDocument: (422, "outside_document"),
     ingest_errors.DocumentError: (422, "bad_document"),
     snapshot.SnapshotIncompatible: (409, "snapshot_incompatible"),
     snapshot.SnapshotMissing: (409, "snapshot_missing"),
+    # ingest/errors.py: the data directory, not the document
+    ingest_errors.DiskFull: (507, "insufficient_storage"),
+    ingest_errors.StoreBusy: (503, "store_busy"),
+    ingest_errors.StorageError: (500, "storage_error"),
 }
 INTERNAL = (500, "internal_error")
 
 
-def from_engine(exc: Exception) -> ApiError:
-    """An engine failure as the error its job reports (the details stay in the log)."""
-    if isinstance(exc, ApiError):
+def from_engine(exc: Exception) -> Exception:
+    """An engine failure as the error its job reports (the details stay in the log): errors with a
+    status of their own (a full disk, a locked database) as they are, the rest as GenerationFailed."""
+    if isinstance(exc, ApiError | ingest_errors.StorageError):
         return exc
     if isinstance(exc, DecodeError) and exc.rc == 1:
         return KvCacheFull("the KV cache is full with other answers in progress; retry in a moment")
@@ -147,27 +171,36 @@ def status_of(exc: BaseException) -> tuple[int, str]:
     return INTERNAL
 
 
-def body(error_type: str, message: str) -> dict:
+def body(error_type: str, message: str, **details: object) -> dict:
     """The JSON error body every route, the middleware and the SSE ``error`` event use."""
-    return {"error": {"type": error_type, "message": message}}
+    return {"error": {"type": error_type, "message": message, **details}}
 
 
-def payload(exc: BaseException) -> dict:
-    """``exc`` as the JSON error body (a generic message for anything not in :data:`STATUS`)."""
+def payload(exc: BaseException, request_id: str | None = None) -> dict:
+    """``exc`` as the JSON error body: for anything not in :data:`STATUS`, a generic message with the
+    request id (the log has the details under the same id)."""
     status, error_type = status_of(exc)
     if (status, error_type) == INTERNAL:
-        return body(*_internal())
-    return body(error_type, str(exc))
+        where = f" (request {request_id})" if request_id else ""
+        return body(INTERNAL[1], f"the server failed to handle this request{where}; its log has the details")
+    return body(error_type, str(exc), **(getattr(exc, "details", None) or {}))
 
 
-def _internal() -> tuple[str, str]:
-    return INTERNAL[1], "the server failed to handle this request; see its log"
+def request_id(request: Request) -> str | None:
+    """The id server/guard.py gave this request (None outside it: a bare test app)."""
+    return request.scope.get(REQUEST_ID)
 
 
-def response(exc: BaseException) -> JSONResponse:
+#: Scope key of the request id (server/guard.py sets it and the X-Request-ID response header).
+REQUEST_ID = "docqa.request_id"
+
+
+def response(exc: BaseException, rid: str | None = None) -> JSONResponse:
     status, _ = status_of(exc)
-    headers = getattr(exc, "headers", None)
-    return JSONResponse(payload(exc), status_code=status, headers=headers)
+    headers = dict(getattr(exc, "headers", None) or {})
+    if rid:  # a 500 is sent from outside server/guard.py, which tags the other responses
+        headers["X-Request-ID"] = rid
+    return JSONResponse(payload(exc, rid), status_code=status, headers=headers)
 
 
 def install(app: FastAPI) -> None:
@@ -175,6 +208,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     @app.exception_handler(ingest_errors.DocumentError)
+    @app.exception_handler(ingest_errors.StorageError)
     @app.exception_handler(snapshot.SnapshotIncompatible)
     @app.exception_handler(snapshot.SnapshotMissing)
     async def _known(_: Request, exc: Exception) -> JSONResponse:
@@ -194,6 +228,7 @@ def install(app: FastAPI) -> None:
         return JSONResponse(body(kind, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error")
-        return response(exc)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        rid = request_id(request)
+        log.exception("unexpected error in request %s (%s %s)", rid, request.method, request.url.path)
+        return response(exc, rid)

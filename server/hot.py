@@ -108,6 +108,7 @@ class HotDocs:
         Raises snapshot.SnapshotIncompatible / SnapshotMissing (ingest/snapshot.py).
         """
         ctx, seq = self.ctx, self.seq_id
+        snapshot.touch(self.store.dir(doc_id))  # a use, for the disk budget's least-recently-used eviction
         hot = self._hot.get(doc_id)
         if hot is None:
             hot = self.remember(doc_id, self.store.read_prefix(doc_id))
@@ -125,7 +126,8 @@ class HotDocs:
                 self.loaded = doc_id
                 return hot
             hot.state = hot.mtp_state = None  # unusable; fall back to disk
-        mtp_h = snapshot.load(ctx, seq, hot.prefix, self.store.dir(doc_id), self.mtp_ctx)
+        with self.store.holding(doc_id) as directory:  # not evicted nor deleted while it loads
+            mtp_h = snapshot.load(ctx, seq, hot.prefix, directory, self.mtp_ctx)
         if not self.holds_prefix(n):
             raise snapshot.SnapshotIncompatible("the restored state does not end at the document prefix")
         self.remember(doc_id, hot.prefix, *self.states_for_ram(), mtp_h)

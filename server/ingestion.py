@@ -7,6 +7,12 @@ so a long document never stalls their streams (server/engine.py). A document is 
 its snapshot manifest is on disk, so a crash never leaves a half-written document marked ready; an
 ingestion that is stopped (deleted, server shutdown) leaves no snapshot, and one interrupted by a
 restart is resumed (:func:`resume_interrupted`).
+
+The snapshot is written under the document's file lock, and only while its directory exists: a
+DELETE removes the files first (waiting for a save in progress), so no snapshot outlives its
+document. A save that fails (a full disk) leaves no snapshot files and the document ``failed`` with
+the reason. Once the snapshot is complete, failing to record ``ready`` (a database locked for long)
+never marks it failed: it stays ``ingesting`` and the next start finds the snapshot complete.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ingest import snapshot
+from ingest import disk, snapshot
+from ingest.errors import StorageError
 from ingest.store import FAILED, INGESTING, READY, DocStore
 from server.hot import HotDocs
 from spec.mtp import MtpDrafter
@@ -57,13 +64,17 @@ class Ingestion:
         self.progress[self.doc_id] = self.n_done / self.n_tokens
         return self.n_done >= self.n_tokens
 
-    def finish(self, store: DocStore, idle: bool) -> None:
-        """Snapshot the prefilled sequence, keep its state hot, and mark the document ready. ``idle``:
-        no question is running, so a document prefilled next to the document sequence may move into it
-        (the first question then needs no restore)."""
+    def finish(self, store: DocStore, idle: bool) -> bool:
+        """Snapshot the prefilled sequence, keep its state hot, and mark the document ready; False (and
+        nothing written) when the document was deleted meanwhile. ``idle``: no question is running, so
+        a document prefilled next to the document sequence may move into it (the first question then
+        needs no restore). Raises OSError when the snapshot cannot be written."""
         docs, seq = self.docs, self.seq_id
         mtp_h = self.mtp.pending_h.copy() if self.mtp is not None else None
-        snapshot.save(docs.ctx, seq, self.prefix, store.dir(self.doc_id), docs.mtp_ctx, mtp_h)
+        with store.holding(self.doc_id) as directory:
+            if not directory.is_dir():  # deleted: its files went first, and so does its snapshot
+                return False
+            snapshot.save(docs.ctx, seq, self.prefix, directory, docs.mtp_ctx, mtp_h)
         docs.remember(self.doc_id, self.prefix, *docs.states_for_ram(seq), mtp_h)
         # A sliding-window cache (without swa_full) still holds every cell the prefill cycled through;
         # shared into a question's sequence by seq_cp, cells of two sequences can never be reused
@@ -75,8 +86,17 @@ class Ingestion:
         elif idle and keep:
             docs.adopt(self.doc_id, seq)
         self.release()
-        store.set_status(self.doc_id, READY)
+        try:
+            store.set_status(self.doc_id, READY)
+        except StorageError as exc:
+            log.error(
+                "%s: snapshot complete, but ready could not be recorded (%s); the next start will", self.doc_id, exc
+            )
+            return True
         log.info("ingested %s: %d tokens", self.doc_id, self.n_tokens)
+        if docs.settings.disk_budget_bytes is not None:
+            disk.evict(store, docs.settings.disk_budget_bytes, keep=frozenset({self.doc_id}))
+        return True
 
     def release(self) -> None:
         """Free the ingestion's own sequence (the document sequence is left to what it holds)."""
@@ -118,15 +138,24 @@ class Ingestions:
         try:
             if work.doc_id in self.deleted:
                 work.abandon()
-            elif work.step(n_max):
-                work.finish(self.store, idle=not self.scheduler.running)
-            else:
+            elif not work.step(n_max):
                 return
+            elif not work.finish(self.store, idle=not self.scheduler.running):
+                work.abandon()
+        except OSError as exc:  # the snapshot could not be written; save() removed what it wrote
+            work.abandon()
+            self._fail(work.doc_id, f"{disk.storage_error(exc, 'saving the snapshot')}, then re-ingest it")
         except Exception as exc:
             log.error("ingestion of %s failed: %s: %s", work.doc_id, type(exc).__name__, exc)
             work.abandon()
-            self.store.set_status(work.doc_id, FAILED, f"prefill failed ({type(exc).__name__}); see the server log")
+            self._fail(work.doc_id, f"prefill failed ({type(exc).__name__}); see the server log")
         self.scheduler.ingesting = None
+
+    def _fail(self, doc_id: str, reason: str) -> None:
+        try:
+            self.store.set_status(doc_id, FAILED, reason)
+        except StorageError as exc:  # still ``ingesting``: the next start prefills it again
+            log.error("%s: could not record the failure %r: %s", doc_id, reason, exc)
 
     def stop(self) -> None:
         """Stop the current document between chunks; it stays ``ingesting`` and resumes at the next start."""
@@ -136,12 +165,19 @@ class Ingestions:
 
 
 def resume_interrupted(store: DocStore, submit: Callable[[str, int], None]) -> None:
-    """After a restart: re-queue documents that were mid-ingestion, or fail them with a reason."""
+    """After a restart: mark ready the documents whose snapshot was complete (ready could not be
+    recorded), re-queue those that were mid-ingestion, or fail them with a reason."""
     for doc in store.list():
         if doc.status != INGESTING:
             continue
-        if (store.dir(doc.id) / "prefix.npy").is_file():
-            log.info("resuming ingestion of %s", doc.id)
-            submit(doc.id, doc.tokens)
-        else:
-            store.set_status(doc.id, FAILED, "the server stopped before the upload was stored; upload again")
+        try:
+            if not (store.dir(doc.id) / "prefix.npy").is_file():
+                store.set_status(doc.id, FAILED, "the server stopped before the upload was stored; upload again")
+            elif snapshot.describes(store.dir(doc.id), store.read_prefix(doc.id)):
+                log.info("%s: its snapshot is complete; marked ready", doc.id)
+                store.set_status(doc.id, READY)
+            else:
+                log.info("resuming ingestion of %s", doc.id)
+                submit(doc.id, doc.tokens)
+        except StorageError as exc:  # a locked or full database: it stays as it is until the next start
+            log.error("%s: could not record its state at start-up: %s", doc.id, exc)

@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.errors import ApiError
 from spec.loop import AnswerParams
 
 
@@ -47,8 +46,9 @@ class AnswerJob:
         """Called from the engine thread (or the citation worker)."""
         self.loop.call_soon_threadsafe(self.events.put_nowait, (kind, data))
 
-    def fail(self, error: ApiError) -> None:
-        """End the job with ``error``; the route raises it, or sends it as an SSE ``error`` event."""
+    def fail(self, error: Exception) -> None:
+        """End the job with ``error`` (an ApiError, or an error server/errors.STATUS maps: a full disk);
+        the route raises it, or sends it as an SSE ``error`` event."""
         self.loop.call_soon_threadsafe(self.events.put_nowait, ("error", error))
 
     def cancel(self) -> None:

@@ -53,6 +53,12 @@ def load(settings: Settings, doc_seq: int) -> Loaded:
             f"DOCQA_MTP=on but {path.name} has no MTP layers (nextn_predict_layers is 0); use a GGUF "
             "with MTP layers, or set DOCQA_MTP=auto (lookup drafts only) or off"
         )
+    if s.n_ctx > model.n_ctx_train > 0:
+        log.warning(
+            "DOCQA_N_CTX %d is more than %s was trained for (%d tokens): answers about text past that length "
+            "may degrade; DOCQA_N_CTX=%d is the most it supports as trained",
+            s.n_ctx, path.name, model.n_ctx_train, model.n_ctx_train,
+        )  # fmt: skip
     config = context_config(s, model.is_recurrent)
     ctx = Context(model, config)
     # The effective n_rs_seq: some architectures clamp it to 0 (notes §5).

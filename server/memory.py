@@ -7,6 +7,7 @@ mapping, so a plan made here is the plan of what the engine will allocate.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from runtime.llama import ContextConfig
@@ -161,3 +162,19 @@ def preset_values(name: str, settings: Settings) -> dict[str, object]:
     if "n_rs_seq" in explicit:
         del values["n_rs_seq"]
     return values
+
+
+def snapshot_estimate(settings: Settings, model_path: Path) -> Callable[[int], int]:
+    """``bytes(n_tokens)``: an upper bound on the size of a document snapshot on disk (state.bin, and
+    the MTP part), from the memory planner: every full-attention layer's K+V per token, the sliding-
+    window layers' cells (at most n_swa + n_ubatch of them), one recurrent state, the token ids."""
+    shape = ModelShape.from_gguf(model_path)
+    p = plan(shape, plan_config(settings, shape))
+    per_token = p.kv_bytes_per_token + p.mtp_kv_bytes_per_token + 4
+    swa_per_cell = (p.bytes("kv") - p.kv_bytes_per_token * p.n_ctx) // p.swa_cells if p.swa_cells else 0
+    swa_window = shape.n_swa + p.n_ubatch
+
+    def estimate(n_tokens: int) -> int:
+        return n_tokens * per_token + min(n_tokens, swa_window) * swa_per_cell + p.rs_bytes_per_seq + 64 * 1024
+
+    return estimate

@@ -7,6 +7,7 @@ one ubatch, and one thread per core.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Literal
@@ -126,13 +127,36 @@ class Settings(BaseSettings):
     snapshot_ram_bytes: int = Field(
         default=2 * 1024**3, ge=0, description="RAM kept for hot document snapshots (LRU, bytes)."
     )
+    disk_budget_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Bytes the documents directory may take (or 50GiB / 500MB): the least recently used snapshots "
+            "are evicted to stay within it (texts kept; prefilled again when asked about). Unset: no budget."
+        ),
+    )
 
     # -- HTTP --------------------------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Bind address.")
     port: int = Field(default=8000, ge=1, le=65535, description="Bind port.")
     max_upload_bytes: int = Field(default=64 * 1024**2, ge=1, description="Largest accepted upload (bytes).")
+    max_json_bytes: int = Field(
+        default=1024**2, ge=1024, description="Largest JSON (or any non-upload) request body, in bytes."
+    )
+    body_timeout_s: float = Field(
+        default=30.0, gt=0, description="Longest wait for the next part of a request body before a 408."
+    )
+    header_timeout_s: float = Field(
+        default=15.0, gt=0, description="Longest a connection may take to send a request's headers."
+    )
     api_key: str | None = Field(
-        default=None, description="When set, every /v1 route needs `Authorization: Bearer <key>`."
+        default=None,
+        description="When set, every route but the page and /health needs `Authorization: Bearer <key>`.",
+    )
+    public_metrics: bool = Field(default=False, description="Serve /metrics without the API key.")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names the server answers to besides the loopback ones (DNS-rebinding guard).",
     )
     cors_origins: list[str] = Field(
         default_factory=list, description="Origins allowed by CORS (default: none, CORS off)."
@@ -152,7 +176,7 @@ class Settings(BaseSettings):
         description="Text rules version for new extractions (ingest/normalize.py); 1 = the old raw lines.",
     )
 
-    @field_validator("vram_bytes", mode="before")
+    @field_validator("vram_bytes", "disk_budget_bytes", mode="before")
     @classmethod
     def _size(cls, value: object) -> object:
         return parse_size(value) if isinstance(value, str) else value
@@ -200,6 +224,16 @@ class Settings(BaseSettings):
     def extra_bufts(self) -> bool | None:
         """``cpu_repack`` as runtime.llama.Model's ``extra_bufts`` (None: the build decides)."""
         return {"auto": None, "on": True, "off": False}[self.cpu_repack]
+
+    @property
+    def loopback(self) -> bool:
+        """Bound to a loopback address: only this machine's own host names are accepted."""
+        if self.host.lower() == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host.strip("[]")).is_loopback
+        except ValueError:
+            return False
 
     @property
     def document_budget(self) -> int:

@@ -82,12 +82,14 @@ class TokenOffsets:
 class CitationIndex:
     """Word n-gram index of one document for :meth:`cite`.
 
-    ``page_starts[i]`` is the character offset where page ``i + 1`` begins.
+    ``page_starts[i]`` is the character offset where page ``first_page + i`` begins (a document cut to
+    pages 5-9 keeps their numbers).
     """
 
-    def __init__(self, text: str, page_starts: Sequence[int], min_words: int = 5) -> None:
+    def __init__(self, text: str, page_starts: Sequence[int], min_words: int = 5, first_page: int = 1) -> None:
         self.text = text
         self.page_starts = list(page_starts) or [0]
+        self.first_page = first_page
         self.min_words = min_words
         vocab: dict[str, int] = {}
         starts, ends, ids = [], [], []
@@ -105,7 +107,8 @@ class CitationIndex:
             self.grams.setdefault(key, []).append(i)
 
     def page_of(self, offset: int) -> int:
-        return bisect.bisect_right(self.page_starts, offset)
+        """Page number (1-based, as in the upload) of the character at ``offset``."""
+        return bisect.bisect_right(self.page_starts, offset) + self.first_page - 1
 
     def cite(self, answer: str, lookup_spans: Sequence[tuple[int, int]] = ()) -> list[Citation]:
         """Citations for ``answer``, in document order.

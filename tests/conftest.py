@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.live import LOCAL
+
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT.parent / "shared" / "cases"
 THREADS = 2
@@ -103,7 +105,7 @@ def server(tmp_path: Path, gemma_path: Path) -> Callable:
     def start(data_dir: Path | None = None, **overrides) -> Iterator[TestClient]:
         model_path = overrides.pop("model_path", gemma_path)
         settings = make_settings(data_dir or tmp_path / "data", model_path, **overrides)
-        with TestClient(create_app(settings)) as client:
+        with TestClient(create_app(settings), base_url=LOCAL) as client:
             yield client
 
     return start

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter, File, Form, Response, UploadFile
+from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 
 from ingest import pipeline
-from ingest.extract import ExtractedText
 from ingest.reingest import reextract
 from ingest.store import FAILED, INGESTING, READY, DocRecord
+from server import uploads
 from server.deps import EngineDep, ExtractorDep, SettingsDep, StoreDep
 from server.engine import Engine
-from server.errors import DocumentIngesting, DocumentNotFound
+from server.errors import DocumentFailed, DocumentIngesting, DocumentNotFound
 from server.schemas import (
     DocumentCreated,
     DocumentList,
@@ -23,7 +23,6 @@ from server.schemas import (
     PageWarning,
     ReingestRequest,
 )
-from server.settings import Settings
 
 router = APIRouter(prefix="/v1")
 
@@ -56,14 +55,9 @@ def _get(store, doc_id: str) -> DocRecord:
     return doc
 
 
-def _display_name(filename: str | None) -> str:
-    name = (filename or "document").replace("\\", "/").rsplit("/", 1)[-1]
-    name = "".join(ch for ch in name if ch.isprintable())[:200]
-    return name or "document"
-
-
 @router.post("/documents", status_code=202, response_model=DocumentCreated)
 async def upload(
+    request: Request,
     response: Response,
     store: StoreDep,
     engine: EngineDep,
@@ -71,30 +65,30 @@ async def upload(
     extractor: ExtractorDep,
     file: UploadFile = File(description="PDF, DOCX, EPUB, HTML, .txt or .md"),  # noqa: B008
     password: str | None = Form(default=None),
+    pages: str | None = Form(default=None, description="A part: pages 5-9 (1-based, inclusive), as printed"),
+    chars: str | None = Form(default=None, description="A part of the text: characters 0-50000 ([start, end))"),
 ) -> DocumentCreated:
+    cut = uploads.parse_cut(pages, chars)
     data = await file.read()
-    digest = pipeline.sha256(data)
+    digest = pipeline.sha256(data, cut)
     known = store.by_sha256(digest)
     if known is not None and known.status != FAILED:
         response.status_code = 200
         return DocumentCreated(id=known.id, name=known.name, status=known.status)
-    extracted = await asyncio.to_thread(extractor.extract, data, password or None)
-    prepared = await asyncio.to_thread(prepare, engine, settings, extracted)
+    cap = await asyncio.to_thread(uploads.max_chars, engine, settings)
+    extracted = await asyncio.to_thread(extractor.extract, data, password or None, cut, cap)
+    prepared = await asyncio.to_thread(uploads.prepare, engine, settings, extracted)
+    estimate = request.app.state.snapshot_bytes
+    await asyncio.to_thread(uploads.make_room, store, settings, estimate, len(data), prepared)
     if known is not None:  # a failed earlier attempt, replaced below
         engine.forget(known.id)
-    doc, created = await asyncio.to_thread(
-        pipeline.store_new, store, data, digest, _display_name(file.filename), prepared
-    )
+    name = uploads.display_name(file.filename, prepared.extracted)
+    doc, created = await asyncio.to_thread(pipeline.store_new, store, data, digest, name, prepared)
     if not created:  # the same bytes arrived concurrently
         response.status_code = 200
     else:
         engine.submit_ingest(doc.id, len(prepared.prefix))
     return DocumentCreated(id=doc.id, name=doc.name, status=doc.status)
-
-
-def prepare(engine: Engine, settings: Settings, extracted: ExtractedText) -> pipeline.Prepared:
-    """Lay out, tokenize and budget-check with the loaded model (tokenizer calls are thread-safe)."""
-    return pipeline.prepare(extracted, engine.layout, engine.model, settings.document_budget)
 
 
 @router.get("/documents", response_model=DocumentList)
@@ -109,16 +103,23 @@ async def get_document(doc_id: str, store: StoreDep, engine: EngineDep) -> Docum
 
 @router.get("/documents/{doc_id}/text", response_model=DocumentText)
 async def get_text(doc_id: str, store: StoreDep) -> DocumentText:
+    """The stored text and its page map, numbered as in the upload (a part keeps its page numbers)."""
     doc = _get(store, doc_id)
-    extracted = await asyncio.to_thread(store.read_text, doc.id)
-    starts = extracted.page_starts
+    try:
+        extracted = await asyncio.to_thread(store.read_text, doc.id)
+    except FileNotFoundError:
+        why = doc.error or doc.status
+        raise DocumentFailed(f"document {doc.id} has no stored text ({why}); upload it again") from None
+    starts, first = extracted.page_starts, extracted.first_page
     ends = [*starts[1:], len(extracted.text)]
-    pages = [PageSpan(page=i + 1, start=s, end=e) for i, (s, e) in enumerate(zip(starts, ends, strict=True))]
+    pages = [PageSpan(page=first + i, start=s, end=e) for i, (s, e) in enumerate(zip(starts, ends, strict=True))]
     return DocumentText(id=doc.id, text=extracted.text, pages=pages)
 
 
 @router.delete("/documents/{doc_id}", status_code=204)
 async def delete_document(doc_id: str, store: StoreDep, engine: EngineDep) -> Response:
+    """Remove the document: its files first (that works on a full disk, and waits for a snapshot
+    being written), then its row."""
     doc = _get(store, doc_id)
     engine.forget(doc.id)
     await asyncio.to_thread(store.delete, doc.id)
@@ -127,6 +128,7 @@ async def delete_document(doc_id: str, store: StoreDep, engine: EngineDep) -> Re
 
 @router.post("/documents/{doc_id}/reingest", status_code=202, response_model=DocumentCreated)
 async def reingest(
+    request: Request,
     doc_id: str,
     store: StoreDep,
     engine: EngineDep,
@@ -144,7 +146,9 @@ async def reingest(
     )
     password = body.password if body else None
     extracted, note = await asyncio.to_thread(reextract, upload, stored, extractor.extract, password)
-    prepared = await asyncio.to_thread(prepare, engine, settings, extracted)
+    prepared = await asyncio.to_thread(uploads.prepare, engine, settings, extracted)
+    estimate = request.app.state.snapshot_bytes
+    await asyncio.to_thread(uploads.make_room, store, settings, estimate, 0, prepared)
     await asyncio.to_thread(pipeline.store_again, store, doc, prepared)
     engine.forget(doc.id)
     engine.submit_ingest(doc.id, len(prepared.prefix))

@@ -24,6 +24,7 @@ async def health(request: Request) -> dict:
         "model_file": model.path.name,  # the name only: paths stay in the server's log
         "layout": engine.layout.kind,
         "n_ctx": engine.n_ctx,
+        "n_ctx_train": model.n_ctx_train,  # the context the model was trained for (n_ctx beyond it may degrade)
         "document_budget": request.app.state.settings.document_budget,
         "queue_depth": engine.queue_depth,
         "n_seq_max": engine.settings.n_seq_max,  # questions answered concurrently (continuous batching)

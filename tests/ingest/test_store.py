@@ -85,3 +85,86 @@ def test_a_database_from_before_text_rules_is_migrated(tmp_path):
     store.set_text(new.id, ExtractedText("new text", [0], "text", "utf-8", 2), tokens=7)
     assert (store.get(new.id).encoding, store.get(new.id).tokens, store.get(new.id).chars) == ("utf-8", 7, 8)
     assert DocStore(tmp_path).get("abc123") == old, "migrating twice changes nothing"
+
+
+def test_writes_wait_for_a_lock_another_process_holds(tmp_path):
+    """Another connection holds BEGIN EXCLUSIVE for 7 s (longer than sqlite3's own 5 s busy wait):
+    the write waits it out instead of failing with "database is locked"."""
+    import sqlite3
+    import threading
+    import time
+
+    store = DocStore(tmp_path)
+    doc = _create(store)
+    other = sqlite3.connect(tmp_path / "docqa.sqlite3", isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN EXCLUSIVE")
+    threading.Timer(7.0, lambda: other.execute("COMMIT")).start()
+    t0 = time.monotonic()
+    store.set_status(doc.id, READY)
+    waited = time.monotonic() - t0
+    assert store.get(doc.id).status == READY and 6.5 < waited < 9, waited
+    other.close()
+
+
+def test_a_lock_held_past_the_bound_is_a_typed_error(tmp_path, monkeypatch):
+    import sqlite3
+
+    from ingest import store as store_module
+    from ingest.errors import StoreBusy
+
+    monkeypatch.setattr(store_module, "LOCK_WAIT_S", 1.0)
+    store = DocStore(tmp_path)
+    other = sqlite3.connect(tmp_path / "docqa.sqlite3", isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    with pytest.raises(StoreBusy, match="locked by another process"):
+        _create(store)
+    other.execute("COMMIT")
+    assert _create(store).status == INGESTING
+
+
+def test_delete_waits_for_a_snapshot_being_written_and_removes_it(tmp_path):
+    """The engine writes a snapshot while holding the document's lock; a DELETE meanwhile waits, then
+    removes the files before the row, so nothing of the document is left."""
+    import threading
+    import time
+
+    store = DocStore(tmp_path)
+    doc = _create(store)
+    store.dir(doc.id).mkdir()
+    deleted = threading.Event()
+    with store.holding(doc.id) as directory:
+        threading.Thread(target=lambda: (store.delete(doc.id), deleted.set())).start()
+        time.sleep(0.3)
+        assert not deleted.is_set(), "delete must wait for the snapshot write"
+        (directory / "state.bin").write_bytes(b"state")  # the write in progress
+    assert deleted.wait(5)
+    assert store.get(doc.id) is None and not store.dir(doc.id).exists()
+
+
+def test_startup_sweep_removes_what_no_row_owns(tmp_path):
+    import os
+
+    store = DocStore(tmp_path)
+    kept = _create(store)
+    store.dir(kept.id).mkdir()
+    (store.dir(kept.id) / "text.json").write_text("{}")
+    (store.dir(kept.id) / f".state.bin.{2**22 + 1}.tmp").write_bytes(b"x" * 10)  # writer gone
+    (store.dir(kept.id) / f".prefix.npy.{os.getppid()}.tmp").write_bytes(b"y")  # a live other writer
+    orphan = store.dir("0123abcd")
+    orphan.mkdir()
+    (orphan / "state.bin").write_bytes(b"z" * 100)
+    report = store.sweep(d.id for d in store.list())
+    assert report.dirs == ["0123abcd"] and not orphan.exists()
+    assert [p.name for p in report.tmp_files] == [f".state.bin.{2**22 + 1}.tmp"]
+    assert report.bytes_freed == 110
+    live_tmp = store.dir(kept.id) / f".prefix.npy.{os.getppid()}.tmp"
+    assert (store.dir(kept.id) / "text.json").exists() and live_tmp.exists()
+
+
+def test_an_unusable_database_names_the_data_directory(tmp_path):
+    from ingest.errors import DataDirUnusable
+
+    (tmp_path / "docqa.sqlite3").write_bytes(b"not a database, but 100 bytes of it" * 3)
+    with pytest.raises(DataDirUnusable) as err:
+        DocStore(tmp_path)
+    assert str(tmp_path.resolve()) in str(err.value) and "\n" not in str(err.value)

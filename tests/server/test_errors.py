@@ -23,6 +23,12 @@ from server import errors
         (ingest_errors.UnreadableDocument("x"), 422, "unreadable_document"),
         (ingest_errors.ExtractorBusy("x", retry_after=5), 503, "extractor_busy"),
         (snapshot.SnapshotMissing("x"), 409, "snapshot_missing"),
+        (ingest_errors.DiskFull("x"), 507, "insufficient_storage"),
+        (ingest_errors.StoreBusy("x"), 503, "store_busy"),
+        (ingest_errors.StorageFailed("x"), 500, "storage_error"),
+        (errors.BodyTimeout("x"), 408, "body_timeout"),
+        (errors.HostNotAllowed("x"), 403, "host_not_allowed"),
+        (errors.OriginNotAllowed("x"), 403, "origin_not_allowed"),
         (ValueError("/secret/path"), 500, "internal_error"),  # anything else: a bug, no details
     ],
 )
@@ -38,9 +44,25 @@ def test_headers_travel_with_the_error():
     assert busy.headers["retry-after"] == "5"
     unauthorized = errors.response(errors.Unauthorized("key", {"WWW-Authenticate": "Bearer"}))
     assert unauthorized.headers["www-authenticate"] == "Bearer"
+    assert errors.response(ingest_errors.StoreBusy("locked")).headers["retry-after"] == "5"
+
+
+def test_a_413_carries_the_part_that_fits():
+    exc = ingest_errors.DocumentTooLong(
+        90_000, 7168, estimated=True, fits={"pages": [1, 16]}, n_ctx=8192, n_ctx_train=32768
+    )
+    error = json.loads(errors.response(exc).body)["error"]
+    assert (error["n_tokens"], error["limit"], error["estimated"], error["fits"]) == (
+        90_000,
+        7168,
+        True,
+        {"pages": [1, 16]},
+    )
 
 
 def test_engine_failures_become_api_errors_without_details():
     assert isinstance(errors.from_engine(DecodeError(1, 17)), errors.KvCacheFull)
     failed = errors.from_engine(RuntimeError("/data/documents/abc/state.bin is corrupt"))
     assert isinstance(failed, errors.GenerationFailed) and "/data" not in str(failed)
+    full = ingest_errors.DiskFull("the disk is full")  # an engine error with a status of its own stays itself
+    assert errors.from_engine(full) is full

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.live import LOCAL
 from tests.conftest import make_settings, upload, wait_ready
 
 FILES = Path(__file__).resolve().parents[1] / "ingest" / "files"
@@ -23,7 +24,7 @@ def client(tmp_path_factory, gemma_path):
     from server.app import create_app
 
     settings = make_settings(tmp_path_factory.mktemp("formats"), gemma_path, n_ctx=12288)
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url=LOCAL) as c:
         yield c
 
 

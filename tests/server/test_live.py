@@ -46,7 +46,7 @@ def _stream(server: Live, doc_id: str, body: dict, headers: dict | None = None) 
     s = socket.create_connection(("127.0.0.1", server.port))
     extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
     s.sendall(
-        f"POST /v1/documents/{doc_id}/answers HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"POST /v1/documents/{doc_id}/answers HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(payload)}\r\n{extra}\r\n".encode()
         + payload
     )
@@ -174,7 +174,7 @@ def test_http03_oversized_upload_is_refused_while_streaming(live):
     # Chunked, no length: refused once the limit is passed, without buffering 200 MB.
     s = socket.create_connection(("127.0.0.1", server.port))
     s.sendall(
-        b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+        b"POST /v1/documents HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary=b\r\n"
         b"Transfer-Encoding: chunked\r\n\r\n"
     )
     head = b'--b\r\nContent-Disposition: form-data; name="file"; filename="big.pdf"\r\n\r\n'

@@ -13,6 +13,7 @@ import unicodedata
 
 import pytest
 
+from bench.live import LOCAL
 from tests.conftest import CASES, make_settings, sse_events, wait_ready
 
 FILE_EXPECTATIONS = {
@@ -50,7 +51,7 @@ def client(tmp_path_factory, gemma_path):
     from server.app import create_app
 
     settings = make_settings(tmp_path_factory.mktemp("manifest"), gemma_path, n_ctx=32768)
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url=LOCAL) as c:
         yield c
 
 

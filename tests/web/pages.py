@@ -56,12 +56,16 @@ class DocqaPage:
             "#file", files=[{"name": name, "mimeType": "application/octet-stream", "buffer": data}]
         )
         self.page.click("#upload")
+        return self.wait_selected_ready(name)
+
+    def wait_selected_ready(self, name: str, timeout_ms: int = 120_000) -> str:
+        """Wait until the document named ``name`` is selected and ready; its id."""
         self.page.wait_for_function(
             """(name) => { const li = document.querySelector('#doc-list li.doc.selected');
                  return li && li.classList.contains('status-ready')
                    && li.querySelector('.doc-name').textContent === name; }""",
             arg=name,
-            timeout=120_000,
+            timeout=timeout_ms,
         )
         return self.page.get_attribute("#doc-list li.doc.selected", "data-id")
 

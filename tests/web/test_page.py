@@ -11,6 +11,7 @@ LOCKED = "pdf/sample-files/005-libreoffice-writer-password/libreoffice-writer-pa
 LOCKED_PASSWORD = "openpassword"
 NOT_A_PDF = "synthetic/png-renamed-to.pdf"  # BRK-06
 TOO_LONG = "text/gutenberg/around-the-world-in-80-days-pg103.txt"  # LONG-01, ~90k tokens
+LONG_PDF = "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf"  # PDF-11, 117 pages, ~57k tokens
 AGREEMENT = "synthetic/agreement-880-tokens.txt"
 ALICE = "text/gutenberg/alice-in-wonderland-pg11.txt"  # 165 KiB
 
@@ -190,3 +191,21 @@ def test_slow_upload_shows_progress_and_the_favicon_loads(open_page, cases):
     assert any(0 < pct < 100 for pct in percents), texts
     assert "Reading alice-in-wonderland-pg11.txt…" in texts
     assert page.is_enabled("#upload")
+
+
+def test_a_document_longer_than_the_context_offers_its_leading_pages(open_page, cases):
+    """A 117-page PDF over the budget: the error offers the pages that fit, and one click ingests
+    them; the part keeps its name and page numbers."""
+    p = open_page(1024, 768)
+    page = p.page
+    too_long = _upload_error(p, cases / LONG_PDF)
+    offer = too_long.locator("button.offer")
+    label = offer.inner_text()
+    assert re.fullmatch(r"Ingest pages 1–\d+", label), label
+    last = int(label.rsplit("–", 1)[1])
+    p.assert_in_view(offer, "the offer to ingest the pages that fit")
+    offer.click()
+    p.wait_selected_ready(f"GeoTopo-komprimiert.pdf (pages 1-{last})", timeout_ms=180_000)
+    assert f"{last} pages" in page.inner_text("#doc-list li.doc.selected .doc-meta")
+    assert page.locator("#viewer .page-marker").last.inner_text() == f"Page {last}"
+    assert all(re.search(r"\b413\b", line) for line in p.problems), p.problems

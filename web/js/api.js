@@ -26,13 +26,22 @@ function withAuth(headers = {}) {
   return key ? { ...headers, Authorization: `Bearer ${key}` } : { ...headers };
 }
 
-/** An error the API reported ({"error": {"type", "message"}}), or `network` when it could not be reached. */
+/**
+ * An error the API reported ({"error": {"type", "message", ...}}), or `network` when it could not be
+ * reached. `details`: the error object's other fields (a 413's `fits`: the part of a document that fits).
+ */
 export class ApiError extends Error {
-  constructor(status, type, message) {
+  constructor(status, type, message, details = {}) {
     super(message || `HTTP ${status}`);
     this.status = status;
     this.type = type || 'error';
+    this.details = details;
   }
+}
+
+function fromBody(status, statusText, err) {
+  const { type, message, ...details } = err || {};
+  return checked(new ApiError(status, type, message || `${status} ${statusText}`, details));
 }
 
 function checked(err) {
@@ -45,7 +54,7 @@ async function errorFrom(res) {
   try {
     err = (await res.json()).error || {};
   } catch (_) { /* not JSON */ }
-  return checked(new ApiError(res.status, err.type, err.message || `${res.status} ${res.statusText}`));
+  return fromBody(res.status, res.statusText, err);
 }
 
 async function send(path, options) {
@@ -100,8 +109,7 @@ export function upload(path, form, onProgress) {
         resolve({ status: xhr.status, body });
         return;
       }
-      const err = (body && body.error) || {};
-      reject(checked(new ApiError(xhr.status, err.type, err.message || `${xhr.status} ${xhr.statusText}`)));
+      reject(fromBody(xhr.status, xhr.statusText, body && body.error));
     };
     xhr.send(form);
   });

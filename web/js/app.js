@@ -5,7 +5,7 @@
 import { api, ApiError, apiKey, hooks, setApiKey, upload } from './api.js';
 import * as chat from './chat.js';
 import { $, el, percent, progressBar } from './dom.js';
-import { errorNode, plural, show } from './messages.js';
+import { count, errorNode, plural, show } from './messages.js';
 import { showCitations, showDocument, shownId } from './viewer.js';
 
 const POLL_MS = 500;
@@ -215,10 +215,32 @@ function setUploadMessage(text, kind = '') {
   box.textContent = text;
 }
 
-function setUploadError(err) {
+function setUploadError(err, retry) {
   const box = $('upload-status');
   box.className = 'status error';
   box.replaceChildren(errorNode(err, { budget: state.budget }));
+  const part = err.type === 'document_too_long' && partThatFits(err.details.fits);
+  if (part && retry) {
+    // A document longer than the context: its leading part that fits, in one click.
+    const offer = el('button', 'offer', part.label);
+    offer.type = 'button';
+    offer.addEventListener('click', () => retry(part.field));
+    box.firstChild.insertBefore(offer, box.firstChild.querySelector('details'));
+  }
+}
+
+/** The 413's `fits` ({pages: [a, b]} or {chars: [a, b]}) as a form field and a button label. */
+function partThatFits(fits) {
+  if (fits && Array.isArray(fits.pages)) {
+    const [a, b] = fits.pages;
+    return { field: { pages: `${a}-${b}` }, label: a === b ? `Ingest page ${a}` : `Ingest pages ${a}–${b}` };
+  }
+  if (fits && Array.isArray(fits.chars)) {
+    const [a, b] = fits.chars;
+    const label = a === 0 ? `Ingest the first ${plural(b, 'character')}` : `Ingest characters ${count(a)}–${count(b)}`;
+    return { field: { chars: `${a}-${b}` }, label };
+  }
+  return null;
 }
 
 function renderUploadStatus(doc) {
@@ -252,9 +274,15 @@ async function onUpload(ev) {
     setUploadMessage('Choose a file first.', 'error');
     return;
   }
+  await sendUpload(file, $('password').value, {});
+}
+
+/** Upload `file` (with its PDF `password`, if any), or the `part` of it ({pages} or {chars}). */
+async function sendUpload(file, password, part) {
   const form = new FormData();
   form.append('file', file);
-  if ($('password').value) form.append('password', $('password').value);
+  if (password) form.append('password', password);
+  for (const [field, value] of Object.entries(part)) form.append(field, value);
 
   $('upload').disabled = true;
   showUploadProgress(file.name, 0);
@@ -271,7 +299,7 @@ async function onUpload(ev) {
     if (status === 200) setUploadMessage(`${doc.name} was already uploaded (${statusWord(doc)}).`, 'ok');
     if (doc.status === 'ingesting') startPolling(doc.id);
   } catch (err) {
-    setUploadError(err);
+    setUploadError(err, (field) => sendUpload(file, password, field));
     if (err.type === 'password_required' || err.type === 'wrong_password') {
       $('password').classList.add('needed');
       $('password').focus();

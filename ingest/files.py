@@ -1,0 +1,168 @@
+"""A document's files under ``data_dir/documents/<id>/``, the lock that keeps a deletion from racing a
+snapshot write, and the start-up sweep of what no row owns.
+
+Files, all named by the server: ``upload.bin`` (the bytes as sent), ``text.json`` (normalised text,
+page map, and the part of the upload it is: ``first_page``, ``cut``), ``prefix.npy`` (prefix token
+ids) and the snapshot (``state.bin`` + ``state.json``, see ``ingest/snapshot.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ingest.extract import ExtractedText
+from runtime.atomic import TMP_SUFFIX, replacing, write_atomic
+
+log = logging.getLogger("docqa.store")
+UPLOAD_FILE, TEXT_FILE, PREFIX_FILE = "upload.bin", "text.json", "prefix.npy"
+
+
+@dataclass(slots=True)
+class Sweep:
+    """What the start-up sweep removed: document directories without a row, and temp files left by
+    writes that never finished (a crash, a full disk)."""
+
+    dirs: list[str] = field(default_factory=list)  # document ids
+    tmp_files: list[Path] = field(default_factory=list)
+    bytes_freed: int = 0
+
+
+class DocFiles:
+    """The files of every document. Thread-safe: a document's files are written, removed and (as a
+    snapshot) read under its own lock (:meth:`holding`)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.docs_dir = self.root / "documents"
+        self.docs_dir.mkdir(parents=True, exist_ok=True)
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def dir(self, doc_id: str) -> Path:
+        if not doc_id.isalnum():  # ids are server-generated hex; never build paths from anything else
+            raise ValueError(f"bad document id {doc_id!r}")
+        return self.docs_dir / doc_id
+
+    @contextmanager
+    def holding(self, doc_id: str) -> Iterator[Path]:
+        """Hold ``doc_id``'s lock: no deletion or eviction of its files meanwhile. Yields its directory."""
+        with self._locks_guard:
+            lock = self._locks.setdefault(doc_id, threading.Lock())
+        with lock:
+            yield self.dir(doc_id)
+
+    def write_files(self, doc_id: str, upload: bytes, extracted: ExtractedText, prefix: np.ndarray) -> None:
+        """Create the document's directory and write its upload, text and prefix (each crash-safe)."""
+        self.dir(doc_id).mkdir(exist_ok=True)
+        write_atomic(self.dir(doc_id) / UPLOAD_FILE, upload)
+        self.write_text(doc_id, extracted)
+        self.write_prefix(doc_id, prefix)
+
+    def write_text(self, doc_id: str, extracted: ExtractedText) -> None:
+        text = {
+            "text": extracted.text,
+            "page_starts": extracted.page_starts,
+            "first_page": extracted.first_page,
+            "cut": extracted.cut,
+            "kind": extracted.kind,
+            "encoding": extracted.encoding,
+            "rules": extracted.rules,
+            "warnings": extracted.warnings,
+        }
+        write_atomic(self.dir(doc_id) / TEXT_FILE, json.dumps(text, ensure_ascii=False).encode())
+
+    def write_prefix(self, doc_id: str, prefix: np.ndarray) -> None:
+        with replacing(self.dir(doc_id) / PREFIX_FILE) as tmp, tmp.open("wb") as f:
+            np.save(f, np.ascontiguousarray(prefix, dtype=np.int32))
+
+    def read_upload(self, doc_id: str) -> bytes | None:
+        """The bytes as uploaded, or None if they are gone."""
+        path = self.dir(doc_id) / UPLOAD_FILE
+        return path.read_bytes() if path.is_file() else None
+
+    def read_text(self, doc_id: str) -> ExtractedText:
+        """The stored text; FileNotFoundError when it was never stored (a failed upload)."""
+        raw = json.loads((self.dir(doc_id) / TEXT_FILE).read_text(encoding="utf-8"))
+        # Files written before text rules were versioned carry neither key: rules version 1.
+        return ExtractedText(
+            text=raw["text"],
+            page_starts=raw["page_starts"],
+            kind=raw["kind"],
+            encoding=raw.get("encoding"),
+            rules=raw.get("rules", 1),
+            warnings=raw.get("warnings", []),
+            first_page=raw.get("first_page", 1),
+            cut=raw.get("cut"),
+        )
+
+    def read_prefix(self, doc_id: str) -> np.ndarray:
+        return np.load(self.dir(doc_id) / PREFIX_FILE)
+
+    def remove_files(self, doc_id: str) -> None:
+        """Remove the document's directory (waiting for a snapshot being written to it)."""
+        with self.holding(doc_id) as directory:
+            shutil.rmtree(directory, ignore_errors=True)
+            if directory.exists():  # rmtree skipped what it could not remove: say what is left
+                log.error("could not remove all of %s: %s", directory, sorted(p.name for p in directory.iterdir()))
+        with self._locks_guard:
+            self._locks.pop(doc_id, None)
+
+    def snapshot_bytes(self) -> int:
+        """Bytes of all snapshot state files on disk."""
+        return sum(_size(p) for p in self.docs_dir.glob("*/state.bin"))
+
+    def usage(self) -> int:
+        """Bytes of every file under the documents directory."""
+        return sum(_size(p) for p in self.docs_dir.rglob("*") if p.is_file())
+
+    def sweep(self, known_ids: Iterable[str]) -> Sweep:
+        """Remove document directories that no row owns and temp files of writes that never finished
+        (those of a live process other than this one are left alone). Run at start-up."""
+        known, report = set(known_ids), Sweep()
+        for entry in sorted(self.docs_dir.iterdir()):
+            if entry.is_dir() and entry.name not in known:
+                freed = sum(_size(p) for p in entry.rglob("*") if p.is_file())
+                shutil.rmtree(entry, ignore_errors=True)
+                report.dirs.append(entry.name)
+                report.bytes_freed += freed
+        for tmp in sorted(self.root.rglob(f"*{TMP_SUFFIX}")):
+            if tmp.is_file() and _stale(tmp):
+                size = _size(tmp)
+                tmp.unlink(missing_ok=True)
+                report.tmp_files.append(tmp)
+                report.bytes_freed += size
+        return report
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _stale(tmp: Path) -> bool:
+    """A temp file (``.<name>.<pid>.tmp``, runtime/atomic.py) whose writer is this process or gone."""
+    parts = tmp.name.rsplit(".", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return True
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

@@ -1,0 +1,67 @@
+"""The steps of an upload (and a re-ingest) between the route and ingest/pipeline.py: the part of
+the upload asked for, the token budget with the loaded model, and the disk space it will take.
+
+All of them run off the event loop (``asyncio.to_thread``) and off the engine thread: tokenizer
+calls are read-only and thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ingest import cut as cuts
+from ingest import disk, pipeline
+from ingest.budget import Budget
+from ingest.extract import ExtractedText
+from ingest.pipeline import Prepared
+from ingest.store import DocStore
+from server.engine import Engine
+from server.errors import InvalidRequest
+from server.settings import Settings
+
+
+def parse_cut(pages: str | None, chars: str | None) -> cuts.Cut | None:
+    """The upload's ``pages`` / ``chars`` fields; InvalidRequest (422) saying how to write them."""
+    try:
+        return cuts.Cut.parse(pages, chars)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc)) from None
+
+
+def prepare(engine: Engine, settings: Settings, extracted: ExtractedText) -> Prepared:
+    """Check the budget and tokenize with the loaded model: DocumentTooLong (413) with the largest
+    leading part that fits."""
+    budget = Budget(settings.document_budget, engine.n_ctx, engine.model.n_ctx_train)
+    return pipeline.prepare(extracted, engine.layout, engine.model, budget)
+
+
+def max_chars(engine: Engine, settings: Settings) -> int:
+    """The most characters of a document the budget could hold: the worker returns no more."""
+    return settings.document_budget * engine.model.max_token_chars
+
+
+def make_room(
+    store: DocStore, settings: Settings, snapshot_bytes: Callable[[int], int], n_upload: int, prepared: Prepared
+) -> None:
+    """Check (and with DOCQA_DISK_BUDGET_BYTES make) room for the document: its upload (``n_upload``
+    bytes; 0 for a re-ingest, which keeps it), text, token ids and snapshot. Raises DiskFull (507)."""
+    text = prepared.extracted.text
+    need = disk.Need(
+        upload=n_upload,
+        # UTF-8, each character escaped at most once (a newline is two bytes in JSON), and the page map
+        text=2 * len(text.encode("utf-8", errors="replace")) + 16 * (prepared.extracted.pages + 16),
+        prefix=4 * len(prepared.prefix) + 128,
+        snapshot=snapshot_bytes(len(prepared.prefix)),
+    )
+    disk.make_room(store, need, settings.disk_budget_bytes)
+
+
+def display_name(filename: str | None, extracted: ExtractedText) -> str:
+    """The file's own name (no directories, printable, at most 200 characters), and the part of it
+    the document is ("book.pdf (pages 5-9)")."""
+    name = (filename or "document").replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if ch.isprintable())[:200] or "document"
+    if extracted.cut is not None:
+        part = cuts.Cut.from_spec(extracted.cut)
+        name += f" ({'pages' if part.unit == 'pages' else 'characters'} {part.start}-{part.end})"
+    return name

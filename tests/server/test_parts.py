@@ -1,0 +1,97 @@
+"""Documents longer than the context (issue 15): the 413 names the largest leading part that fits,
+that part is accepted with ``pages=`` / ``chars=``, and a part keeps its real page numbers in
+``/text`` and in citations. Real books from ../shared/cases on the embedded model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import wait_ready
+
+GEOTOPO = "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf"  # 117 pages, ~57k tokens
+AROUND = "text/gutenberg/around-the-world-in-80-days-pg103.txt"  # one page of ~86k tokens
+QUOTE = "Quote the whole text of the document verbatim."
+FILES = Path(__file__).resolve().parent.parent / "ingest" / "files"
+
+
+def _post(client, path, data: bytes, **form):
+    return client.post("/v1/documents", files={"file": (path.rsplit("/", 1)[-1], data)}, data=form)
+
+
+def test_a_long_pdf_is_offered_its_leading_pages_and_a_part_keeps_its_page_numbers(server, cases):
+    data = (cases / GEOTOPO).read_bytes()
+    with server() as client:
+        r = _post(client, GEOTOPO, data)
+        assert r.status_code == 413
+        error = r.json()["error"]
+        first, last = error["fits"]["pages"]
+        print(f"413: {error['message']}")
+        assert first == 1 and last > 3 and error["estimated"] and error["limit"] == 7168
+        assert f"upload it again with pages=1-{last}" in error["message"]
+
+        r = _post(client, GEOTOPO, data, pages=f"1-{last}")
+        assert r.status_code == 202, r.text
+        doc = wait_ready(client, r.json()["id"])
+        assert doc["status"] == "ready" and doc["pages"] == last and doc["tokens"] <= 7168
+        assert doc["name"] == f"GeoTopo-komprimiert.pdf (pages 1-{last})"
+
+        r = _post(client, GEOTOPO, data, pages="5-9")
+        part = wait_ready(client, r.json()["id"])
+        text = client.get(f"/v1/documents/{part['id']}/text").json()
+        assert [p["page"] for p in text["pages"]] == [5, 6, 7, 8, 9]
+        # The same bytes with the same part are the same document; another part is another one.
+        assert _post(client, GEOTOPO, data, pages="5-9").status_code == 200
+
+
+def test_citations_of_a_part_name_its_pages_as_in_the_upload(server):
+    """Chapter 2 of a two-chapter EPUB, uploaded alone: its text is page 2, and so are the citations."""
+    with server() as client:
+        r = _post(client, "alice-ch1-2.epub", (FILES / "alice-ch1-2.epub").read_bytes(), pages="2")
+        doc = wait_ready(client, r.json()["id"])
+        assert doc["status"] == "ready" and doc["name"] == "alice-ch1-2.epub (pages 2-2)"
+        assert [p["page"] for p in client.get(f"/v1/documents/{doc['id']}/text").json()["pages"]] == [2]
+        body = {"question": QUOTE, "max_tokens": 48, "verify16": True}
+        answer = client.post(f"/v1/documents/{doc['id']}/answers", json=body).json()
+        pages = [(c["page"], c["page_end"]) for c in answer["citations"]]
+        print(f"chapter 2 alone: {answer['answer'][:60]!r} cited on pages {pages}")
+        assert pages and set(pages) == {(2, 2)}
+
+
+def test_a_long_text_is_offered_its_leading_characters(server, cases):
+    data = (cases / AROUND).read_bytes()
+    with server() as client:
+        r = _post(client, AROUND, data)
+        assert r.status_code == 413
+        start, end = r.json()["error"]["fits"]["chars"]
+        assert start == 0 and 20_000 < end < 40_000
+        r = _post(client, AROUND, data, chars=f"0-{end}")
+        assert r.status_code == 202, r.text
+        doc = wait_ready(client, r.json()["id"])
+        assert doc["status"] == "ready" and doc["tokens"] <= 7168
+        assert len(client.get(f"/v1/documents/{doc['id']}/text").json()["text"]) <= end
+
+
+@pytest.mark.parametrize(
+    "form, status, words",
+    [
+        ({"pages": "200-210"}, 422, "the document has 117 page"),
+        ({"pages": "five"}, 422, "write it as pages=1-80"),
+        ({"pages": "1-3", "chars": "0-10"}, 422, "either pages or chars"),
+    ],
+)
+def test_bad_parts_get_a_422_naming_the_problem(server, cases, form, status, words):
+    with server() as client:
+        r = _post(client, GEOTOPO, (cases / GEOTOPO).read_bytes(), **form)
+        assert r.status_code == status and words in r.json()["error"]["message"], r.text
+
+
+def test_at_the_trained_context_a_larger_n_ctx_is_not_suggested(server, cases):
+    """DOCQA_N_CTX 32768 is the embedded model's trained context: the 413 for an ~86k-token book says
+    to serve a longer-context model, not to raise DOCQA_N_CTX; /health shows both."""
+    with server(n_ctx=32768) as client:
+        health = client.get("/health").json()
+        assert health["n_ctx"] == health["n_ctx_train"] == 32768
+        message = _post(client, AROUND, (cases / AROUND).read_bytes()).json()["error"]["message"]
+        assert "larger DOCQA_N_CTX" not in message and "serve a model with a longer context" in message
