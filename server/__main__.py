@@ -17,11 +17,14 @@ def main() -> None:
     from server import selftest
     from server.app import create_app
     from server.memory import with_preset
+    from server.tuned import SETTINGS_FILE, describe
 
     try:
         settings = with_preset(Settings())
     except (ValidationError, ValueError) as exc:
-        sys.exit(f"docqa: invalid settings (DOCQA_* environment variables):\n{exc}")
+        sys.exit(f"docqa: invalid settings (DOCQA_* environment variables, DATA_DIR/{SETTINGS_FILE}):\n{exc}")
+    if tuned := describe(settings.data_dir, Settings.model_fields):
+        logging.getLogger("docqa").info("%s", tuned)
 
     try:
         result = selftest.check(settings)

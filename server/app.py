@@ -24,6 +24,7 @@ from server.metrics import CONTENT_TYPE, Metrics, RequestMetrics
 from server.routes import answers, documents, health, openai
 from server.selftest import SelfTest
 from server.settings import Settings
+from server.traffic import TrafficLog
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 
@@ -36,7 +37,8 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         store = DocStore(settings.data_dir)
-        engine = Engine(settings, store, observer=metrics)
+        traffic = TrafficLog(settings) if settings.traffic_log else None
+        engine = Engine(settings, store, observer=metrics, traffic=traffic)
         app.state.store = store
         app.state.engine = engine
         extractor = app.state.extractor = ExtractionWorker(
@@ -54,6 +56,8 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         finally:
             app.state.extractor.close()
             await asyncio.to_thread(engine.stop)
+            if traffic is not None:
+                traffic.close()
             store.close()
 
     app = FastAPI(title="docqa", version="0.1.0", lifespan=lifespan)
