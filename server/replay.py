@@ -23,7 +23,7 @@ import httpx
 import numpy as np
 
 from ingest.prompt import PromptLayout
-from ingest.store import DocStore
+from ingest.store import READY, DocStore
 from server.candidate import CandidateServer
 from server.schemas import MAX_QUESTION_CHARS
 from server.traffic import TrafficRecord
@@ -47,7 +47,7 @@ class Workload:
     arrivals: list[Arrival]
     documents: dict[str, tuple[str, bytes]]  # recorded id -> (file name, uploaded bytes)
     question_token_error: int = 0  # sum over questions of |synthetic - recorded| suffix tokens
-    dropped: int = 0  # records whose document is no longer in the store
+    dropped: int = 0  # records whose document is no longer in the store (or not ready)
 
 
 def synthesize(tok, layout: PromptLayout, source_ids: np.ndarray, n_tokens: int, start: int) -> str:
@@ -78,7 +78,7 @@ def build_workload(
     for rec in records:
         if rec.doc not in documents:
             doc, upload = store.get(rec.doc), store.read_upload(rec.doc)
-            if doc is None or upload is None:
+            if doc is None or upload is None or doc.status != READY:
                 continue
             documents[rec.doc] = (doc.name, upload)
             source[rec.doc] = tok.tokenize(store.read_text(rec.doc).text, parse_special=False)

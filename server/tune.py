@@ -123,8 +123,10 @@ def render(measured: list[Measured], best: Measured | None, recorded_concurrency
 class Tuner:
     """Measures candidates on one workload, each in a fresh data directory under ``data_dir``."""
 
-    def __init__(self, data_dir: Path, model: Path, workload, base: dict[str, Any], start_timeout_s: float) -> None:
-        self.data_dir, self.model, self.workload, self.base = data_dir, model, workload, base
+    def __init__(self, data_dir: Path, model: Path, workload, base: dict, current: dict, start_timeout_s: float):
+        self.data_dir, self.model, self.workload = data_dir, model, workload
+        self.base = base  # the settings file's values that the server uses (the environment does not hide them)
+        self.current = current  # every TUNABLE setting, as the server runs it now
         self.start_timeout_s = start_timeout_s
         self.measured: dict[tuple, Measured] = {}
 
@@ -134,7 +136,7 @@ class Tuner:
         from server.replay import replay
 
         full = {**self.base, **settings}
-        key = tuple(sorted(full.items(), key=lambda kv: kv[0]))
+        key = tuple(sorted({**self.current, **settings}.items(), key=lambda kv: kv[0]))  # what the server runs
         if key in self.measured:
             return self.measured[key]
         m = self.measured[key] = Measured(settings, name)
@@ -156,11 +158,11 @@ class Tuner:
                 click.echo(f"tune: {name} failed: {exc}", err=True)
         return m
 
-    def search(self, axes: list[tuple[str, list[dict]]], current: dict[str, Any], tolerance: float) -> None:
+    def search(self, axes: list[tuple[str, list[dict]]], tolerance: float) -> None:
         """One axis at a time, each on top of the best so far."""
         chosen: dict[str, Any] = {}
         for _, values in axes:
-            tried = [self.measure({**chosen, **v}, label({**chosen, **v}, current)) for v in values]
+            tried = [self.measure({**chosen, **v}, label({**chosen, **v}, self.current)) for v in values]
             best = winner(tried, tolerance)
             if best is not None:
                 chosen = dict(best.settings)
@@ -214,7 +216,7 @@ def tune(data_dir, log_path, candidates, last, speed, max_gap_s, tolerance, writ
         raise click.ClickException("none of the recorded documents is in the data directory any more")
     click.echo(
         f"tune: {len(workload.arrivals)} answers on {len(workload.documents)} documents "
-        f"({workload.dropped} dropped: document gone), question length off by "
+        f"({workload.dropped} dropped: document gone or not ready), question length off by "
         f"{workload.question_token_error / len(workload.arrivals):.2f} tokens on average",
         err=True,
     )
@@ -222,12 +224,12 @@ def tune(data_dir, log_path, candidates, last, speed, max_gap_s, tolerance, writ
     base_file = read_tuned(path, fields)
     base = {k: v for k, v in base_file.items() if k not in shadowed(tuple(base_file))}
     current = {k: getattr(settings, k) for k in TUNABLE}
-    tuner = Tuner(data_dir, model_path, workload, base, settings.selftest_timeout_s + 300)
+    tuner = Tuner(data_dir, model_path, workload, base, current, settings.selftest_timeout_s + 300)
     if grid:
         for c in grid:
             tuner.measure(c, label(c, {}))  # as given
     else:
-        tuner.search(default_axes(current, settings.n_batch, has_mtp), current, tolerance)
+        tuner.search(default_axes(current, settings.n_batch, has_mtp), tolerance)
     measured = list(tuner.measured.values())
     best = winner(measured, tolerance)
     recorded = sum(a.concurrency for a in workload.arrivals) / len(workload.arrivals)
@@ -240,5 +242,11 @@ def tune(data_dir, log_path, candidates, last, speed, max_gap_s, tolerance, writ
         click.echo(f"winner: {best.label}; written to {path}")
         for name in shadowed(tuple(best.settings)):
             click.echo(f"note: DOCQA_{name.upper()} is set in this environment and wins over {path}", err=True)
+        if any(best.settings.get(k, current[k]) != current[k] for k in ("type_k", "type_v")):
+            click.echo(
+                "note: the KV cache type changed: documents ingested before are refused (409) until they are "
+                "prefilled again with POST /v1/documents/{id}/reingest",
+                err=True,
+            )
     else:
         click.echo(f"winner: {best.label} (not written)")

@@ -13,7 +13,7 @@ import pytest
 from bench.live import ROOT
 from server.settings import Settings
 from server.traffic import TrafficLog, read_log
-from server.tune import Measured, default_axes, label, parse_candidate, winner
+from server.tune import Measured, Tuner, default_axes, label, parse_candidate, winner
 from server.tuned import describe
 
 FIELDS = Settings.model_fields
@@ -139,3 +139,44 @@ def test_winner_is_the_lowest_ttft_p95_among_the_near_best_throughput():
     assert winner([fast, steady, broken, slow], tolerance=0.05) is steady  # within 5 % of 100 tok/s, lower p95
     assert winner([fast, steady, slow], tolerance=0.0) is fast
     assert winner([broken, Measured({}, "down", None, "exited")], 0.05) is None  # no candidate answered all
+
+
+def test_search_goes_axis_by_axis_and_never_measures_a_configuration_twice(tmp_path, monkeypatch):
+    """Fake servers whose TTFT p95 is lowest at n_seq_max=2 and with no speculation (window 0)."""
+    started: list[dict] = []
+
+    class FakeServer:
+        def __init__(self, data_dir, model, settings, source_dir):
+            started.append(settings)
+
+        def start(self, timeout_s):
+            return self
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+    def fake_replay(server, workload):
+        s = {**current, **started[-1]}
+        p95 = 100.0 * abs(s["n_seq_max"] - 2) + (0 if s["default_draft_tokens"] == 0 else 50) + 300
+        stats = [{"completion_tokens": 10, "ttft_ms": p95}]
+        return SimpleNamespace(stats=stats, errors=[], tokens_per_s=50.0, ttft_ms=lambda q: p95, wall_s=1.0)
+
+    monkeypatch.setattr("server.candidate.CandidateServer", FakeServer)
+    monkeypatch.setattr("server.replay.replay", fake_replay)
+    current = {"n_seq_max": 4, "default_draft_tokens": None, "mtp_draft_tokens": 2, "n_ubatch": 512}
+    current |= {"type_k": "f16", "type_v": "f16"}
+    tuner = Tuner(tmp_path, tmp_path / "m.gguf", None, {"n_ubatch": 512}, current, 10)
+    axes = default_axes(current, 512, has_mtp=False)
+    tuner.search(axes, tolerance=0.05)
+    labels = [m.label for m in tuner.measured.values()]
+    # 4 values of n_seq_max, then 2 new windows, 2 new n_ubatch values, 1 new KV type: the rest were measured.
+    assert len(started) == len(labels) == len(set(labels)) == 4 + 2 + 2 + 1, labels
+    assert started[0] == {"n_ubatch": 512, "n_seq_max": 1}  # the file's values go to every candidate
+    best = winner(list(tuner.measured.values()), 0.05)
+    assert (
+        best.settings == {"n_seq_max": 2, "default_draft_tokens": 0}
+        and best.label == "default_draft_tokens=0,n_seq_max=2"
+    )
