@@ -35,6 +35,8 @@ TOLERANCE_HELP = "throughput within this fraction of the best counts as equal; t
 
 @dataclass(slots=True)
 class Measured:
+    """One candidate and what its replay gave."""
+
     settings: dict[str, Any]  # the candidate's settings (TUNABLE keys)
     label: str
     result: Any = None  # server.replay.ReplayResult, or None when the server failed
@@ -91,6 +93,8 @@ def label(settings: dict[str, Any], current: dict[str, Any]) -> str:
 
 
 def winner(measured: list[Measured], tolerance: float) -> Measured | None:
+    """Of the candidates that answered every question, those within ``tolerance`` (a fraction) of the
+    best tok/s, and of those the lowest TTFT p95; None when no candidate answered every question."""
     good = [m for m in measured if m.ok]
     if not good:
         return None
@@ -109,7 +113,8 @@ def render(measured: list[Measured], best: Measured | None, recorded_concurrency
     for m in measured:
         r = m.result
         if r is None:
-            lines.append(f"| {m.label} | failed: {m.failure.splitlines()[0][:80]} | | | | | |")
+            reason = (m.failure.splitlines() or ["?"])[0][:80].replace("|", "/")
+            lines.append(f"| {m.label} | failed: {reason} | | | | | |")
             continue
         conc = sum(r.concurrency) / len(r.concurrency) if r.concurrency else float("nan")
         name = f"**{m.label}** *" if m is best else m.label

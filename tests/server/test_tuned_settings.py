@@ -13,7 +13,7 @@ import pytest
 from bench.live import ROOT
 from server.settings import Settings
 from server.traffic import TrafficLog, read_log
-from server.tune import Measured, Tuner, default_axes, label, parse_candidate, winner
+from server.tune import Measured, Tuner, default_axes, label, parse_candidate, render, winner
 from server.tuned import describe
 
 FIELDS = Settings.model_fields
@@ -138,7 +138,10 @@ def test_winner_is_the_lowest_ttft_p95_among_the_near_best_throughput():
     slow = m("slow", 80.0, 100.0)
     assert winner([fast, steady, broken, slow], tolerance=0.05) is steady  # within 5 % of 100 tok/s, lower p95
     assert winner([fast, steady, slow], tolerance=0.0) is fast
-    assert winner([broken, Measured({}, "down", None, "exited")], 0.05) is None  # no candidate answered all
+    down = Measured({}, "down", None, "the server exited with 1:\nValueError: a|b")
+    assert winner([broken, down], 0.05) is None  # no candidate answered all
+    table = render([down], None, 0.5).splitlines()
+    assert table[2:] == ["| (recorded) | | | | | 0.50 | |", "| down | failed: the server exited with 1: | | | | | |"]
 
 
 def test_search_goes_axis_by_axis_and_never_measures_a_configuration_twice(tmp_path, monkeypatch):
