@@ -14,6 +14,8 @@ import time
 import uuid
 from pathlib import Path
 
+from server.candidate import stop_process
+
 ROOT = Path(__file__).resolve().parent.parent
 #: Base URL of in-process TestClients: a loopback Host, which the server answers to (server/hosts.py).
 LOCAL = "http://127.0.0.1"
@@ -66,12 +68,7 @@ class Live:
 
     def stop(self, sig: int = signal.SIGINT) -> None:
         if self.proc is not None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop_process(self.proc, sig)
             self.proc = None
 
     def conn(self, timeout: float = 120) -> http.client.HTTPConnection:

@@ -19,11 +19,14 @@ def main() -> None:
     from server.app import create_app, open_store
     from server.memory import with_preset
     from server.protocol import with_header_timeout
+    from server.tuned import SETTINGS_FILE, describe
 
     try:
         settings = with_preset(Settings())
     except (ValidationError, ValueError) as exc:
-        sys.exit(f"docqa: invalid settings (DOCQA_* environment variables):\n{exc}")
+        sys.exit(f"docqa: invalid settings (DOCQA_* environment variables, DATA_DIR/{SETTINGS_FILE}):\n{exc}")
+    if tuned := describe(settings.data_dir, Settings.model_fields):
+        logging.getLogger("docqa").info("%s", tuned)
 
     try:
         open_store(settings.data_dir).close()  # a missing or read-only data directory: one line naming it

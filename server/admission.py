@@ -63,4 +63,6 @@ def admit(job: AnswerJob, engine: Engine) -> Sequence:
     seq_id = scheduler.free_seq_id()
     mtp = runner.share_prefix(seq_id, hot)
     cells = scheduler.cells_needed(job, len(suffix))
-    return open_sequence(job, hot, suffix, seq_id, loaded, mtp, cells)
+    seq = open_sequence(job, hot, suffix, seq_id, loaded, mtp, cells)
+    seq.n_running = len(scheduler.running)  # the concurrency it was admitted into (server/traffic.py)
+    return seq

@@ -32,6 +32,7 @@ from server.metrics import CONTENT_TYPE, Metrics, RequestMetrics
 from server.routes import answers, documents, health, openai
 from server.selftest import SelfTest
 from server.settings import Settings
+from server.traffic import TrafficLog
 
 log = logging.getLogger("docqa.store")
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
@@ -44,7 +45,8 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = open_store(settings.data_dir)
-        engine = Engine(settings, store, observer=metrics)
+        traffic = TrafficLog(settings) if settings.traffic_log else None
+        engine = Engine(settings, store, observer=metrics, traffic=traffic)
         app.state.store = store
         app.state.engine = engine
         extractor = app.state.extractor = ExtractionWorker(
@@ -64,6 +66,8 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         finally:
             app.state.extractor.close()
             await asyncio.to_thread(engine.stop)
+            if traffic is not None:
+                traffic.close()
             store.close()
 
     app = FastAPI(title="docqa", version="0.1.0", lifespan=lifespan)

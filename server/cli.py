@@ -1,5 +1,5 @@
 """The ``docqa`` command line (click, with its progress bar, and httpx): serve, ingest with a progress bar, ask with a
-streamed answer, list documents, run the benchmark, plan memory.
+streamed answer, list documents, run the benchmark, plan memory, tune settings on recorded traffic (server/tune.py).
 
 ``ingest``, ``ask`` and ``list`` talk to a running server. Its URL comes from ``--url`` (before or after the
 command), else ``DOCQA_URL``, else ``http://DOCQA_HOST:DOCQA_PORT`` (the variables ``docqa serve`` binds with),
@@ -21,6 +21,7 @@ import click
 import httpx
 
 from runtime.kvtypes import KV_TYPES
+from server.tune import tune
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -282,6 +283,8 @@ def plan(
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
 
+
+main.add_command(tune)
 
 if __name__ == "__main__":
     main()

@@ -31,6 +31,7 @@ from server.runner import Runner, StepReport
 from server.scheduler import Scheduler
 from server.sequence import Sequence
 from server.settings import Settings
+from server.traffic import TrafficLog
 
 log = logging.getLogger("docqa.engine")
 DOC_SEQ = 0  # the sequence that holds the prefix of the document in use
@@ -46,8 +47,10 @@ class Observer(Protocol):
 
 
 class Engine:
-    def __init__(self, settings: Settings, store: DocStore, observer: Observer | None = None) -> None:
-        self.settings, self.store, self.observer = settings, store, observer
+    def __init__(
+        self, settings: Settings, store: DocStore, observer: Observer | None = None, traffic: TrafficLog | None = None
+    ) -> None:
+        self.settings, self.store, self.observer, self.traffic = settings, store, observer, traffic
         self.loaded: Loaded | None = None
         self.load_error: str | None = None
         self.ready = threading.Event()
@@ -272,6 +275,8 @@ class Engine:
                 self.observer.observe_answer(stats)
             except Exception:
                 log.exception("answer observer failed")
+        if self.traffic is not None:
+            self.traffic.record(seq, stats)  # one line of DATA_DIR/traffic.jsonl, for docqa tune
         self.citations.finish(seq, stats)
 
     def _abort(self, seq: Sequence, exc: Exception) -> None:

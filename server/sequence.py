@@ -31,6 +31,7 @@ class Sequence:
     cells: int  # KV cells reserved beyond the shared prefix (question + answer + a window)
     parts: list[str] = field(default_factory=list)  # the answer's text, as sent
     n_prefilled: int = 0  # suffix tokens decoded so far
+    n_running: int = 0  # other answers running (or prefilling) when it was admitted
 
     @property
     def prefilling(self) -> bool:

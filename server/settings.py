@@ -1,4 +1,5 @@
-"""Typed settings, read from the environment with the prefix ``DOCQA_`` (pydantic-settings).
+"""Typed settings, read from the environment with the prefix ``DOCQA_`` (pydantic-settings), and
+below it from ``DATA_DIR/settings.json``, the file ``docqa tune`` writes (server/tuned.py).
 
 Every field is documented in README.md. Defaults suit the embedded Gemma 3 270M model on a CPU:
 its full 32k context, ``n_ubatch`` large enough that a 17-row verify call (16 drafts + 1) fits in
@@ -13,11 +14,12 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ingest.normalize import TEXT_RULES
 from runtime.kvtypes import GGML, KV_TYPES
 from runtime.plan_fit import parse_size
+from server.tuned import TunedSettingsSource
 from spec.limits import MAX_MTP_DRAFT, MAX_ROWS, MAX_WINDOW
 
 KvType = Literal[KV_TYPES]  # runtime/kvtypes.py
@@ -135,6 +137,13 @@ class Settings(BaseSettings):
             "are evicted to stay within it (texts kept; prefilled again when asked about). Unset: no budget."
         ),
     )
+    traffic_log: bool = Field(
+        default=True,
+        description="One JSON line per answer (lengths, concurrency, window, timings) in DATA_DIR/traffic.jsonl.",
+    )
+    traffic_log_bytes: int = Field(
+        default=8 * 1024**2, ge=4096, description="Size at which traffic.jsonl rotates (two older files are kept)."
+    )
 
     # -- HTTP --------------------------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Bind address.")
@@ -176,7 +185,19 @@ class Settings(BaseSettings):
         description="Text rules version for new extractions (ingest/normalize.py); 1 = the old raw lines.",
     )
 
-    @field_validator("vram_bytes", "disk_budget_bytes", mode="before")
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then DOCQA_* variables, then DATA_DIR/settings.json (docqa tune), then defaults."""
+        return init_settings, env_settings, dotenv_settings, file_secret_settings, TunedSettingsSource(settings_cls)
+
+    @field_validator("vram_bytes", "disk_budget_bytes", "traffic_log_bytes", mode="before")
     @classmethod
     def _size(cls, value: object) -> object:
         return parse_size(value) if isinstance(value, str) else value

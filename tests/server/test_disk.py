@@ -187,4 +187,3 @@ def test_a_missing_or_read_only_data_directory_is_one_line_naming_it(tmp_path, g
     print(f"read-only: {line}")
     assert line.startswith("docqa: ") and str(read_only.resolve()) in line
     assert "Read-only file system" in line or "Permission denied" in line
-
