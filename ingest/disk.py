@@ -88,7 +88,7 @@ def evict(files: DocFiles, budget: int, need: int = 0, keep: frozenset[str] = fr
         if doc_id in keep:
             continue
         with files.holding(doc_id) as directory:
-            used -= snapshot.remove(directory)
+            used -= snapshot.remove_all(directory)
         evicted.append(doc_id)
         if used + need <= budget:
             break

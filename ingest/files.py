@@ -3,7 +3,10 @@ snapshot write, and the start-up sweep of what no row owns.
 
 Files, all named by the server: ``upload.bin`` (the bytes as sent), ``text.json`` (normalised text,
 page map, and the part of the upload it is: ``first_page``, ``cut``), ``prefix.npy`` (prefix token
-ids) and the snapshot (``state.bin`` + ``state.json``, see ``ingest/snapshot.py``).
+ids) and the snapshot (``state.bin`` + ``state.json``, see ``ingest/snapshot.py``). A document
+longer than the context (ingest/segments.py) has no ``prefix.npy`` of its own but ``segments.json``,
+its FTS5 index ``segments.sqlite3`` (ingest/index.py), and ``segments/<i>/`` holding each segment's
+``prefix.npy`` and snapshot.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ingest import index as segment_index
+from ingest import segments as segs
 from ingest.extract import ExtractedText
 from runtime.atomic import TMP_SUFFIX, replacing, write_atomic
 
@@ -53,6 +58,24 @@ class DocFiles:
             raise ValueError(f"bad document id {doc_id!r}")
         return self.docs_dir / doc_id
 
+    def state_dir(self, key: str) -> Path:
+        """Where the prefix and snapshot of ``key`` (a document, or one of its segments: segments.key)
+        are."""
+        doc_id, index = segs.parse_key(key)
+        return self.dir(doc_id) if index is None else self.dir(doc_id) / "segments" / str(index)
+
+    def read_segments(self, doc_id: str) -> list[segs.Segment] | None:
+        """A segmented document's segments; None for a document answered whole (or gone)."""
+        try:
+            return segs.read(self.dir(doc_id))
+        except FileNotFoundError:
+            return None
+
+    def keys(self, doc_id: str) -> list[str]:
+        """What the engine prefills for ``doc_id``: the document, or each of its segments."""
+        segments = self.read_segments(doc_id)
+        return [doc_id] if segments is None else [segs.key(doc_id, s.index) for s in segments]
+
     @contextmanager
     def holding(self, doc_id: str) -> Iterator[Path]:
         """Hold ``doc_id``'s lock: no deletion or eviction of its files meanwhile. Yields its directory."""
@@ -61,12 +84,33 @@ class DocFiles:
         with lock:
             yield self.dir(doc_id)
 
-    def write_files(self, doc_id: str, upload: bytes, extracted: ExtractedText, prefix: np.ndarray) -> None:
-        """Create the document's directory and write its upload, text and prefix (each crash-safe)."""
+    def write_files(self, doc_id: str, upload: bytes, extracted: ExtractedText, prefix: np.ndarray | None) -> None:
+        """Create the document's directory and write its upload, text and prefix (each crash-safe;
+        no prefix for a segmented document: :meth:`write_segments`)."""
         self.dir(doc_id).mkdir(exist_ok=True)
         write_atomic(self.dir(doc_id) / UPLOAD_FILE, upload)
         self.write_text(doc_id, extracted)
-        self.write_prefix(doc_id, prefix)
+        if prefix is not None:
+            self.write_prefix(doc_id, prefix)
+
+    def write_segments(self, doc_id: str, text: str, segments: list[segs.Segment], prefixes: list[np.ndarray]) -> None:
+        """A segmented document's files: each segment's prefix, then the FTS5 index, then the segment
+        list (last: a directory with ``segments.json`` is complete). The old whole-document prefix,
+        if any, is removed."""
+        for segment, prefix in zip(segments, prefixes, strict=True):
+            directory = self.state_dir(segs.key(doc_id, segment.index))
+            directory.mkdir(parents=True, exist_ok=True)
+            _write_npy(directory / PREFIX_FILE, prefix)
+        segment_index.build(self.dir(doc_id), [text[s.start : s.end] for s in segments])
+        segs.write(self.dir(doc_id), segments)
+        (self.dir(doc_id) / PREFIX_FILE).unlink(missing_ok=True)
+
+    def remove_segments(self, doc_id: str) -> None:
+        """Forget a document's segments (re-ingested whole): list first, then index and directories."""
+        directory = self.dir(doc_id)
+        (directory / segs.SEGMENTS_FILE).unlink(missing_ok=True)
+        (directory / segment_index.INDEX_FILE).unlink(missing_ok=True)
+        shutil.rmtree(directory / "segments", ignore_errors=True)
 
     def write_text(self, doc_id: str, extracted: ExtractedText) -> None:
         text = {
@@ -82,8 +126,7 @@ class DocFiles:
         write_atomic(self.dir(doc_id) / TEXT_FILE, json.dumps(text, ensure_ascii=False).encode())
 
     def write_prefix(self, doc_id: str, prefix: np.ndarray) -> None:
-        with replacing(self.dir(doc_id) / PREFIX_FILE) as tmp, tmp.open("wb") as f:
-            np.save(f, np.ascontiguousarray(prefix, dtype=np.int32))
+        _write_npy(self.dir(doc_id) / PREFIX_FILE, prefix)
 
     def read_upload(self, doc_id: str) -> bytes | None:
         """The bytes as uploaded, or None if they are gone."""
@@ -105,8 +148,9 @@ class DocFiles:
             cut=raw.get("cut"),
         )
 
-    def read_prefix(self, doc_id: str) -> np.ndarray:
-        return np.load(self.dir(doc_id) / PREFIX_FILE)
+    def read_prefix(self, key: str) -> np.ndarray:
+        """The prefix token ids of a document or segment (``key``: segments.key)."""
+        return np.load(self.state_dir(key) / PREFIX_FILE)
 
     def remove_files(self, doc_id: str) -> None:
         """Remove the document's directory (waiting for a snapshot being written to it)."""
@@ -119,7 +163,8 @@ class DocFiles:
 
     def snapshot_bytes(self) -> int:
         """Bytes of all snapshot state files on disk."""
-        return sum(_size(p) for p in self.docs_dir.glob("*/state.bin"))
+        whole = self.docs_dir.glob("*/state.bin")
+        return sum(_size(p) for p in [*whole, *self.docs_dir.glob("*/segments/*/state.bin")])
 
     def usage(self) -> int:
         """Bytes of every file under the documents directory."""
@@ -142,6 +187,11 @@ class DocFiles:
                 report.tmp_files.append(tmp)
                 report.bytes_freed += size
         return report
+
+
+def _write_npy(path: Path, ids: np.ndarray) -> None:
+    with replacing(path) as tmp, tmp.open("wb") as f:
+        np.save(f, np.ascontiguousarray(ids, dtype=np.int32))
 
 
 def _size(path: Path) -> int:

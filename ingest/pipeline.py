@@ -4,7 +4,9 @@ extract -> normalise -> (cut) -> budget check -> lay out and tokenize -> store.
 Extraction (which normalises the text: ingest/extract.py, ingest/normalize.py) runs in the bounded
 worker process (ingest/worker.py); the rest runs in the server process, off the event loop and off
 the engine thread. The budget is checked before the text is tokenized in full (ingest/budget.py).
-The engine then prefills the stored prefix (server/ingestion.py).
+The engine then prefills the stored prefix (server/ingestion.py). A document over the budget is
+refused (413), or, with :class:`Segmenting`, split into segments that each fit (ingest/segments.py),
+each stored with its own prefix and prefilled on its own.
 
 A write that fails (a full disk) leaves the document ``failed`` with the reason and no partial
 files; its next upload starts over.
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ingest import segments as segs
 from ingest import snapshot
 from ingest.budget import Budget, count_leading, too_long
 from ingest.cut import Cut
@@ -27,11 +30,28 @@ from ingest.store import FAILED, INGESTING, DocRecord, DocStore, DuplicateDocume
 
 
 @dataclass(frozen=True, slots=True)
+class Segmenting:
+    """How a document over the budget is taken: split with ``overlap`` tokens between neighbouring
+    segments, into at most ``max_segments`` segments (more: 413)."""
+
+    overlap: int
+    max_segments: int
+
+
+@dataclass(frozen=True, slots=True)
 class Prepared:
-    """A document ready to store: its text and page map, and its prompt prefix (int32 [n_tokens])."""
+    """A document ready to store: its text and page map, and its prompt prefix (int32 [n_tokens]);
+    a segmented one has an empty ``prefix`` and a prefix per segment instead."""
 
     extracted: ExtractedText
     prefix: np.ndarray
+    segments: tuple[segs.Segment, ...] = ()
+    segment_prefixes: tuple[np.ndarray, ...] = ()
+
+    @property
+    def n_tokens(self) -> int:
+        """Prefix tokens to prefill: the document's, or every segment's (overlaps counted twice)."""
+        return len(self.prefix) + sum(len(p) for p in self.segment_prefixes)
 
 
 def sha256(data: bytes, cut: Cut | None = None) -> str:
@@ -42,18 +62,40 @@ def sha256(data: bytes, cut: Cut | None = None) -> str:
     return digest.hexdigest()
 
 
-def prepare(extracted: ExtractedText, layout: PromptLayout, tokenizer: Tokenizer, budget: Budget) -> Prepared:
-    """Check the budget while counting (ingest/budget.py), then lay out and tokenize; raises
-    DocumentTooLong over ``budget.limit`` tokens, with the largest leading part that fits."""
+def prepare(
+    extracted: ExtractedText,
+    layout: PromptLayout,
+    tokenizer: Tokenizer,
+    budget: Budget,
+    segmenting: Segmenting | None = None,
+) -> Prepared:
+    """Check the budget while counting (ingest/budget.py), then lay out and tokenize. Over
+    ``budget.limit`` tokens: split into segments with ``segmenting``, else raise DocumentTooLong with
+    the largest leading part that fits."""
     room = budget.limit - layout.n_head(tokenizer) - layout.n_between(tokenizer)
     count = count_leading(extracted, tokenizer, room)
     if not count.complete:
         n_chars = len(extracted.text) + extracted.omitted_chars
+        if segmenting is not None and not extracted.omitted_chars:
+            return _segmented(extracted, layout, tokenizer, budget, segmenting, count, room)
         raise too_long(extracted, count, count.estimate(n_chars), budget, room)
     prefix = layout.document_prefix(tokenizer, extracted.text)
     if len(prefix) > budget.limit:
+        if segmenting is not None:
+            return _segmented(extracted, layout, tokenizer, budget, segmenting, count, room)
         raise too_long(extracted, count, len(prefix), budget, room)
     return Prepared(extracted, prefix)
+
+
+def _segmented(extracted, layout, tokenizer, budget: Budget, segmenting: Segmenting, count, room) -> Prepared:
+    """Split a document over the budget; DocumentTooLong when it needs over ``max_segments``."""
+    try:
+        segments, prefixes = segs.split(extracted, layout, tokenizer, budget.limit, segmenting.overlap)
+    except ValueError:
+        raise too_long(extracted, count, count.estimate(len(extracted.text)), budget, room) from None
+    if len(segments) > segmenting.max_segments:
+        raise too_long(extracted, count, sum(len(p) for p in prefixes), budget, room)
+    return Prepared(extracted, np.empty(0, np.int32), tuple(segments), tuple(prefixes))
 
 
 def store_new(store: DocStore, data: bytes, digest: str, name: str, prepared: Prepared) -> tuple[DocRecord, bool]:
@@ -66,14 +108,16 @@ def store_new(store: DocStore, data: bytes, digest: str, name: str, prepared: Pr
     extracted, prefix = prepared.extracted, prepared.prefix
     try:
         doc = store.create(
-            name=name, sha256=digest, kind=extracted.kind, pages=extracted.pages, tokens=len(prefix),
+            name=name, sha256=digest, kind=extracted.kind, pages=extracted.pages, tokens=prepared.n_tokens,
             chars=len(extracted.text), text_rules=extracted.rules, encoding=extracted.encoding,
             warnings=extracted.warnings,
         )  # fmt: skip
     except DuplicateDocument as dup:
         return dup.existing, False
     try:
-        store.write_files(doc.id, data, extracted, prefix)
+        store.write_files(doc.id, data, extracted, prefix if not prepared.segments else None)
+        if prepared.segments:
+            store.write_segments(doc.id, extracted.text, list(prepared.segments), list(prepared.segment_prefixes))
     except OSError as exc:
         store.remove_files(doc.id)  # all of them: their space is what SQLite may need to record the failure
         raise _failed(store, doc.id, exc, "storing the upload", "upload it again") from exc
@@ -85,12 +129,18 @@ def store_again(store: DocStore, doc: DocRecord, prepared: Prepared) -> None:
     is removed (a restart must not take it for the new one)."""
     try:
         with store.holding(doc.id) as directory:
-            snapshot.remove(directory)
+            snapshot.remove_all(directory)
         store.write_text(doc.id, prepared.extracted)
-        store.write_prefix(doc.id, prepared.prefix)
+        if prepared.segments:
+            segments, prefixes = list(prepared.segments), list(prepared.segment_prefixes)
+            store.remove_segments(doc.id)
+            store.write_segments(doc.id, prepared.extracted.text, segments, prefixes)
+        else:
+            store.remove_segments(doc.id)
+            store.write_prefix(doc.id, prepared.prefix)
     except OSError as exc:
         raise _failed(store, doc.id, exc, "storing the re-extracted text", "re-ingest it again") from exc
-    store.set_text(doc.id, prepared.extracted, len(prepared.prefix))
+    store.set_text(doc.id, prepared.extracted, prepared.n_tokens)
     store.set_status(doc.id, INGESTING)
 
 

@@ -167,13 +167,24 @@ def touch(directory: Path) -> None:
 
 def least_recently_used(docs_dir: Path) -> list[str]:
     """Ids of the documents under ``docs_dir`` that have a snapshot, least recently used first."""
-    found = []
-    for meta in docs_dir.glob(f"*/{META_FILE}"):
+    last: dict[str, float] = {}  # a segmented document's last use is its most recently used segment's
+    for meta in [*docs_dir.glob(f"*/{META_FILE}"), *docs_dir.glob(f"*/segments/*/{META_FILE}")]:
+        doc_id = meta.relative_to(docs_dir).parts[0]
         try:
-            found.append((meta.stat().st_mtime, meta.parent.name))
+            last[doc_id] = max(last.get(doc_id, 0.0), meta.stat().st_mtime)
         except FileNotFoundError:
             continue
-    return [doc_id for _, doc_id in sorted(found)]
+    return [doc_id for doc_id, _ in sorted(last.items(), key=lambda item: item[1])]
+
+
+def remove_all(directory: Path) -> int:
+    """Remove the document's snapshot and those of its segments (``segments/<i>/``). Returns the
+    bytes freed."""
+    freed = remove(directory)
+    segments = directory / "segments"
+    if segments.is_dir():
+        freed += sum(remove(d) for d in segments.iterdir() if d.is_dir())
+    return freed
 
 
 def describes(directory: Path, tokens: np.ndarray) -> bool:

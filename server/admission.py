@@ -39,10 +39,10 @@ def admit(job: AnswerJob, engine: Engine) -> Sequence:
         raise errors.DocumentNotFound(f"document {job.doc_id} was deleted; list them with GET /v1/documents")
     if doc.status != READY:
         raise errors.DocumentNotReady(f"document {job.doc_id} is being ingested again; retry soon")
-    if scheduler.running and docs.loaded != doc.id:
+    if scheduler.running and docs.loaded != job.key:
         raise RuntimeError("cannot switch documents while questions are running")  # the scheduler prevents it
     try:
-        hot = docs.restore(doc.id)
+        hot = docs.restore(job.key)
     except snapshot.SnapshotIncompatible as exc:
         raise errors.SnapshotUnusable(
             f"document {doc.id} was ingested with another model or cache layout ({exc}); "

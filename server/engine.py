@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict
 from typing import Protocol
 
+from ingest.segments import key as segment_key
 from ingest.store import DocStore
 from server import errors
 from server.admission import admit
@@ -112,9 +113,17 @@ class Engine:
         return len(self.scheduler.running)
 
     def submit_ingest(self, doc_id: str, n_tokens: int) -> None:
-        """Queue the prefill of a stored document (``n_tokens``: its prefix length)."""
+        """Queue the prefill of a stored document (``n_tokens``: its prefix length), or of each of its
+        segments (a segment whose snapshot is complete is skipped when its turn comes)."""
         self.progress[doc_id] = 0.0
-        self._jobs.put(IngestJob(doc_id, n_tokens))
+        segments = self.store.read_segments(doc_id)
+        if segments is None:
+            self._jobs.put(IngestJob(doc_id, n_tokens))
+            return
+        total, before = sum(s.n_tokens for s in segments), 0
+        for s in segments:
+            self._jobs.put(IngestJob(doc_id, s.n_tokens, segment_key(doc_id, s.index), before, total))
+            before += s.n_tokens
 
     def submit_answer(self, job: AnswerJob) -> int:
         """Queue a question; returns how many jobs are waiting ahead of it."""
@@ -289,6 +298,6 @@ class Engine:
         self.runner.release(seq.seq_id)
 
     # -- bookkeeping -----------------------------------------------------------------------------------
-    def _n_prefix(self, doc_id: str) -> int:
-        hot = self.docs.get(doc_id)
+    def _n_prefix(self, key: str) -> int:
+        hot = self.docs.get(key)
         return len(hot.prefix) if hot is not None else 0

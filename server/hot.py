@@ -1,5 +1,8 @@
 """Hot documents: what the document sequence holds, and the RAM cache of document states.
 
+Entries are keyed by ingest/segments.key: a document, or one segment of a segmented document (each
+segment has its own prefix, state and snapshot, and is restored like a document).
+
 The document sequence (``seq_id``, 0 in the engine) holds exactly one document's prefix, never
 decoded into by a question; questions share it by ``seq_cp``. It is filled by an ingestion
 (server/ingestion.py) or by bringing a document in: from its RAM state while it is hot (LRU within
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ingest import snapshot
+from ingest.segments import parse_key
 from ingest.store import DocStore
 from runtime.llama import Context, Model
 from server.settings import Settings
@@ -70,9 +74,11 @@ class HotDocs:
         return self._hot.get(doc_id)
 
     def drop(self, doc_id: str) -> None:
-        """A deleted document: forget its RAM entry (the sequence may still serve active answers)."""
-        self._hot.pop(doc_id, None)
-        if self.loaded == doc_id:
+        """A deleted document: forget its RAM entries, its segments' too (the sequence may still serve
+        active answers)."""
+        for key in [k for k in self._hot if parse_key(k)[0] == doc_id]:
+            del self._hot[key]
+        if self.loaded is not None and parse_key(self.loaded)[0] == doc_id:
             self.loaded = None
 
     def remember(
@@ -101,14 +107,14 @@ class HotDocs:
             del self._hot[old_id]
         return hot
 
-    def restore(self, doc_id: str) -> HotDoc:
+    def restore(self, doc_id: str) -> HotDoc:  # doc_id: a document or segment key
         """The document's RAM entry, with the sequence holding exactly its prefix (in the MTP context
         too): as it is if already loaded, else from the RAM state, else from the disk snapshot.
 
         Raises snapshot.SnapshotIncompatible / SnapshotMissing (ingest/snapshot.py).
         """
         ctx, seq = self.ctx, self.seq_id
-        snapshot.touch(self.store.dir(doc_id))  # a use, for the disk budget's least-recently-used eviction
+        snapshot.touch(self.store.state_dir(doc_id))  # a use, for the disk budget's least-recently-used eviction
         hot = self._hot.get(doc_id)
         if hot is None:
             hot = self.remember(doc_id, self.store.read_prefix(doc_id))
@@ -126,8 +132,8 @@ class HotDocs:
                 self.loaded = doc_id
                 return hot
             hot.state = hot.mtp_state = None  # unusable; fall back to disk
-        with self.store.holding(doc_id) as directory:  # not evicted nor deleted while it loads
-            mtp_h = snapshot.load(ctx, seq, hot.prefix, directory, self.mtp_ctx)
+        with self.store.holding(parse_key(doc_id)[0]):  # not evicted nor deleted while it loads
+            mtp_h = snapshot.load(ctx, seq, hot.prefix, self.store.state_dir(doc_id), self.mtp_ctx)
         if not self.holds_prefix(n):
             raise snapshot.SnapshotIncompatible("the restored state does not end at the document prefix")
         self.remember(doc_id, hot.prefix, *self.states_for_ram(), mtp_h)

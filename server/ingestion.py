@@ -8,6 +8,12 @@ its snapshot manifest is on disk, so a crash never leaves a half-written documen
 ingestion that is stopped (deleted, server shutdown) leaves no snapshot, and one interrupted by a
 restart is resumed (:func:`resume_interrupted`).
 
+A segmented document (ingest/segments.py) is ingested one segment after another, each as an
+ingestion of its own (one IngestJob per segment, keyed by ingest/segments.key), with its snapshot in
+``segments/<i>/``; its progress counts every segment's tokens, and it is ``ready`` once every
+segment's snapshot is complete. A segment whose snapshot is already complete is skipped, so a
+restart, or a segment snapshot evicted from disk, prefills only what is missing.
+
 The snapshot is written under the document's file lock, and only while its directory exists: a
 DELETE removes the files first (waiting for a save in progress), so no snapshot outlives its
 document. A save that fails (a full disk) leaves no snapshot files and the document ``failed`` with
@@ -32,12 +38,24 @@ log = logging.getLogger("docqa.engine")
 
 
 class Ingestion:
-    """Document ``doc_id`` being prefilled into ``seq_id`` (its own sequence, or the document
-    sequence when ingestion cannot run next to the answers)."""
+    """Document ``doc_id`` (or its segment ``key``) being prefilled into ``seq_id`` (its own sequence,
+    or the document sequence when ingestion cannot run next to the answers). ``counted``: (prefix
+    tokens of the segments before it, of all segments), for the document's progress."""
 
-    def __init__(self, doc_id: str, prefix: np.ndarray, seq_id: int, docs: HotDocs, progress: dict[str, float]):
+    def __init__(
+        self,
+        doc_id: str,
+        prefix: np.ndarray,
+        seq_id: int,
+        docs: HotDocs,
+        progress: dict[str, float],
+        key: str | None = None,
+        counted: tuple[int, int] | None = None,
+    ):
         self.doc_id, self.prefix, self.seq_id = doc_id, prefix, seq_id
+        self.key = key or doc_id
         self.docs, self.progress = docs, progress
+        self.before, self.total = counted or (0, len(prefix))
         self.n_done = 0
         ctx, mtp_ctx = docs.ctx, docs.mtp_ctx
         if seq_id == docs.seq_id:
@@ -47,7 +65,7 @@ class Ingestion:
         if mtp_ctx is not None:
             mtp_ctx.seq_rm(seq_id, 0)
             self.mtp = MtpDrafter(ctx, mtp_ctx, seq_id)
-        progress[doc_id] = 0.0
+        progress[doc_id] = self.before / max(1, self.total)
 
     @property
     def n_tokens(self) -> int:
@@ -61,7 +79,7 @@ class Ingestion:
         if self.mtp is not None:
             self.mtp.process(chunk, self.n_done)
         self.n_done += len(chunk)
-        self.progress[self.doc_id] = self.n_done / self.n_tokens
+        self.progress[self.doc_id] = (self.before + self.n_done) / max(1, self.total)
         return self.n_done >= self.n_tokens
 
     def finish(self, store: DocStore, idle: bool) -> bool:
@@ -74,18 +92,23 @@ class Ingestion:
         with store.holding(self.doc_id) as directory:
             if not directory.is_dir():  # deleted: its files went first, and so does its snapshot
                 return False
-            snapshot.save(docs.ctx, seq, self.prefix, directory, docs.mtp_ctx, mtp_h)
-        docs.remember(self.doc_id, self.prefix, *docs.states_for_ram(seq), mtp_h)
+            snapshot.save(docs.ctx, seq, self.prefix, store.state_dir(self.key), docs.mtp_ctx, mtp_h)
+        docs.remember(self.key, self.prefix, *docs.states_for_ram(seq), mtp_h)
         # A sliding-window cache (without swa_full) still holds every cell the prefill cycled through;
         # shared into a question's sequence by seq_cp, cells of two sequences can never be reused
         # (llama-kv-cache.cpp find_slot), and the window cache fills up. The snapshot holds only the
         # last n_swa cells, so the first question restores it instead.
         keep = docs.model.n_swa == 0 or docs.settings.swa_full
         if seq == docs.seq_id:
-            docs.loaded = self.doc_id if keep else None
+            docs.loaded = self.key if keep else None
         elif idle and keep:
-            docs.adopt(self.doc_id, seq)
+            docs.adopt(self.key, seq)
         self.release()
+        if not complete(store, self.doc_id):
+            self.progress[self.doc_id] = (self.before + self.n_done) / max(1, self.total)
+            log.info("ingested %s: %d tokens", self.key, self.n_tokens)
+            return True  # more segments to go
+        self.progress.pop(self.doc_id, None)
         try:
             store.set_status(self.doc_id, READY)
         except StorageError as exc:
@@ -93,14 +116,13 @@ class Ingestion:
                 "%s: snapshot complete, but ready could not be recorded (%s); the next start will", self.doc_id, exc
             )
             return True
-        log.info("ingested %s: %d tokens", self.doc_id, self.n_tokens)
+        log.info("ingested %s: %d tokens", self.key, self.n_tokens)
         if docs.settings.disk_budget_bytes is not None:
             disk.evict(store, docs.settings.disk_budget_bytes, keep=frozenset({self.doc_id}))
         return True
 
     def release(self) -> None:
         """Free the ingestion's own sequence (the document sequence is left to what it holds)."""
-        self.progress.pop(self.doc_id, None)
         if self.seq_id != self.docs.seq_id:
             self.docs.ctx.seq_rm(self.seq_id, 0)
             if self.docs.mtp_ctx is not None:
@@ -110,7 +132,13 @@ class Ingestion:
         """Stop without a snapshot (the document was deleted, or the server is stopping)."""
         if self.seq_id == self.docs.seq_id:
             self.docs.clear()
+        self.progress.pop(self.doc_id, None)
         self.release()
+
+
+def complete(store: DocStore, doc_id: str) -> bool:
+    """Every snapshot the document needs is on disk: its own, or each of its segments'."""
+    return all(snapshot.describes(store.state_dir(k), store.read_prefix(k)) for k in store.keys(doc_id))
 
 
 class Ingestions:
@@ -126,11 +154,17 @@ class Ingestions:
         if doc is None or doc.status != INGESTING:
             return
         seq_id, docs = self.scheduler.ingest_seq, self.docs
+        prefix = self.store.read_prefix(job.key)
+        if job.key != doc.id and snapshot.describes(self.store.state_dir(job.key), prefix):
+            if complete(self.store, doc.id):  # the segment was kept; the last one makes the document ready
+                self.progress.pop(doc.id, None)
+                self.store.set_status(doc.id, READY)
+            return
         n_loaded = len(docs.get(docs.loaded).prefix) if docs.loaded and docs.get(docs.loaded) else 0
         if not self.scheduler.running and n_loaded + job.n_tokens > self.scheduler.n_ctx:
             docs.clear()
-        prefix = self.store.read_prefix(doc.id)
-        self.scheduler.ingesting = Ingestion(doc.id, prefix, seq_id, docs, self.progress)
+        counted = (job.tokens_before, job.tokens_total)
+        self.scheduler.ingesting = Ingestion(doc.id, prefix, seq_id, docs, self.progress, job.key, counted)
 
     def step(self, n_max: int) -> None:
         """One chunk of the current document; at its end, its snapshot (or its failure)."""
@@ -171,9 +205,10 @@ def resume_interrupted(store: DocStore, submit: Callable[[str, int], None]) -> N
         if doc.status != INGESTING:
             continue
         try:
-            if not (store.dir(doc.id) / "prefix.npy").is_file():
+            keys = store.keys(doc.id)
+            if not all((store.state_dir(k) / "prefix.npy").is_file() for k in keys):
                 store.set_status(doc.id, FAILED, "the server stopped before the upload was stored; upload again")
-            elif snapshot.describes(store.dir(doc.id), store.read_prefix(doc.id)):
+            elif complete(store, doc.id):
                 log.info("%s: its snapshot is complete; marked ready", doc.id)
                 store.set_status(doc.id, READY)
             else:

@@ -16,8 +16,17 @@ from spec.loop import AnswerParams
 
 @dataclass(eq=False)
 class IngestJob:
+    """The prefill of a document, or of one segment of it (``key``: ingest/segments.key)."""
+
     doc_id: str
     n_tokens: int  # its prefix tokens: the KV cells its prefill needs
+    key: str = ""  # the document (default) or one of its segments
+    tokens_before: int = 0  # progress: prefix tokens of the segments before this one
+    tokens_total: int = 0  # progress: prefix tokens of every segment (0: this job's own)
+
+    def __post_init__(self) -> None:
+        self.key = self.key or self.doc_id
+        self.tokens_total = self.tokens_total or self.n_tokens
 
 
 @dataclass(eq=False)
@@ -26,6 +35,7 @@ class AnswerJob:
     ("stats", {...}), ("done", {}); or ("error", ApiError) at any point.
 
     ``history``: earlier (question, answer) turns of a conversation about the same document.
+    ``segment``: the segment of a segmented document to answer from (server/segmented.py).
     """
 
     doc_id: str
@@ -33,9 +43,15 @@ class AnswerJob:
     params: AnswerParams
     loop: asyncio.AbstractEventLoop
     history: tuple[tuple[str, str], ...] = ()
+    segment: int | None = None
     t_start: float = field(default_factory=time.perf_counter)
     cancelled: threading.Event = field(default_factory=threading.Event)
     events: asyncio.Queue[tuple[str, Any]] = field(default_factory=asyncio.Queue)
+
+    @property
+    def key(self) -> str:
+        """What the document sequence must hold for it: the document, or its segment."""
+        return self.doc_id if self.segment is None else f"{self.doc_id}/{self.segment}"
 
     @property
     def n_chars(self) -> int:

@@ -60,8 +60,8 @@ class Scheduler:
 
     def next_job(self, loaded: str | None, n_prefix: Callable[[str], int]) -> Job | None:
         """The next waiting job that may start now, removed from the queue; None if none may.
-        ``loaded``: the document the document sequence holds; ``n_prefix(doc_id)``: its prefix
-        length in tokens (0 when not known yet)."""
+        ``loaded``: the document (or segment, ingest/segments.key) the document sequence holds;
+        ``n_prefix(key)``: its prefix length in tokens (0 when not known yet)."""
         for i, job in enumerate(self.waiting):
             if isinstance(job, IngestJob):
                 if self.ingesting is not None:
@@ -85,9 +85,9 @@ class Scheduler:
         if not self.running:
             return True
         return (
-            job.doc_id == loaded
+            job.key == loaded
             and len(self.running) < self.n_seqs
-            and n_prefix(job.doc_id) + self.cells_in_use() + self.cells_needed(job) <= self.n_ctx
+            and n_prefix(job.key) + self.cells_in_use() + self.cells_needed(job) <= self.n_ctx
         )
 
     def cells_needed(self, job: AnswerJob, n_suffix: int | None = None) -> int:

@@ -87,6 +87,14 @@ class AnswerRequest(BaseModel):
     stream: bool = False
 
 
+class SegmentUsed(BaseModel):
+    """A segment of a long document that an answer came from (ingest/segments.py)."""
+
+    index: int  # 0-based
+    pages: list[int]  # [first, last], as printed
+    score: float | None = None  # its BM25 score for the question (higher is better)
+
+
 class AnswerStatsPublic(BaseModel):
     prompt_tokens: int  # tokens evaluated for this answer (question suffix, plus any replay)
     cached_tokens: int  # document prefix tokens reused from the saved state (not prefilled again)
@@ -100,6 +108,7 @@ class AnswerStatsPublic(BaseModel):
     drafted_by_source: dict[str, int]  # {"mtp": n, "lookup": n}
     accepted_by_source: dict[str, int]
     mean_accepted_per_step: float  # accepted draft tokens per verify step
+    segments: list[SegmentUsed] | None = None  # a segmented document: the segments answered from ([]: none matched)
 
 
 class CitationPublic(BaseModel):
@@ -113,7 +122,17 @@ class CitationPublic(BaseModel):
     source: str  # lookup (accepted copied drafts) | match (answer n-grams) | lookup+match
 
 
+class SegmentAnswerPublic(BaseModel):
+    """One of the answers from a segmented document whose two best segments ranked close."""
+
+    index: int
+    pages: list[int]
+    text: str
+    citations: list[CitationPublic]
+
+
 class AnswerResponse(BaseModel):
     answer: str
     citations: list[CitationPublic]
     stats: AnswerStatsPublic
+    answers: list[SegmentAnswerPublic] | None = None  # each segment's answer, when two were answered from

@@ -103,6 +103,27 @@ class Settings(BaseSettings):
     answer_reserve: int = Field(
         default=1024, ge=16, description="Tokens kept free for the question and answer; documents get n_ctx - this."
     )
+    long_documents: Literal["segment", "refuse"] = Field(
+        default="segment",
+        description=(
+            "A document over the budget: segment = split into segments that each fit (each prefilled and "
+            "snapshotted; questions answered from the best-ranked one); refuse = 413 document_too_long."
+        ),
+    )
+    segment_overlap_tokens: int = Field(
+        default=256, ge=0, description="Tokens neighbouring segments share, so a passage at a cut is whole in one."
+    )
+    max_segments: int = Field(
+        default=16, ge=1, description="Most segments a document may have; a longer one gets 413 document_too_long."
+    )
+    segment_close_ratio: float = Field(
+        default=0.8,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Answer from the second-best segment too when its BM25 score is at least this x the best's (0: never)."
+        ),
+    )
     vram_bytes: int | None = Field(
         default=None,
         ge=1,

@@ -32,12 +32,21 @@ def prepare(engine: Engine, settings: Settings, extracted: ExtractedText) -> Pre
     """Check the budget and tokenize with the loaded model: DocumentTooLong (413) with the largest
     leading part that fits."""
     budget = Budget(settings.document_budget, engine.n_ctx, engine.model.n_ctx_train)
-    return pipeline.prepare(extracted, engine.layout, engine.model, budget)
+    return pipeline.prepare(extracted, engine.layout, engine.model, budget, segmenting(settings))
+
+
+def segmenting(settings: Settings) -> pipeline.Segmenting | None:
+    """How a document over the budget is split (DOCQA_LONG_DOCUMENTS=segment), or None (refuse: 413)."""
+    if settings.long_documents == "refuse":
+        return None
+    return pipeline.Segmenting(settings.segment_overlap_tokens, settings.max_segments)
 
 
 def max_chars(engine: Engine, settings: Settings) -> int:
-    """The most characters of a document the budget could hold: the worker returns no more."""
-    return settings.document_budget * engine.model.max_token_chars
+    """The most characters of a document the budget (every segment's, when segmenting) could hold:
+    the worker returns no more."""
+    n = 1 if settings.long_documents == "refuse" else settings.max_segments
+    return n * settings.document_budget * engine.model.max_token_chars
 
 
 def make_room(
@@ -50,8 +59,9 @@ def make_room(
         upload=n_upload,
         # UTF-8, each character escaped at most once (a newline is two bytes in JSON), and the page map
         text=2 * len(text.encode("utf-8", errors="replace")) + 16 * (prepared.extracted.pages + 16),
-        prefix=4 * len(prepared.prefix) + 128,
-        snapshot=snapshot_bytes(len(prepared.prefix)),
+        prefix=4 * prepared.n_tokens + 128 * (1 + len(prepared.segments)),
+        # a segmented document's snapshots together hold the whole document's KV (and the overlaps)
+        snapshot=sum(snapshot_bytes(len(p)) for p in prepared.segment_prefixes or (prepared.prefix,)),
     )
     disk.make_room(store, need, settings.disk_budget_bytes)
 

@@ -11,13 +11,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from ingest.store import FAILED, INGESTING, DocRecord
-from server import streams
+from server import segmented, streams
 from server.deps import EngineDep, SettingsDep, StoreDep
 from server.engine import Engine
 from server.errors import DocumentFailed, DocumentIngesting, GenerationFailed, InvalidRequest, payload
 from server.jobs import AnswerJob
 from server.routes.documents import _get
-from server.schemas import AnswerRequest, AnswerResponse, AnswerStatsPublic, CitationPublic
+from server.schemas import AnswerRequest, AnswerResponse, AnswerStatsPublic, CitationPublic, SegmentAnswerPublic
 from server.settings import Settings
 from spec.limits import MAX_WINDOW
 from spec.loop import AnswerParams
@@ -71,15 +71,33 @@ async def answer(
 ):
     doc = _get(store, doc_id)
     check_answerable(doc, engine)
-    job = AnswerJob(
-        doc_id=doc.id, question=req.question, params=answer_params(req, settings), loop=asyncio.get_running_loop()
-    )
-    position = engine.submit_answer(job)
+    job, position = await submit(engine, store, settings, doc, req.question, answer_params(req, settings))
     if req.stream:  # headers and a first event go out now, however long the queue
         frames = _sse_frames(job, position, settings.sse_heartbeat_s)
         return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
     answer = await collect(job, request)
-    return AnswerResponse(answer=answer.text, citations=answer.citations, stats=answer.stats)
+    return AnswerResponse(answer=answer.text, citations=answer.citations, stats=answer.stats, answers=answer.answers)
+
+
+async def submit(
+    engine: Engine,
+    store,
+    settings: Settings,
+    doc: DocRecord,
+    question: str,
+    params: AnswerParams,
+    history: tuple[tuple[str, str], ...] = (),
+):
+    """Queue the question: one job, or for a segmented document the jobs of the segments it ranks
+    best for (server/segmented.py), read as one. Returns (job, jobs waiting ahead of it)."""
+    loop = asyncio.get_running_loop()
+    planned = await asyncio.to_thread(segmented.plan, store, doc, question, settings.segment_close_ratio)
+    if planned is None:
+        job = AnswerJob(doc.id, question, params, loop, history=history)
+        return job, engine.submit_answer(job)
+    return segmented.submit(
+        engine, planned, lambda i: AnswerJob(doc.id, question, params, loop, history=history, segment=i)
+    )
 
 
 def check_answerable(doc: DocRecord, engine: Engine) -> None:
@@ -96,6 +114,7 @@ class Collected:
     text: str
     citations: list[CitationPublic]
     stats: AnswerStatsPublic
+    answers: list[SegmentAnswerPublic] | None = None
 
 
 async def collect(job: AnswerJob, request: Request) -> Collected:
@@ -104,6 +123,7 @@ async def collect(job: AnswerJob, request: Request) -> Collected:
     parts: list[str] = []
     citations: list[CitationPublic] = []
     stats: AnswerStatsPublic | None = None
+    answers: list[SegmentAnswerPublic] | None = None
     watcher = asyncio.create_task(streams.cancel_on_disconnect(request, job))
     try:
         while True:
@@ -112,6 +132,8 @@ async def collect(job: AnswerJob, request: Request) -> Collected:
                 parts.append(data["text"])
             elif kind == "citations":
                 citations = [CitationPublic(**c) for c in data["citations"]]
+            elif kind == "answers":
+                answers = [SegmentAnswerPublic(**a) for a in data["answers"]]
             elif kind == "stats":
                 stats = AnswerStatsPublic(**data)
             elif kind == "error":
@@ -123,4 +145,4 @@ async def collect(job: AnswerJob, request: Request) -> Collected:
         job.cancel()
     if stats is None:
         raise GenerationFailed("the engine finished without stats")
-    return Collected("".join(parts), citations, stats)
+    return Collected("".join(parts), citations, stats, answers)

@@ -87,7 +87,7 @@ async def upload(
     if not created:  # the same bytes arrived concurrently
         response.status_code = 200
     else:
-        engine.submit_ingest(doc.id, len(prepared.prefix))
+        engine.submit_ingest(doc.id, prepared.n_tokens)
     return DocumentCreated(id=doc.id, name=doc.name, status=doc.status)
 
 
@@ -151,5 +151,5 @@ async def reingest(
     await asyncio.to_thread(uploads.make_room, store, settings, estimate, 0, prepared)
     await asyncio.to_thread(pipeline.store_again, store, doc, prepared)
     engine.forget(doc.id)
-    engine.submit_ingest(doc.id, len(prepared.prefix))
+    engine.submit_ingest(doc.id, prepared.n_tokens)
     return DocumentCreated(id=doc.id, name=doc.name, status=INGESTING, note=note)

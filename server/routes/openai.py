@@ -20,7 +20,6 @@ Differences, by design:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -37,7 +36,7 @@ from server.chat import ChatCompletionRequest, answer_request, conversation
 from server.deps import EngineDep, SettingsDep, StoreDep
 from server.errors import AmbiguousModel, DocumentNotFound, DocumentRequired, payload
 from server.jobs import AnswerJob
-from server.routes.answers import SSE_HEADERS, answer_params, check_answerable, collect
+from server.routes.answers import SSE_HEADERS, answer_params, check_answerable, collect, submit
 
 router = APIRouter(prefix="/v1")
 
@@ -125,8 +124,9 @@ async def chat_completions(
     params = answer_params(answer_request(req, question), settings)
     if params.stops:  # OpenAI's stop adds to the end of the turn; it does not replace the layout's stops
         params = replace(params, stops=(*engine.layout.stops, *params.stops))
-    job = AnswerJob(doc.id, question, params, asyncio.get_running_loop(), history=history)
-    position = engine.submit_answer(job)
+    # A segmented document: the latest user turn picks the segment(s); the earlier turns go along as
+    # history, whichever segment they were answered from (server/segmented.py).
+    job, position = await submit(engine, store, settings, doc, question, params, history)
     base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": req.model}
     if req.stream:  # the first chunk goes out now, however long the queue
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
