@@ -23,6 +23,16 @@ class PageWarning(BaseModel):
     message: str
 
 
+class SegmentPublic(BaseModel):
+    """A segment of a document longer than the context: prefilled and snapshotted on its own."""
+
+    index: int  # 0-based
+    pages: list[int]  # [first, last], as printed
+    start: int  # character offsets into the document text, [start, end); neighbours overlap a little
+    end: int
+    tokens: int  # its prefix tokens
+
+
 class DocumentPublic(BaseModel):
     """A document as the API shows it."""
 
@@ -38,6 +48,7 @@ class DocumentPublic(BaseModel):
     text_rules: int  # the text rules version that made the stored text (1 = raw lines; see reingest)
     encoding: str | None  # text and HTML uploads: the codec their bytes were decoded with
     warnings: list[PageWarning] = []  # pages that could not be read, or read as garbage
+    segments: list[SegmentPublic] | None = None  # a document longer than the context: its segments
 
 
 class DocumentCreated(BaseModel):

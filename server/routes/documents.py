@@ -22,6 +22,7 @@ from server.schemas import (
     PageSpan,
     PageWarning,
     ReingestRequest,
+    SegmentPublic,
 )
 
 router = APIRouter(prefix="/v1")
@@ -45,7 +46,16 @@ def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
         text_rules=doc.text_rules,
         encoding=doc.encoding,
         warnings=[PageWarning(**w) for w in doc.warnings],
+        segments=_segments(doc, engine),
     )
+
+
+def _segments(doc: DocRecord, engine: Engine | None) -> list[SegmentPublic] | None:
+    """A segmented document's segments (a small file read); None for one answered whole."""
+    segments = engine.store.read_segments(doc.id) if engine is not None else None
+    if segments is None:
+        return None
+    return [SegmentPublic(index=s.index, pages=s.pages, start=s.start, end=s.end, tokens=s.n_tokens) for s in segments]
 
 
 def _get(store, doc_id: str) -> DocRecord:

@@ -50,7 +50,9 @@ def client(tmp_path_factory, gemma_path):
 
     from server.app import create_app
 
-    settings = make_settings(tmp_path_factory.mktemp("manifest"), gemma_path, n_ctx=32768)
+    settings = make_settings(
+        tmp_path_factory.mktemp("manifest"), gemma_path, n_ctx=32768, long_documents="refuse"
+    )  # the long cases' 413 is what this checks; segmenting them is tests/server/test_segments.py
     with TestClient(create_app(settings), base_url=LOCAL) as c:
         yield c
 

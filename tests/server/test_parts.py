@@ -1,4 +1,5 @@
-"""Documents longer than the context (issue 15): the 413 names the largest leading part that fits,
+"""Documents longer than the context (issue 15) with DOCQA_LONG_DOCUMENTS=refuse (issue 18 made
+segmenting them the default): the 413 names the largest leading part that fits,
 that part is accepted with ``pages=`` / ``chars=``, and a part keeps its real page numbers in
 ``/text`` and in citations. Real books from ../shared/cases on the embedded model."""
 
@@ -22,7 +23,7 @@ def _post(client, path, data: bytes, **form):
 
 def test_a_long_pdf_is_offered_its_leading_pages_and_a_part_keeps_its_page_numbers(server, cases):
     data = (cases / GEOTOPO).read_bytes()
-    with server() as client:
+    with server(long_documents="refuse") as client:
         r = _post(client, GEOTOPO, data)
         assert r.status_code == 413
         error = r.json()["error"]
@@ -47,7 +48,7 @@ def test_a_long_pdf_is_offered_its_leading_pages_and_a_part_keeps_its_page_numbe
 
 def test_citations_of_a_part_name_its_pages_as_in_the_upload(server):
     """Chapter 2 of a two-chapter EPUB, uploaded alone: its text is page 2, and so are the citations."""
-    with server() as client:
+    with server(long_documents="refuse") as client:
         r = _post(client, "alice-ch1-2.epub", (FILES / "alice-ch1-2.epub").read_bytes(), pages="2")
         doc = wait_ready(client, r.json()["id"])
         assert doc["status"] == "ready" and doc["name"] == "alice-ch1-2.epub (pages 2-2)"
@@ -61,7 +62,7 @@ def test_citations_of_a_part_name_its_pages_as_in_the_upload(server):
 
 def test_a_long_text_is_offered_its_leading_characters(server, cases):
     data = (cases / AROUND).read_bytes()
-    with server() as client:
+    with server(long_documents="refuse") as client:
         r = _post(client, AROUND, data)
         assert r.status_code == 413
         start, end = r.json()["error"]["fits"]["chars"]
@@ -82,7 +83,7 @@ def test_a_long_text_is_offered_its_leading_characters(server, cases):
     ],
 )
 def test_bad_parts_get_a_422_naming_the_problem(server, cases, form, status, words):
-    with server() as client:
+    with server(long_documents="refuse") as client:
         r = _post(client, GEOTOPO, (cases / GEOTOPO).read_bytes(), **form)
         assert r.status_code == status and words in r.json()["error"]["message"], r.text
 
@@ -90,7 +91,7 @@ def test_bad_parts_get_a_422_naming_the_problem(server, cases, form, status, wor
 def test_at_the_trained_context_a_larger_n_ctx_is_not_suggested(server, cases):
     """DOCQA_N_CTX 32768 is the embedded model's trained context: the 413 for an ~86k-token book says
     to serve a longer-context model, not to raise DOCQA_N_CTX; /health shows both."""
-    with server(n_ctx=32768) as client:
+    with server(n_ctx=32768, long_documents="refuse") as client:
         health = client.get("/health").json()
         assert health["n_ctx"] == health["n_ctx_train"] == 32768
         message = _post(client, AROUND, (cases / AROUND).read_bytes()).json()["error"]["message"]

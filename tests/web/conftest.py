@@ -50,7 +50,9 @@ def chromium() -> Iterator:
 @pytest.fixture(scope="session")
 def live(tmp_path_factory: pytest.TempPathFactory, gemma_path: Path, cases: Path) -> Iterator[Live]:
     """One server (embedded model, n_ctx 8192, DOCQA_API_KEY set) shared by every page test."""
-    server = Live(tmp_path_factory.mktemp("web") / "data", gemma_path, DOCQA_API_KEY=API_KEY).start()
+    server = Live(
+        tmp_path_factory.mktemp("web") / "data", gemma_path, DOCQA_API_KEY=API_KEY, DOCQA_LONG_DOCUMENTS="refuse"
+    ).start()
     try:
         yield server
     finally:
