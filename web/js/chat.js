@@ -136,7 +136,17 @@ function fillTurn(turn) {
     });
     meta.push(quotes);
   }
+  const where = answeredFrom(turn.stats);
+  if (where) meta.push(el('span', 'turn-segments muted', where));
   node.meta.replaceChildren(...meta);
+}
+
+/** "answered from pages X–Y" for an answer from a long document's segment(s), else ''. */
+function answeredFrom(stats) {
+  const segments = stats && stats.segments;
+  if (!segments || !segments.length) return '';
+  const span = ([a, b]) => (a === b ? `page ${a}` : `pages ${a}–${b}`);
+  return `answered from ${segments.map((s) => span(s.pages)).join(' and ')}`;
 }
 
 /** Show the conversation about `doc` (or an invitation) and the stats of its latest answer. */
@@ -185,6 +195,10 @@ function renderStats(s) {
     ['per-step', 'Accepted / step', fixed(s.mean_accepted_per_step, 2), 'accepted draft tokens per verify step'],
     ['finish', 'Finish reason', show(s.finish_reason), 'stop: the model ended; length: max tokens reached'],
   ];
+  if (s.segments) {
+    rows.push(['segments', 'Segments', answeredFrom(s) || 'none matched the question',
+      'a long document is kept in segments; the question was answered from the best-matching one(s)']);
+  }
   box.replaceChildren(...rows.map(([key, label, value, why]) => {
     const stat = el('div', key === 'sources' ? 'stat wide' : 'stat');
     const dt = el('dt', '', label);
