@@ -168,3 +168,36 @@ def test_an_unusable_database_names_the_data_directory(tmp_path):
     with pytest.raises(DataDirUnusable) as err:
         DocStore(tmp_path)
     assert str(tmp_path.resolve()) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_segmented_document_keeps_a_prefix_and_snapshot_per_segment(tmp_path):
+    """Segments (issue 18): each has its own prefix and snapshot directory; the index and the list
+    sit next to the text; eviction and removal see the segments' snapshots; a re-ingest as a whole
+    document removes them."""
+    from ingest import disk, index, snapshot
+    from ingest.segments import Segment, key
+
+    store = DocStore(tmp_path)
+    doc = _create(store)
+    text = "the parrot Marigold\n\nthe elephant of Bombay\n\nthe Reform Club"
+    segments = [Segment(0, 0, 21, 1, 1, 3), Segment(1, 21, 45, 1, 2, 3), Segment(2, 45, len(text), 2, 2, 2)]
+    store.write_files(doc.id, b"bytes", ExtractedText(text, [0, 30], "pdf"), None)
+    prefixes = [np.arange(3, dtype=np.int32), np.arange(3, 6, dtype=np.int32), np.arange(6, 8, dtype=np.int32)]
+    store.write_segments(doc.id, text, segments, prefixes)
+    assert store.keys(doc.id) == [key(doc.id, i) for i in range(3)] == [f"{doc.id}/{i}" for i in range(3)]
+    assert store.read_segments(doc.id) == segments
+    assert store.read_prefix(f"{doc.id}/1").tolist() == [3, 4, 5]
+    assert not (store.dir(doc.id) / "prefix.npy").exists()
+    assert [i for i, _ in index.rank(store.dir(doc.id), "Where was the elephant?")] == [1]
+
+    for i in (0, 2):  # two segment snapshots (stand-ins: the manifest and state file names)
+        (store.state_dir(f"{doc.id}/{i}") / snapshot.META_FILE).write_text("{}")
+        (store.state_dir(f"{doc.id}/{i}") / snapshot.STATE_FILE).write_bytes(bytes(1000))
+    assert snapshot.least_recently_used(store.docs_dir) == [doc.id] and store.snapshot_bytes() == 2000
+    assert disk.evict(store, budget=1) == [doc.id]
+    assert store.snapshot_bytes() == 0 and store.read_segments(doc.id) == segments  # texts and prefixes kept
+
+    store.remove_segments(doc.id)
+    store.write_prefix(doc.id, np.arange(4, dtype=np.int32))
+    assert store.read_segments(doc.id) is None and store.keys(doc.id) == [doc.id]
+    assert not (store.dir(doc.id) / "segments").exists() and not (store.dir(doc.id) / index.INDEX_FILE).exists()
