@@ -146,8 +146,12 @@ def test_encrypted_pdf_opens_with_its_password(server, cases):
         assert "misfits" in client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
 
 
-def test_document_over_the_budget_is_refused_with_counts(server, cases):
-    with server() as client:
+@pytest.mark.parametrize(
+    "settings",
+    [{"long_documents": "refuse"}, {"max_segments": 4}],  # refused, or more segments than allowed (~13)
+)
+def test_document_over_the_budget_is_refused_with_counts(server, cases, settings):
+    with server(**settings) as client:
         r = client.post(
             "/v1/documents",
             files={"file": ("book.txt", (cases / "text/gutenberg/around-the-world-in-80-days-pg103.txt").read_bytes())},
