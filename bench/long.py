@@ -222,7 +222,10 @@ def _median(rows: list[dict], key: str) -> str:
 
 
 def report(args, results: dict) -> str:
-    seg, base, pp = results["segmented"], results["baseline"], results["plain_prefill"]
+    seg = results["segmented"]
+    missing = [name for name in ("baseline", "plain_prefill") if name not in results]
+    base = results.get("baseline") or {"questions": [], "chars": [0, 0], "tokens": 0, "ingest_s": 0}
+    pp = results.get("plain_prefill") or {"tokens": 0, "seconds": 0, "tokens_per_s": 0}
     seg_list = ", ".join(f"{s['tokens']:,} (pages {s['pages'][0]}–{s['pages'][1]})" for s in seg["segments"])
     llama_bench = (
         f"; llama-bench pp{pp['tokens']}: {pp['llama_bench_pp_tokens_per_s']:,} tok/s"
@@ -236,7 +239,13 @@ def report(args, results: dict) -> str:
         f"Q4_K_M, n_ctx {args.n_ctx} (segments of at most {args.n_ctx - 1024} tokens), default decoding, "
         "max_tokens 32.",
         f"Document: {results['document']}.",
+        *([f"**Not run in this session (out of time): {', '.join(missing)}.**"] if missing else []),
         f"llama.cpp: `{results['system_info']}`",
+        "",
+        f"Size: one run; {sum(len(q) for _, _, q in NEEDLES)} needle questions ({len(NEEDLES[0][2])} per depth), "
+        f"each asked twice (first, repeated), {len(MULTI_HOP)} two-hop questions, one not-in-the-document "
+        "question. Load average of the machine (shared with other work) at start / end: "
+        f"{results.get('load_avg', ['?', '?'])[0]} / {results.get('load_avg', ['?', '?'])[-1]}.",
         "",
         "## Needles: segment retrieval and answers",
         "",
@@ -281,7 +290,7 @@ def report(args, results: dict) -> str:
         f"{seg_list} | "
         f"{seg['ingest_s']} s | {seg['tokens'] / seg['ingest_s']:,.0f} |",
         f"| first part only (chars {base['chars'][0]}–{base['chars'][1]}) | {base['tokens']:,} | 1 | "
-        f"{base['ingest_s']} s | {base['tokens'] / base['ingest_s']:,.0f} |",
+        f"{base['ingest_s']} s | {base['tokens'] / max(base['ingest_s'], 1e-9):,.0f} |",
         "",
         f"Plain llama.cpp prefill of the first {pp['tokens']:,} tokens of segment 0 (runtime.Context, n_batch "
         f"512, no server): {pp['seconds']} s, {pp['tokens_per_s']:,} tok/s" + llama_bench + ".",
@@ -293,7 +302,7 @@ def report(args, results: dict) -> str:
         *[
             f"| {s['depth']:.0%} | {s['question']} | {s['segments_used']} | {s['answer'].strip()[:70]!r} | "
             f"{b['answer'].strip()[:70]!r} |"
-            for s, b in zip(all_s, all_b, strict=True)
+            for s, b in zip(all_s, all_b or [{"answer": "(not run)"}] * len(all_s), strict=True)
         ],
         "",
     ]
@@ -307,7 +316,12 @@ def main() -> None:
     parser.add_argument("--chars", type=int, default=0, help="keep only the first N characters (0: all)")
     parser.add_argument("--pp-tokens", type=int, default=8192, help="tokens of the plain prefill (pp) run")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/long.md")
+    parser.add_argument("--report-only", action="store_true", help="write the .md from the .json of a run")
     args = parser.parse_args()
+    if args.report_only:
+        args.out.write_text(report(args, json.loads(args.out.with_suffix(".json").read_text())))
+        print(args.out.read_text())
+        return
 
     text = NOVEL.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
     if args.chars:
@@ -323,6 +337,7 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     partial = args.out.with_suffix(".json")
+    results["load_avg"] = [round(os.getloadavg()[0], 1)]
     t0 = time.perf_counter()
     results["segmented"] = seg = run_segmented(args, model, data, novel)
     print(f"segmented: {time.perf_counter() - t0:.0f} s", flush=True)
@@ -332,6 +347,7 @@ def main() -> None:
     partial.write_text(json.dumps(results, indent=1, ensure_ascii=False))
     results["plain_prefill"] = plain_prefill(args, model, seg["data_dir"])
     results["wall_s"] = round(time.perf_counter() - t0)
+    results["load_avg"].append(round(os.getloadavg()[0], 1))
     partial.write_text(json.dumps(results, indent=1, ensure_ascii=False))
     args.out.write_text(report(args, results))
     print(args.out.read_text())
