@@ -74,16 +74,16 @@ def _ask(client, doc_id: str, question: str, **extra) -> dict:
     return r.json()
 
 
-# A 1,280-token context with a 512-token answer reserve: segments of at most 768 tokens, so six
-# short pages of the novel make three or four of them, and the test prefills ~2.5k tokens.
-SMALL = {"n_ctx": 1280, "answer_reserve": 512, "segment_overlap_tokens": 48}
-LIMIT = 768
+# A 1,024-token context with a 448-token answer reserve: segments of at most 576 tokens, so six
+# short pages of the novel make three or four of them, and the test prefills ~1.9k tokens.
+SMALL = {"n_ctx": 1024, "answer_reserve": 448, "segment_overlap_tokens": 32}
+LIMIT = 576
 QUOTE = "Quote the sentence about Zebulon Quarry and his parrot."
 OTHER = "The harbour master Ignatius Pell collected green glass lanterns."
 
 
 def test_a_long_book_is_segmented_and_answered_from_the_segment_with_the_needle(server, cases):
-    pages = with_needle(chapters(cases, per_page=4)[:6], 4)  # ~2.3k tokens
+    pages = with_needle(chapters(cases, per_page=3)[:6], 4)  # ~1.7k tokens
     pages = with_needle(with_needle(pages, 1, OTHER), 6, OTHER)  # a second needle, twice, far apart
     with server(**SMALL) as client:
         r = _post(client, "around.epub", make_epub(pages))
@@ -152,7 +152,7 @@ def test_a_long_book_is_segmented_and_answered_from_the_segment_with_the_needle(
 
 def test_refuse_keeps_the_413(server, cases):
     with server(long_documents="refuse", **SMALL) as client:
-        r = _post(client, "around.epub", make_epub(chapters(cases, per_page=4)[:6]))
+        r = _post(client, "around.epub", make_epub(chapters(cases, per_page=3)[:6]))
         assert r.status_code == 413 and r.json()["error"]["type"] == "document_too_long"
         assert r.json()["error"]["fits"]["pages"][0] == 1
 
