@@ -20,6 +20,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
+from bench.live import LOCAL
 from bench.policy_sim import QUOTED
 from bench.run import RESULTS
 from runtime.embedded import embedded_model_path
@@ -63,7 +64,7 @@ def main() -> None:
     )  # fmt: skip
     rates: dict[str, dict[str, list[float]]] = {}
     answers: dict[str, set[str]] = {}
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url=LOCAL) as client:
         docs: dict[str, str] = {}
         for name, (filename, data_bytes, _, _) in _workloads().items():
             if filename not in docs:
