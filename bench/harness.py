@@ -15,6 +15,7 @@ import numpy as np
 from ingest.prompt import plain_layout
 from runtime.llama import Context, ContextConfig, Model
 from spec.cost import calibrate
+from spec.limits import MAX_WINDOW
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import Answer, AnswerParams, AnswerRun, AnswerStats, RollbackFailed, TokenEvent
 from spec.mtp import MtpDrafter
@@ -70,15 +71,17 @@ def plain_greedy(ctx: Context, prompt: Prompt, n: int) -> tuple[list[int], list[
 
 
 def speculative(
-    ctx: Context, prompt: Prompt, n: int, window: int | None, temperature: float = 0.0
+    ctx: Context, prompt: Prompt, n: int, window: int | None, temperature: float = 0.0, max_window: int = MAX_WINDOW
 ) -> tuple[list[int], AnswerStats]:
-    """The real answer loop (lookup drafts + verify) after the prompt; returns its tokens."""
+    """The real answer loop (lookup drafts + verify) after the prompt; returns its tokens. ``max_window``
+    caps every window, as the server does (server/loading.py)."""
     prompt.start(ctx)
     prefix, suffix = prompt.prefix, prompt.suffix
     drafter = LookupDrafter(NgramIndex(prefix, 2, 4), ctx.model.piece, ctx.model.unspaced)
     drafter.extend(suffix.tolist())
     stats = AnswerStats()
-    run = AnswerRun(ctx, ctx.model, drafter, len(prefix) + len(suffix), stats, time.perf_counter())
+    n_past = len(prefix) + len(suffix)
+    run = AnswerRun(ctx, ctx.model, drafter, n_past, stats, time.perf_counter(), max_window=max_window)
     params = AnswerParams(max_tokens=n, sampling=SamplingParams(temperature=temperature, seed=1), window=window)
     tokens: list[int] = []
     for event in generate(run, params):

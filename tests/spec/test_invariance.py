@@ -10,6 +10,7 @@ import pytest
 
 from bench.harness import Prompt, open_ctx, plain_greedy, prompt_tokens, speculative
 from runtime.llama import Model
+from spec.limits import INVARIANT_MAX_ROWS, INVARIANT_MAX_WINDOW
 
 SPEC03 = "synthetic/agreement-880-tokens.txt"
 QUESTIONS = [
@@ -64,6 +65,36 @@ def test_a_rows_logits_do_not_depend_on_the_other_sequences(gemma_path, cases, i
         assert diff > 0.01  # the default settings: the batch moves the logits (notes §15)
 
 
+def test_rows_of_one_sequence_are_invariant_up_to_seven_per_call(gemma_path, cases):
+    """The measurement behind INVARIANT_MAX_ROWS, on the crazyones prompt (268 tokens): the same 16
+    greedy tokens decoded one per call, 7 per call, and 8 per call. Up to 7 rows every row equals
+    the one-row call; at 8 rows the rows from the third on move. If a llama.cpp upgrade makes 8 rows
+    equal too, this fails: then widen INVARIANT_MAX_ROWS."""
+    model = Model(gemma_path, extra_bufts=False)
+    ctx = open_ctx(model, n_ctx=1024, **INVARIANT)
+    try:
+        document, question = _prompts(cases)[4]
+        prompt = Prompt(ctx, *prompt_tokens(model, document, question))
+        tokens, _ = plain_greedy(ctx, prompt, 17)
+        n_past = len(prompt.prefix) + len(prompt.suffix)
+
+        def rows(per_call: int) -> np.ndarray:
+            prompt.start(ctx)
+            out = []
+            for i in range(0, 16, per_call):
+                ids = tokens[i : min(i + per_call, 16)]
+                ctx.decode(ids, n_past + i, outputs="all")
+                out.extend(ctx.logits()[: len(ids)].copy())
+            return np.stack(out)
+
+        one = rows(1)
+        assert np.array_equal(rows(INVARIANT_MAX_ROWS), one)
+        assert np.abs(rows(INVARIANT_MAX_ROWS + 1) - one).max() > 0.01
+    finally:
+        ctx.close()
+        model.close()
+
+
 def _prompts(cases) -> list[tuple[str, str]]:
     from ingest.extract import extract
 
@@ -86,7 +117,7 @@ def _speculative_equals_plain(model: Model, prompts: list[tuple[str, str]], n_to
             prompt = Prompt(ctx, *prompt_tokens(model, document, question))
             plain, _ = plain_greedy(ctx, prompt, n_tokens)
             for window in (1, 4, 16, None):
-                spec, _ = speculative(ctx, prompt, n_tokens, window)
+                spec, _ = speculative(ctx, prompt, n_tokens, window, max_window=INVARIANT_MAX_WINDOW)
                 assert spec == plain[: len(spec)] and len(spec) >= min(len(plain), n_tokens), (question, window)
     finally:
         ctx.close()
