@@ -21,6 +21,7 @@ from fastapi.staticfiles import StaticFiles
 
 from ingest.errors import DataDirUnusable
 from ingest.store import DocStore
+from ingest.stores import open_store as open_rows
 from ingest.worker import ExtractionWorker
 from server import errors
 from server.engine import Engine
@@ -44,7 +45,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = open_store(settings.data_dir)
+        store = open_store(settings.data_dir, settings.database_url, sweep=settings.startup_sweep)
         traffic = TrafficLog(settings) if settings.traffic_log else None
         engine = Engine(settings, store, observer=metrics, traffic=traffic)
         app.state.store = store
@@ -100,16 +101,19 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
     return app
 
 
-def open_store(data_dir: Path) -> DocStore:
-    """The document store, after the sweep of directories without a row and stray temp files (a
-    crash, a full disk), reported in the log. Raises DataDirUnusable naming the directory."""
+def open_store(data_dir: Path, database_url: str | None = None, sweep: bool = True) -> DocStore:
+    """The document store (PostgreSQL at ``database_url``, else SQLite in ``data_dir``), after the
+    sweep of directories without a row and stray temp files (a crash, a full disk), reported in the
+    log. Raises DataDirUnusable naming the directory."""
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise DataDirUnusable(
             f"cannot create the data directory {data_dir.resolve()} ({exc.strerror}); create it, or set DOCQA_DATA_DIR"
         ) from exc
-    store = DocStore(data_dir)
+    store = open_rows(data_dir, database_url)
+    if not sweep:  # servers sharing the data directory: another one may be writing right now
+        return store
     swept = store.sweep(doc.id for doc in store.list())
     if swept.dirs or swept.tmp_files:
         log.warning(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import socket
 import threading
 import time
 from dataclasses import asdict
@@ -51,6 +52,7 @@ class Engine:
         self, settings: Settings, store: DocStore, observer: Observer | None = None, traffic: TrafficLog | None = None
     ) -> None:
         self.settings, self.store, self.observer, self.traffic = settings, store, observer, traffic
+        self.replica = settings.replica_name or socket.gethostname()  # named in every answer's stats
         self.loaded: Loaded | None = None
         self.load_error: str | None = None
         self.ready = threading.Event()
@@ -268,7 +270,7 @@ class Engine:
         """The answer is done: free its sequence and count it, then cite it off-thread (citations,
         stats and done follow), so what the client asks next (/health, /metrics) sees both."""
         seq.answer.close()
-        stats = asdict(seq.answer.run.stats)
+        stats = asdict(seq.answer.run.stats) | {"replica": self.replica, "document_state": seq.document_state}
         self._release(seq)
         if self.observer is not None:
             try:

@@ -31,6 +31,7 @@ class HotDoc:
     mtp_state: bytes | None = None  # the MTP context's part (models drafting with MTP)
     mtp_h: np.ndarray | None = None  # target hidden state of the last prefix token [n_embd]
     citations: tuple[CitationIndex, TokenOffsets] | None = None  # built at the first answer
+    prefilled: bool = False  # made by an ingestion here and not yet asked about
 
     @property
     def ram_bytes(self) -> int:
@@ -49,6 +50,9 @@ class HotDocs:
         self.ctx, self.mtp_ctx, self.seq_id = ctx, mtp_ctx, seq_id
         self.loaded: str | None = None  # the document whose prefix the sequence holds, exactly
         self._hot: OrderedDict[str, HotDoc] = OrderedDict()
+        # Where the last restore() found its document, for the answer's stats: "hot" (the sequence or
+        # RAM), "restored" (the disk snapshot) or "prefilled" (an ingestion here, first question).
+        self.last_source = "hot"
 
     def adopt(self, doc_id: str, seq_id: int) -> None:
         """Make the document sequence hold what ``seq_id`` holds (the prefix of ``doc_id``, just
@@ -108,12 +112,15 @@ class HotDocs:
         Raises snapshot.SnapshotIncompatible / SnapshotMissing (ingest/snapshot.py).
         """
         ctx, seq = self.ctx, self.seq_id
+        self.last_source = "hot"
         snapshot.touch(self.store.dir(doc_id))  # a use, for the disk budget's least-recently-used eviction
         hot = self._hot.get(doc_id)
         if hot is None:
             hot = self.remember(doc_id, self.store.read_prefix(doc_id))
         else:
             self._hot.move_to_end(doc_id)
+            if hot.prefilled:
+                self.last_source, hot.prefilled = "prefilled", False
         if self.loaded == doc_id:
             return hot
         n = len(hot.prefix)
@@ -131,7 +138,7 @@ class HotDocs:
         if not self.holds_prefix(n):
             raise snapshot.SnapshotIncompatible("the restored state does not end at the document prefix")
         self.remember(doc_id, hot.prefix, *self.states_for_ram(), mtp_h)
-        self.loaded = doc_id
+        self.loaded, self.last_source = doc_id, "restored"
         return hot
 
     def states_for_ram(self, seq: int | None = None) -> tuple[bytes | None, bytes | None]:

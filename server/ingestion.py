@@ -75,7 +75,7 @@ class Ingestion:
             if not directory.is_dir():  # deleted: its files went first, and so does its snapshot
                 return False
             snapshot.save(docs.ctx, seq, self.prefix, directory, docs.mtp_ctx, mtp_h)
-        docs.remember(self.doc_id, self.prefix, *docs.states_for_ram(seq), mtp_h)
+        docs.remember(self.doc_id, self.prefix, *docs.states_for_ram(seq), mtp_h).prefilled = True
         # A sliding-window cache (without swa_full) still holds every cell the prefill cycled through;
         # shared into a question's sequence by seq_cp, cells of two sequences can never be reused
         # (llama-kv-cache.cpp find_slot), and the window cache fills up. The snapshot holds only the

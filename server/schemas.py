@@ -100,6 +100,8 @@ class AnswerStatsPublic(BaseModel):
     drafted_by_source: dict[str, int]  # {"mtp": n, "lookup": n}
     accepted_by_source: dict[str, int]
     mean_accepted_per_step: float  # accepted draft tokens per verify step
+    replica: str | None = None  # the server that answered (DOCQA_REPLICA_NAME; a reader replica in a cluster)
+    document_state: str = "hot"  # hot (in RAM) | restored (from its snapshot on disk) | prefilled (just ingested)
 
 
 class CitationPublic(BaseModel):

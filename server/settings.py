@@ -126,6 +126,24 @@ class Settings(BaseSettings):
 
     # -- storage -----------------------------------------------------------------------------
     data_dir: Path = Field(default=Path("data"), description="Database, uploads, model copy and snapshots.")
+    database_url: str | None = Field(
+        default=None,
+        pattern=r"^postgres(ql)?://",
+        description=(
+            "postgresql://user:password@host:port/db: document metadata in PostgreSQL (psycopg 3, the `cluster` "
+            "extra) instead of data_dir's SQLite file, for servers sharing one data directory."
+        ),
+    )
+    replica_name: str | None = Field(
+        default=None, description="This server's name in every answer's stats (`replica`). Unset: the host name."
+    )
+    startup_sweep: bool = Field(
+        default=True,
+        description=(
+            "At start-up remove document directories without a row and temp files of dead writers. Off for "
+            "servers sharing a data directory, where another one may be writing."
+        ),
+    )
     snapshot_ram_bytes: int = Field(
         default=2 * 1024**3, ge=0, description="RAM kept for hot document snapshots (LRU, bytes)."
     )
