@@ -63,6 +63,15 @@ class DuplicateDocument(Exception):
 class DocStore(DocFiles, ABC):
     """Rows and files. Thread-safe. Subclasses implement the row operations below ``# -- rows``."""
 
+    #: Servers sharing the database (:meth:`share`): this one's name, written as the ``owner`` of what
+    #: it ingests, and the seconds its lease lasts unless renewed. None: the only server.
+    owner: str | None = None
+    lease_s: float = 0.0
+
+    def share(self, owner: str, lease_s: float) -> None:
+        """Ingest as ``owner`` with leases of ``lease_s`` seconds (servers sharing the database)."""
+        self.owner, self.lease_s = owner, lease_s
+
     def create(
         self,
         *,
@@ -75,19 +84,23 @@ class DocStore(DocFiles, ABC):
         text_rules: int = 1,
         encoding: str | None = None,
         warnings: list[dict] | tuple[dict, ...] = (),
-        owner: str | None = None,
     ) -> DocRecord:
         """Insert a new ``ingesting`` document; raise DuplicateDocument if the bytes are known."""
+        owner, lease_until = self.owner, (time.time() + self.lease_s if self.owner else None)
         row = {
             "id": uuid.uuid4().hex[:16], "name": name, "sha256": sha256, "kind": kind, "pages": pages,
             "tokens": tokens, "chars": chars, "status": INGESTING, "error": None, "created_at": time.time(),
             "text_rules": text_rules, "encoding": encoding, "warnings": json.dumps(list(warnings)), "owner": owner,
-            "lease_until": None,
+            "lease_until": lease_until,
         }  # fmt: skip
         return self._insert(row)
 
     def set_status(self, doc_id: str, status: str, error: str | None = None) -> None:
-        self._update(doc_id, {"status": status, "error": error})
+        """``ingesting`` again (a reingest, a missing snapshot) makes this server its owner."""
+        columns: dict[str, Any] = {"status": status, "error": error}
+        if status == INGESTING and self.owner:
+            columns |= {"owner": self.owner, "lease_until": time.time() + self.lease_s}
+        self._update(doc_id, columns)
 
     def set_tokens(self, doc_id: str, tokens: int) -> None:
         self._update(doc_id, {"tokens": tokens})
@@ -106,10 +119,6 @@ class DocStore(DocFiles, ABC):
                 "warnings": json.dumps(extracted.warnings),
             },
         )
-
-    def set_owner(self, doc_id: str, owner: str | None, lease_s: float) -> None:
-        """Record who prefills the document, with a lease of ``lease_s`` seconds from now."""
-        self._update(doc_id, {"owner": owner, "lease_until": time.time() + lease_s if owner else None})
 
     def delete(self, doc_id: str) -> None:
         """Remove the files first, then the row: on a full disk, removing the files is what makes room

@@ -66,6 +66,7 @@ class Engine:
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="docqa-engine", daemon=True)
         self.deleted = Deleted()  # documents deleted since the last step (routes add, the engine drops)
+        self.evicted = Deleted()  # documents whose RAM state to free (a cluster replica gave them up)
         self.docs: HotDocs | None = None  # after load: the document sequence and the RAM cache
         self.runner: Runner | None = None
         self.citations: Citations | None = None
@@ -124,6 +125,11 @@ class Engine:
         self._jobs.put(job)
         return ahead
 
+    def evict(self, doc_id: str) -> None:
+        """Free the document's RAM state at the next step (it stays answerable, from disk)."""
+        self.evicted.add(doc_id)
+        self._jobs.put(_WAKE)
+
     def forget(self, doc_id: str) -> None:
         """A document was deleted: stop its ingestion and drop its RAM state at the next chance."""
         self.deleted.add(doc_id)
@@ -176,6 +182,8 @@ class Engine:
         """One iteration: schedule -> run -> postprocess, then one prefill chunk."""
         for doc_id in self.deleted.take():
             self.docs.drop(doc_id)
+        for doc_id in self.evicted.take():
+            self.docs.evict(doc_id)
         if self._closing_at is not None:
             self._close_down(force=time.monotonic() >= self._closing_at)
         self.scheduler.drop_cancelled()  # questions whose client hung up while they waited

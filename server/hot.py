@@ -79,6 +79,10 @@ class HotDocs:
         if self.loaded == doc_id:
             self.loaded = None
 
+    def evict(self, doc_id: str) -> None:
+        """Free the document's RAM state; the sequence keeps it if it holds it (no answer is cut)."""
+        self._hot.pop(doc_id, None)
+
     def remember(
         self,
         doc_id: str,

@@ -166,10 +166,18 @@ class Ingestions:
 
 def resume_interrupted(store: DocStore, submit: Callable[[str, int], None]) -> None:
     """After a restart: mark ready the documents whose snapshot was complete (ready could not be
-    recorded), re-queue those that were mid-ingestion, or fail them with a reason."""
-    for doc in store.list():
-        if doc.status != INGESTING:
-            continue
+    recorded), re-queue those that were mid-ingestion, or fail them with a reason. Servers sharing
+    the database (``store.owner``) take only the ingestions whose owner's lease ran out (it died):
+    the others are still being prefilled by a live server."""
+    try:
+        if store.owner:
+            interrupted = store.claim_stale(store.owner, store.lease_s)
+        else:
+            interrupted = [doc for doc in store.list() if doc.status == INGESTING]
+    except StorageError as exc:
+        log.error("could not look for interrupted ingestions: %s", exc)
+        return
+    for doc in interrupted:
         try:
             if not (store.dir(doc.id) / "prefix.npy").is_file():
                 store.set_status(doc.id, FAILED, "the server stopped before the upload was stored; upload again")

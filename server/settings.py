@@ -137,6 +137,15 @@ class Settings(BaseSettings):
     replica_name: str | None = Field(
         default=None, description="This server's name in every answer's stats (`replica`). Unset: the host name."
     )
+    ingest_lease_s: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "Servers sharing the database and data directory: each ingestion is leased for this many seconds "
+            "(renewed while it runs); one whose server died is resumed by another. Unset: the only server, "
+            "which resumes every interrupted ingestion at start-up."
+        ),
+    )
     startup_sweep: bool = Field(
         default=True,
         description=(

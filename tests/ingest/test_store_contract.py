@@ -80,8 +80,9 @@ def test_two_servers_racing_the_same_bytes_make_one_document(tmp_path, database_
 def test_a_dead_owners_ingestion_is_claimed_once(tmp_path, database_url):
     """A lease that runs out (its server died) is claimed by exactly one of the servers asking."""
     store = open_store(tmp_path, database_url)
-    doc = _create(store, owner="replica-a")
-    store.set_owner(doc.id, "replica-a", lease_s=0.2)
+    store.share("replica-a", lease_s=0.2)
+    doc = _create(store)
+    assert (doc.owner, doc.status) == ("replica-a", INGESTING) and doc.lease_until > time.time()
     assert store.renew("replica-a", 0.2) == 1
     assert store.claim_stale("replica-b", 10) == [], "a live lease is not taken"
     time.sleep(0.3)

@@ -1,0 +1,159 @@
+"""A real local Ray Serve cluster for the tests: the ingress and 2 reader replicas, each on 1 CPU
+thread running the embedded model, sharing a data directory and a real PostgreSQL database.
+One cluster for the whole module (starting one takes ~20 s on 2 cores); tests that stop or kill a
+replica wait for Serve to bring it back before they return."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+READERS = 2
+HOT_DOCS = 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Cluster:
+    url: str
+    data_dir: Path
+    database_url: str
+
+    def client(self, **kw) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=httpx.Timeout(120.0), **kw)
+
+    def kill(self, replica: str) -> None:
+        """Kill the reader replica that answers as ``replica`` (``Reader#<id>`` in the stats), as a
+        crash would: Serve notices and starts a new one."""
+        import ray
+        from ray.serve._private.constants import REPLICA_ID_FULL_ID_STR_PREFIX
+
+        actor = f"{REPLICA_ID_FULL_ID_STR_PREFIX}docqa#{replica}"  # Serve's name for the replica's actor
+        ray.kill(ray.get_actor(actor, namespace="serve"), no_restart=True)
+
+    def owner_of(self, doc_id: str) -> str | None:
+        """The replica whose ingestion lease the document's row names (PostgreSQL, read directly)."""
+        import psycopg
+
+        with psycopg.connect(self.database_url) as db:
+            row = db.execute("SELECT owner FROM documents WHERE id = %s", (doc_id,)).fetchone()
+        return row[0] if row else None
+
+    def wait_readers(self, n: int = READERS, timeout: float = 180.0) -> None:
+        """Until Serve reports ``n`` running reader replicas (after a kill: Ray restarted it)."""
+        from ray import serve
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = serve.status().applications.get("docqa")
+            if status is not None:
+                reader = status.deployments.get("Reader")
+                running = reader.replica_states.get("RUNNING", 0) if reader else 0
+                if running >= n and str(status.status).endswith("RUNNING"):
+                    return
+            time.sleep(0.5)
+        raise AssertionError(f"{n} reader replicas not running after {timeout:.0f} s: {serve.status()}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, gemma_path: Path, postgres_server: str) -> Iterator[Cluster]:
+    ray = pytest.importorskip("ray", reason="the cluster tests need the `cluster` extra (pip install -e '.[cluster]')")
+    from ray import serve
+
+    from tests.pg import fresh_database
+
+    postgres_url = fresh_database(postgres_server)
+
+    data_dir = tmp_path_factory.mktemp("cluster-data")
+    env = {
+        "DOCQA_DATA_DIR": str(data_dir),
+        "DOCQA_DATABASE_URL": postgres_url,
+        "DOCQA_MODEL_PATH": str(gemma_path),
+        "DOCQA_N_THREADS": "1",
+        "DOCQA_N_THREADS_BATCH": "1",
+        "DOCQA_N_CTX": "4096",
+        "DOCQA_N_SEQ_MAX": "2",
+        "DOCQA_HOT_DOCS": str(HOT_DOCS),
+        "DOCQA_INGEST_LEASE_S": "3",
+        "DOCQA_EXTRACT_WORKERS": "1",
+        "DOCQA_TRAFFIC_LOG": "false",
+        "DOCQA_SHUTDOWN_TIMEOUT_S": "1",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the ingress's settings are read where its module is first imported: here
+    from cluster.app import build
+
+    port = _free_port()
+    ray.init(
+        num_cpus=READERS,
+        runtime_env={"env_vars": env},
+        include_dashboard=False,
+        logging_level="warning",
+        log_to_driver=False,
+    )
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        serve.run(build(READERS, num_cpus=1), name="docqa", route_prefix="/")
+        yield Cluster(f"http://127.0.0.1:{port}", data_dir, postgres_url)
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def wait_ready(client: httpx.Client, doc_id: str, timeout: float = 120.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        doc = client.get(f"/v1/documents/{doc_id}").json()
+        if doc["status"] != "ingesting":
+            return doc
+        time.sleep(0.2)
+    raise AssertionError(f"{doc_id} still ingesting after {timeout:.0f} s")
+
+
+def text_document(n: int, paragraphs: int = 6) -> bytes:
+    """A small distinct text document: numbered facts the model can copy."""
+    lines = [f"# Report {n}"]
+    for p in range(paragraphs):
+        lines.append(
+            f"Section {p + 1} of report {n}. The warehouse in district {n * 7 + p} stores {n * 100 + p} crates of "
+            f"item {chr(65 + (n + p) % 26)}, counted on day {p * 3 + n}."
+        )
+    return "\n\n".join(lines).encode()
+
+
+def ask(client: httpx.Client, doc_id: str, question: str, max_tokens: int = 8, retries: int = 20) -> dict:
+    """A non-streamed answer at temperature 0; a 503 (a replica just died) is retried after its
+    Retry-After, as a client should."""
+    for _ in range(retries):
+        r = client.post(
+            f"/v1/documents/{doc_id}/answers",
+            json={"question": question, "max_tokens": max_tokens, "temperature": 0},
+        )
+        if r.status_code != 503:
+            break
+        time.sleep(float(r.headers.get("retry-after", "1")))
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def upload(client: httpx.Client, data: bytes, name: str) -> dict:
+    r = client.post("/v1/documents", files={"file": (name, data, "text/plain")})
+    assert r.status_code in (200, 202), r.text
+    return r.json()
