@@ -38,9 +38,8 @@ class Cluster:
         """Kill the reader replica that answers as ``replica`` (``Reader#<id>`` in the stats), as a
         crash would: Serve notices and starts a new one."""
         import ray
-        from ray.serve._private.constants import REPLICA_ID_FULL_ID_STR_PREFIX
 
-        actor = f"{REPLICA_ID_FULL_ID_STR_PREFIX}docqa#{replica}"  # Serve's name for the replica's actor
+        actor = f"SERVE_REPLICA::docqa#{replica}"  # Serve's name for the replica's actor (ReplicaID)
         ray.kill(ray.get_actor(actor, namespace="serve"), no_restart=True)
 
     def owner_of(self, doc_id: str) -> str | None:
@@ -83,7 +82,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, gemma_path: Path, postgres
         "DOCQA_MODEL_PATH": str(gemma_path),
         "DOCQA_N_THREADS": "1",
         "DOCQA_N_THREADS_BATCH": "1",
-        "DOCQA_N_CTX": "4096",
+        "DOCQA_N_CTX": "8192",
         "DOCQA_N_SEQ_MAX": "2",
         "DOCQA_HOT_DOCS": str(HOT_DOCS),
         "DOCQA_INGEST_LEASE_S": "3",

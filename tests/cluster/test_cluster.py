@@ -107,7 +107,7 @@ def test_a_replica_killed_mid_stream_ends_the_stream_with_an_error(cluster):
 def test_an_ingestion_interrupted_by_a_replicas_death_is_resumed(cluster):
     """The replica prefilling a document dies; once its lease runs out another replica takes the
     ingestion over, and the document becomes ready and answerable."""
-    long_text = b"\n\n".join(text_document(70 + n) for n in range(14))  # ~3k tokens: seconds on 1 thread
+    long_text = b"\n\n".join(text_document(70 + n) for n in range(26))  # ~5.7k tokens: seconds on 1 thread
     with cluster.client() as c:
         doc_id = upload(c, long_text, "interrupted.txt")["id"]
         owner = cluster.owner_of(doc_id)
