@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import AsyncIterator
 
@@ -32,7 +31,7 @@ from server.settings import Settings
 log = logging.getLogger("docqa.cluster")
 #: Document states a replica keeps hot (Serve's max_num_models_per_replica). Read at import, since
 #: the decorator needs it then: set it in the Serve config's runtime_env.
-HOT_DOCS = int(os.environ.get("DOCQA_HOT_DOCS", "2"))
+HOT_DOCS = Settings().hot_docs
 DEFAULT_LEASE_S = 15.0
 _UPLOAD = re.compile(r"^/v1/documents/?$")
 

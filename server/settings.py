@@ -146,6 +146,21 @@ class Settings(BaseSettings):
             "which resumes every interrupted ingestion at start-up."
         ),
     )
+    hot_docs: int = Field(
+        default=2,
+        ge=1,
+        description=(
+            "Cluster readers (cluster/): document states a replica keeps hot, Ray Serve's "
+            "max_num_models_per_replica. Size snapshot_ram_bytes to hold them."
+        ),
+    )
+    cluster_routing: Literal["document", "any"] = Field(
+        default="document",
+        description=(
+            "Cluster ingress (cluster/): `document` routes each question to a replica holding its document "
+            "(Ray Serve multiplexing); `any` to any replica (the baseline of a plain load balancer)."
+        ),
+    )
     startup_sweep: bool = Field(
         default=True,
         description=(

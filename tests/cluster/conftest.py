@@ -78,13 +78,11 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, gemma_path: Path, postgres_server: str) -> Iterator[Cluster]:
     try:
-        import ray
+        import ray  # noqa: F401
     except ImportError:
         if os.environ.get("DOCQA_REQUIRE_CLUSTER"):
             pytest.fail("Ray is not installed but DOCQA_REQUIRE_CLUSTER is set")
         pytest.skip("the cluster tests need the `cluster` extra (pip install -e '.[cluster]')")
-    from ray import serve
-
     from tests.pg import fresh_database
 
     postgres_url = fresh_database(postgres_server)
@@ -105,24 +103,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, gemma_path: Path, postgres
         "DOCQA_SHUTDOWN_TIMEOUT_S": "1",
     }
     saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)  # the ingress's settings are read where its module is first imported: here
-    from cluster.app import build
+    from cluster import local
 
-    port = _free_port()
-    ray.init(
-        num_cpus=READERS,
-        runtime_env={"env_vars": env},
-        include_dashboard=False,
-        logging_level="warning",
-        log_to_driver=False,
-    )
     try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        serve.run(build(READERS, num_cpus=1), name="docqa", route_prefix="/")
-        yield Cluster(f"http://127.0.0.1:{port}", data_dir, postgres_url)
+        url = local.start(READERS, "127.0.0.1", _free_port(), env=env)
+        yield Cluster(url, data_dir, postgres_url)
     finally:
-        serve.shutdown()
-        ray.shutdown()
+        local.stop()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
