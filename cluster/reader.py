@@ -42,8 +42,12 @@ class HeldDocument:
     def __init__(self, doc_id: str, engine) -> None:
         self.doc_id, self._engine = doc_id, engine
 
-    def __del__(self) -> None:  # Serve calls it when the replica gives the document up (LRU)
-        self._engine.evict(self.doc_id)
+    def __del__(self) -> None:
+        """Serve calls it when the replica gives the document up (LRU); the garbage collector calls
+        it again, which must not evict the document once it is held anew."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.evict(self.doc_id)
 
 
 @serve.deployment(

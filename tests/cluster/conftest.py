@@ -1,6 +1,6 @@
 """A real local Ray Serve cluster for the tests: the ingress and 2 reader replicas, each on 1 CPU
 thread running the embedded model, sharing a data directory and a real PostgreSQL database.
-One cluster for the whole module (starting one takes ~20 s on 2 cores); tests that stop or kill a
+One cluster for the whole session (starting one takes ~50 s on 2 cores); tests that stop or kill a
 replica wait for Serve to bring it back before they return."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class Cluster:
         raise AssertionError(f"{n} reader replicas not running after {timeout:.0f} s: {serve.status()}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory, gemma_path: Path, postgres_server: str) -> Iterator[Cluster]:
     try:
         import ray  # noqa: F401
@@ -101,6 +101,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, gemma_path: Path, postgres
         "DOCQA_EXTRACT_WORKERS": "1",
         "DOCQA_TRAFFIC_LOG": "false",
         "DOCQA_SHUTDOWN_TIMEOUT_S": "1",
+        "DOCQA_HOST": "127.0.0.1",
     }
     saved = {k: os.environ.get(k) for k in env}
     from cluster import local

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 def test_serve_configs_are_valid_and_name_the_deployments(name):
     schema = pytest.importorskip("ray.serve.schema", reason="the `cluster` extra is not installed")
     import yaml  # Ray's dependency
+
     config = schema.ServeDeploySchema.model_validate(yaml.safe_load((ROOT / "cluster" / name).read_text()))
     (app,) = config.applications
     assert app.import_path == "cluster.app:app"
