@@ -31,7 +31,7 @@ from server.settings import Settings
 log = logging.getLogger("docqa.cluster")
 #: Document states a replica keeps hot (Serve's max_num_models_per_replica). Read at import, since
 #: the decorator needs it then: set it in the Serve config's runtime_env.
-HOT_DOCS = Settings().hot_docs
+HOT_DOCS = Settings().hot_docs or 2
 DEFAULT_LEASE_S = 15.0
 _UPLOAD = re.compile(r"^/v1/documents/?$")
 
@@ -67,6 +67,7 @@ class Reader:
                 "replica_name": self.name,
                 "startup_sweep": False,  # other replicas write into the shared directory meanwhile
                 "ingest_lease_s": env.ingest_lease_s or DEFAULT_LEASE_S,
+                "hot_docs": HOT_DOCS,  # the engine's RAM cache holds what Serve routes here, no more
             }
         )
         self.app = create_app(settings)

@@ -3,7 +3,7 @@
 The document sequence (``seq_id``, 0 in the engine) holds exactly one document's prefix, never
 decoded into by a question; questions share it by ``seq_cp``. It is filled by an ingestion
 (server/ingestion.py) or by bringing a document in: from its RAM state while it is hot (LRU within
-``snapshot_ram_bytes``), else from its snapshot on disk.
+``snapshot_ram_bytes``, and at most ``hot_docs`` documents when set), else from its snapshot on disk.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class HotDocs:
         self._hot[doc_id] = hot
         total = sum(h.ram_bytes for h in self._hot.values())
         for old_id, old in list(self._hot.items())[:-1]:
-            if total <= s.snapshot_ram_bytes and len(self._hot) <= self.MAX_ENTRIES:
+            if total <= s.snapshot_ram_bytes and len(self._hot) <= (s.hot_docs or self.MAX_ENTRIES):
                 break
             total -= old.ram_bytes
             del self._hot[old_id]

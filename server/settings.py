@@ -146,12 +146,12 @@ class Settings(BaseSettings):
             "which resumes every interrupted ingestion at start-up."
         ),
     )
-    hot_docs: int = Field(
-        default=2,
+    hot_docs: int | None = Field(
+        default=None,
         ge=1,
         description=(
-            "Cluster readers (cluster/): document states a replica keeps hot, Ray Serve's "
-            "max_num_models_per_replica. Size snapshot_ram_bytes to hold them."
+            "Documents kept hot in RAM at most (LRU, within snapshot_ram_bytes). Unset: as many as "
+            "snapshot_ram_bytes holds; cluster readers: 2, and it is Ray Serve's max_num_models_per_replica."
         ),
     )
     cluster_routing: Literal["document", "any"] = Field(
