@@ -80,7 +80,8 @@ def build_app(settings: Settings) -> FastAPI:
 
     @app.get("/metrics", include_in_schema=False)
     async def prometheus() -> Response:
-        return Response(gather(settings.data_dir, own=metrics.render()), media_type=CONTENT_TYPE)
+        data_dir = app.state.settings.data_dir
+        return Response(gather(data_dir, own=metrics.render()), media_type=CONTENT_TYPE)
 
     add_page_and_guards(app, settings, metrics)
     return app
@@ -109,6 +110,10 @@ app = build_app(Settings())
 class Ingress:
     def __init__(self, reader: DeploymentHandle) -> None:
         self.reader = reader.options(stream=True)
+        # This replica's environment (the config's runtime_env), read now: the module may have been
+        # imported, and the app pickled, in another process (the driver of `serve.run`). The
+        # middleware keeps the settings of the import; the routing and /metrics use these.
+        app.state.settings = Settings()
 
     @app.api_route("/{path:path}", methods=METHODS, include_in_schema=False)
     async def proxy(self, path: str, request: Request) -> Response:
