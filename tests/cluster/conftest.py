@@ -94,7 +94,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, gemma_path: Path, postgres
         "DOCQA_MODEL_PATH": str(gemma_path),
         "DOCQA_N_THREADS": "1",
         "DOCQA_N_THREADS_BATCH": "1",
-        "DOCQA_N_CTX": "8192",
+        # Room to spare around the ~5.7k-token document of the interrupted-ingestion test: a snapshot
+        # is loaded into one contiguous run of free KV cells, which a fragmented cache may lack.
+        "DOCQA_N_CTX": "16384",
         "DOCQA_N_SEQ_MAX": "2",
         "DOCQA_HOT_DOCS": str(HOT_DOCS),
         "DOCQA_INGEST_LEASE_S": "3",
