@@ -55,7 +55,7 @@ test: $(STAMP) $(CLUSTER_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
-# Only the Ray Serve cluster tests (a real local Ray and PostgreSQL; about 4 minutes on 2 cores).
+# Only the Ray Serve cluster tests (a real local Ray and PostgreSQL; about 3 minutes on 2 cores).
 test-cluster: $(STAMP) $(CLUSTER_STAMP)
 	$(BIN)/python -m pytest -m cluster tests/cluster
 
