@@ -61,6 +61,32 @@ def test_identical_uploads_racing_make_one_document(cluster):
         assert len(listed) == 1 and wait_ready(c, listed[0]["id"])["status"] == "ready"
 
 
+def test_a_client_hanging_up_cancels_the_question_on_its_replica(cluster):
+    """Closing a stream at the ingress reaches the reader: its app counts the request `cancelled`."""
+    with cluster.client() as c:
+        doc_id = upload(c, text_document(45, paragraphs=12), "hangup.txt")["id"]
+        wait_ready(c, doc_id)
+        question = "Quote the whole text of the document verbatim."  # a long answer: still running at the hang-up
+        body = {"question": question, "max_tokens": 400, "temperature": 0, "stream": True}
+        with c.stream("POST", f"/v1/documents/{doc_id}/answers", json=body) as r:
+            for line in r.iter_lines():
+                if line.startswith("event: token"):
+                    break  # hang up after the first token
+        deadline, cancelled = time.monotonic() + 20, []
+        while time.monotonic() < deadline and not cancelled:
+            time.sleep(1)  # replicas publish their metrics every 5 s
+            cancelled = [
+                line
+                for line in c.get("/metrics").text.splitlines()
+                if line.startswith("docqa_http_requests_total")
+                and 'status="cancelled"' in line
+                and 'replica="Reader#' in line
+                and not line.endswith(" 0.0")
+            ]
+        assert cancelled, "the reader never saw the hang-up"
+        assert ask(c, doc_id, QUESTIONS[0])["stats"]["finish_reason"] in ("stop", "length")
+
+
 def test_a_stopped_replicas_document_is_answered_by_another_identically(cluster):
     """Ingested on A; A stops; B answers from the shared snapshot, as A did at temperature 0."""
     with cluster.client() as c:
