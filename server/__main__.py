@@ -29,7 +29,8 @@ def main() -> None:
         logging.getLogger("docqa").info("%s", tuned)
 
     try:
-        open_store(settings.data_dir).close()  # a missing or read-only data directory: one line naming it
+        # A missing or read-only data directory (or an unreachable database): one line naming it.
+        open_store(settings.data_dir, settings.database_url, sweep=False).close()
     except DataDirUnusable as exc:
         sys.exit(f"docqa: {exc}")
     if not settings.loopback and not settings.allowed_hosts:

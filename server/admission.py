@@ -65,4 +65,5 @@ def admit(job: AnswerJob, engine: Engine) -> Sequence:
     cells = scheduler.cells_needed(job, len(suffix))
     seq = open_sequence(job, hot, suffix, seq_id, loaded, mtp, cells)
     seq.n_running = len(scheduler.running)  # the concurrency it was admitted into (server/traffic.py)
+    seq.document_state = docs.last_source
     return seq

@@ -21,12 +21,14 @@ from fastapi.staticfiles import StaticFiles
 
 from ingest.errors import DataDirUnusable
 from ingest.store import DocStore
+from ingest.stores import open_store as open_rows
 from ingest.worker import ExtractionWorker
 from server import errors
 from server.engine import Engine
 from server.guard import Guard
 from server.head import HeadAsGet
 from server.hosts import TrustedHosts
+from server.lease import Leases, owner_name
 from server.memory import snapshot_estimate, with_preset
 from server.metrics import CONTENT_TYPE, Metrics, RequestMetrics
 from server.routes import answers, documents, health, openai
@@ -44,9 +46,12 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = open_store(settings.data_dir)
+        store = open_store(settings.data_dir, settings.database_url, sweep=settings.startup_sweep)
+        if settings.ingest_lease_s:  # servers sharing the database: ingest under leases (server/lease.py)
+            store.share(owner_name(settings.replica_name), settings.ingest_lease_s)
         traffic = TrafficLog(settings) if settings.traffic_log else None
         engine = Engine(settings, store, observer=metrics, traffic=traffic)
+        leases = Leases(store, engine.submit_ingest) if settings.ingest_lease_s else None
         app.state.store = store
         app.state.engine = engine
         extractor = app.state.extractor = ExtractionWorker(
@@ -61,9 +66,13 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         app.state.snapshot_bytes = snapshot_estimate(settings, engine.model.path)  # for the free-space check
         await asyncio.to_thread(lambda: engine.model.max_token_chars)  # read the vocabulary once, now
         metrics.bind(engine, store)
+        if leases is not None:
+            leases.start()
         try:
             yield
         finally:
+            if leases is not None:
+                leases.stop()
             app.state.extractor.close()
             await asyncio.to_thread(engine.stop)
             if traffic is not None:
@@ -79,11 +88,19 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
     app.include_router(documents.router)
     app.include_router(answers.router)
     app.include_router(openai.router)
-    app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
 
     @app.get("/metrics", include_in_schema=False)
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    add_page_and_guards(app, settings, metrics)
+    return app
+
+
+def add_page_and_guards(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
+    """The web page, and the middleware every request passes before routing (also the cluster's
+    ingress, cluster/ingress.py). Call after the routes."""
+    app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
 
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:
@@ -97,19 +114,21 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         )
     app.add_middleware(TrustedHosts, settings=settings)
     app.add_middleware(RequestMetrics, metrics=metrics)
-    return app
 
 
-def open_store(data_dir: Path) -> DocStore:
-    """The document store, after the sweep of directories without a row and stray temp files (a
-    crash, a full disk), reported in the log. Raises DataDirUnusable naming the directory."""
+def open_store(data_dir: Path, database_url: str | None = None, sweep: bool = True) -> DocStore:
+    """The document store (PostgreSQL at ``database_url``, else SQLite in ``data_dir``), after the
+    sweep of directories without a row and stray temp files (a crash, a full disk), reported in the
+    log. Raises DataDirUnusable naming the directory."""
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise DataDirUnusable(
             f"cannot create the data directory {data_dir.resolve()} ({exc.strerror}); create it, or set DOCQA_DATA_DIR"
         ) from exc
-    store = DocStore(data_dir)
+    store = open_rows(data_dir, database_url)
+    if not sweep:  # servers sharing the data directory: another one may be writing right now
+        return store
     swept = store.sweep(doc.id for doc in store.list())
     if swept.dirs or swept.tmp_files:
         log.warning(

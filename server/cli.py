@@ -123,7 +123,15 @@ def main(ctx: click.Context, url: str | None, api_key: str | None) -> None:
 @main.command()
 @click.option("--host", default=None, help="bind address [default: DOCQA_HOST, else 127.0.0.1]")
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="bind port [default: DOCQA_PORT, else 8000]")
-def serve(host: str | None, port: int | None) -> None:
+@click.option(
+    "--cluster",
+    "readers",
+    type=click.IntRange(1, 64),
+    default=None,
+    metavar="N",
+    help="serve with N reader replicas on a local Ray (Ray Serve; needs pip install -e '.[cluster]')",
+)
+def serve(host: str | None, port: int | None, readers: int | None) -> None:
     """Run the server: the web page and the API. Other settings come from DOCQA_* environment variables."""
     from server.__main__ import main as serve_main
 
@@ -132,6 +140,8 @@ def serve(host: str | None, port: int | None) -> None:
         os.environ["DOCQA_HOST"] = host
     if port is not None:
         os.environ["DOCQA_PORT"] = str(port)
+    if readers is not None:  # the cluster package sits above server/: run it, do not import it
+        os.execv(sys.executable, [sys.executable, "-m", "cluster", "--readers", str(readers)])
     serve_main()
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import socket
 import threading
 import time
 from dataclasses import asdict
@@ -52,6 +53,7 @@ class Engine:
         self, settings: Settings, store: DocStore, observer: Observer | None = None, traffic: TrafficLog | None = None
     ) -> None:
         self.settings, self.store, self.observer, self.traffic = settings, store, observer, traffic
+        self.replica = settings.replica_name or socket.gethostname()  # named in every answer's stats
         self.loaded: Loaded | None = None
         self.load_error: str | None = None
         self.ready = threading.Event()
@@ -65,6 +67,7 @@ class Engine:
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="docqa-engine", daemon=True)
         self.deleted = Deleted()  # documents deleted since the last step (routes add, the engine drops)
+        self.evicted = Deleted()  # documents whose RAM state to free (a cluster replica gave them up)
         self.docs: HotDocs | None = None  # after load: the document sequence and the RAM cache
         self.runner: Runner | None = None
         self.citations: Citations | None = None
@@ -131,6 +134,11 @@ class Engine:
         self._jobs.put(job)
         return ahead
 
+    def evict(self, doc_id: str) -> None:
+        """Free the document's RAM state at the next step (it stays answerable, from disk)."""
+        self.evicted.add(doc_id)
+        self._jobs.put(_WAKE)
+
     def forget(self, doc_id: str) -> None:
         """A document was deleted: stop its ingestion and drop its RAM state at the next chance."""
         self.deleted.add(doc_id)
@@ -183,6 +191,8 @@ class Engine:
         """One iteration: schedule -> run -> postprocess, then one prefill chunk."""
         for doc_id in self.deleted.take():
             self.docs.drop(doc_id)
+        for doc_id in self.evicted.take():
+            self.docs.evict(doc_id)
         if self._closing_at is not None:
             self._close_down(force=time.monotonic() >= self._closing_at)
         self.scheduler.drop_cancelled()  # questions whose client hung up while they waited
@@ -277,7 +287,7 @@ class Engine:
         """The answer is done: free its sequence and count it, then cite it off-thread (citations,
         stats and done follow), so what the client asks next (/health, /metrics) sees both."""
         seq.answer.close()
-        stats = asdict(seq.answer.run.stats)
+        stats = asdict(seq.answer.run.stats) | {"replica": self.replica, "document_state": seq.document_state}
         self._release(seq)
         if self.observer is not None:
             try:

@@ -6,7 +6,7 @@ segment has its own prefix, state and snapshot, and is restored like a document)
 The document sequence (``seq_id``, 0 in the engine) holds exactly one document's prefix, never
 decoded into by a question; questions share it by ``seq_cp``. It is filled by an ingestion
 (server/ingestion.py) or by bringing a document in: from its RAM state while it is hot (LRU within
-``snapshot_ram_bytes``), else from its snapshot on disk.
+``snapshot_ram_bytes``, and at most ``hot_docs`` documents when set), else from its snapshot on disk.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class HotDoc:
     mtp_state: bytes | None = None  # the MTP context's part (models drafting with MTP)
     mtp_h: np.ndarray | None = None  # target hidden state of the last prefix token [n_embd]
     citations: tuple[CitationIndex, TokenOffsets] | None = None  # built at the first answer
+    prefilled: bool = False  # made by an ingestion here and not yet asked about
 
     @property
     def ram_bytes(self) -> int:
@@ -53,6 +54,9 @@ class HotDocs:
         self.ctx, self.mtp_ctx, self.seq_id = ctx, mtp_ctx, seq_id
         self.loaded: str | None = None  # the document whose prefix the sequence holds, exactly
         self._hot: OrderedDict[str, HotDoc] = OrderedDict()
+        # Where the last restore() found its document, for the answer's stats: "hot" (the sequence or
+        # RAM), "restored" (the disk snapshot) or "prefilled" (an ingestion here, first question).
+        self.last_source = "hot"
 
     def adopt(self, doc_id: str, seq_id: int) -> None:
         """Make the document sequence hold what ``seq_id`` holds (the prefix of ``doc_id``, just
@@ -81,6 +85,12 @@ class HotDocs:
         if self.loaded is not None and parse_key(self.loaded)[0] == doc_id:
             self.loaded = None
 
+    def evict(self, doc_id: str) -> None:
+        """Free the document's RAM states, its segments' too; the sequence keeps it if it holds it (no
+        answer is cut)."""
+        for key in [k for k in self._hot if parse_key(k)[0] == doc_id]:
+            del self._hot[key]
+
     def remember(
         self,
         doc_id: str,
@@ -101,7 +111,7 @@ class HotDocs:
         self._hot[doc_id] = hot
         total = sum(h.ram_bytes for h in self._hot.values())
         for old_id, old in list(self._hot.items())[:-1]:
-            if total <= s.snapshot_ram_bytes and len(self._hot) <= self.MAX_ENTRIES:
+            if total <= s.snapshot_ram_bytes and len(self._hot) <= (s.hot_docs or self.MAX_ENTRIES):
                 break
             total -= old.ram_bytes
             del self._hot[old_id]
@@ -114,12 +124,15 @@ class HotDocs:
         Raises snapshot.SnapshotIncompatible / SnapshotMissing (ingest/snapshot.py).
         """
         ctx, seq = self.ctx, self.seq_id
+        self.last_source = "hot"
         snapshot.touch(self.store.state_dir(doc_id))  # a use, for the disk budget's least-recently-used eviction
         hot = self._hot.get(doc_id)
         if hot is None:
             hot = self.remember(doc_id, self.store.read_prefix(doc_id))
         else:
             self._hot.move_to_end(doc_id)
+            if hot.prefilled:
+                self.last_source, hot.prefilled = "prefilled", False
         if self.loaded == doc_id:
             return hot
         n = len(hot.prefix)
@@ -137,7 +150,7 @@ class HotDocs:
         if not self.holds_prefix(n):
             raise snapshot.SnapshotIncompatible("the restored state does not end at the document prefix")
         self.remember(doc_id, hot.prefix, *self.states_for_ram(), mtp_h)
-        self.loaded = doc_id
+        self.loaded, self.last_source = doc_id, "restored"
         return hot
 
     def states_for_ram(self, seq: int | None = None) -> tuple[bytes | None, bytes | None]:

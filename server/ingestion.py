@@ -93,7 +93,7 @@ class Ingestion:
             if not directory.is_dir():  # deleted: its files went first, and so does its snapshot
                 return False
             snapshot.save(docs.ctx, seq, self.prefix, store.state_dir(self.key), docs.mtp_ctx, mtp_h)
-        docs.remember(self.key, self.prefix, *docs.states_for_ram(seq), mtp_h)
+        docs.remember(self.key, self.prefix, *docs.states_for_ram(seq), mtp_h).prefilled = True
         # A sliding-window cache (without swa_full) still holds every cell the prefill cycled through;
         # shared into a question's sequence by seq_cp, cells of two sequences can never be reused
         # (llama-kv-cache.cpp find_slot), and the window cache fills up. The snapshot holds only the
@@ -200,10 +200,18 @@ class Ingestions:
 
 def resume_interrupted(store: DocStore, submit: Callable[[str, int], None]) -> None:
     """After a restart: mark ready the documents whose snapshot was complete (ready could not be
-    recorded), re-queue those that were mid-ingestion, or fail them with a reason."""
-    for doc in store.list():
-        if doc.status != INGESTING:
-            continue
+    recorded), re-queue those that were mid-ingestion, or fail them with a reason. Servers sharing
+    the database (``store.owner``) take only the ingestions whose owner's lease ran out (it died):
+    the others are still being prefilled by a live server."""
+    try:
+        if store.owner:
+            interrupted = store.claim_stale(store.owner, store.lease_s)
+        else:
+            interrupted = [doc for doc in store.list() if doc.status == INGESTING]
+    except StorageError as exc:
+        log.error("could not look for interrupted ingestions: %s", exc)
+        return
+    for doc in interrupted:
         try:
             keys = store.keys(doc.id)
             if not all((store.state_dir(k) / "prefix.npy").is_file() for k in keys):

@@ -168,7 +168,11 @@ def snapshot_estimate(settings: Settings, model_path: Path) -> Callable[[int], i
     """``bytes(n_tokens)``: an upper bound on the size of a document snapshot on disk (state.bin, and
     the MTP part), from the memory planner: every full-attention layer's K+V per token, the sliding-
     window layers' cells (at most n_swa + n_ubatch of them), one recurrent state, the token ids."""
-    shape = ModelShape.from_gguf(model_path)
+    return snapshot_estimate_for(settings, ModelShape.from_gguf(model_path))
+
+
+def snapshot_estimate_for(settings: Settings, shape: ModelShape) -> Callable[[int], int]:
+    """:func:`snapshot_estimate` for a model shape (a GGUF's, or a preset's: bench/cluster.py)."""
     p = plan(shape, plan_config(settings, shape))
     per_token = p.kv_bytes_per_token + p.mtp_kv_bytes_per_token + 4
     swa_per_cell = (p.bytes("kv") - p.kv_bytes_per_token * p.n_ctx) // p.swa_cells if p.swa_cells else 0

@@ -120,6 +120,8 @@ class AnswerStatsPublic(BaseModel):
     accepted_by_source: dict[str, int]
     mean_accepted_per_step: float  # accepted draft tokens per verify step
     segments: list[SegmentUsed] | None = None  # a segmented document: the segments answered from ([]: none matched)
+    replica: str | None = None  # the server that answered (DOCQA_REPLICA_NAME; a reader replica in a cluster)
+    document_state: str = "hot"  # hot (in RAM) | restored (from its snapshot on disk) | prefilled (just ingested)
 
 
 class CitationPublic(BaseModel):

@@ -32,6 +32,7 @@ class Sequence:
     parts: list[str] = field(default_factory=list)  # the answer's text, as sent
     n_prefilled: int = 0  # suffix tokens decoded so far
     n_running: int = 0  # other answers running (or prefilling) when it was admitted
+    document_state: str = "hot"  # where admission found the document: hot / restored / prefilled
 
     @property
     def prefilling(self) -> bool:

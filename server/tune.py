@@ -191,7 +191,7 @@ class Tuner:
 def tune(data_dir, log_path, candidates, last, speed, max_gap_s, tolerance, write) -> None:  # fmt: skip
     """Replay recorded traffic against candidate settings; print throughput and TTFT; keep the winner."""
     from ingest.prompt import layout_for
-    from ingest.store import DocStore
+    from ingest.stores import open_store
     from runtime.embedded import embedded_model_path
     from runtime.llama import Model
     from server.replay import build_workload
@@ -210,7 +210,7 @@ def tune(data_dir, log_path, candidates, last, speed, max_gap_s, tolerance, writ
         raise click.ClickException(f"no answers recorded in {log_path or data_dir / LOG_FILE}; serve some first")
     model_path = settings.model_path or embedded_model_path(data_dir)
     tok = Model(model_path, n_gpu_layers=0, extra_bufts=False)  # the tokenizer; weights stay mapped, unread
-    store = DocStore(data_dir)
+    store = open_store(data_dir, settings.database_url)
     try:
         workload = build_workload(records, store, tok, layout_for(tok), speed, max_gap_s)
         has_mtp = tok.n_layer_nextn > 0 and settings.mtp != "off"

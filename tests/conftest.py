@@ -30,6 +30,35 @@ def cases() -> Path:
 
 
 @pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A real PostgreSQL server (tests/pg.py), its superuser URL; skipped with a reason without the
+    binaries (Debian: apt-get install postgresql) or psycopg (the `cluster` extra); CI requires both."""
+    from tests.pg import pg_bin, postgres_server
+
+    reason = None
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        reason = "psycopg is not installed (pip install -e '.[cluster]')"
+    if reason is None and pg_bin() is None:
+        reason = "PostgreSQL's binaries are not installed (Debian: apt-get install postgresql)"
+    if reason:
+        if os.environ.get("DOCQA_REQUIRE_POSTGRES"):
+            pytest.fail(f"{reason} but DOCQA_REQUIRE_POSTGRES is set")
+        pytest.skip(reason)
+    with postgres_server(pg_bin()) as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> str:
+    """A fresh, empty database on the test server."""
+    from tests.pg import fresh_database
+
+    return fresh_database(postgres_server)
+
+
+@pytest.fixture(scope="session")
 def manifest(cases: Path) -> dict[str, dict]:
     return {c["id"]: c for c in json.loads((cases / "manifest.json").read_text())}
 

@@ -6,14 +6,15 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("runtime", "ingest", "spec", "server")
+PACKAGES = ("runtime", "ingest", "spec", "server", "cluster")
 #: package -> the packages of ours it may import
 ALLOWED = {
     "runtime": set(),
     "ingest": {"runtime"},
     "spec": {"runtime"},
     "server": {"runtime", "ingest", "spec"},
-    "bench": {"runtime", "ingest", "spec", "server", "bench"},
+    "cluster": {"runtime", "ingest", "spec", "server"},
+    "bench": {"runtime", "ingest", "spec", "server", "cluster", "bench"},
 }
 
 

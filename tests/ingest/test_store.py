@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from ingest.extract import ExtractedText
-from ingest.store import FAILED, INGESTING, READY, DocStore, DuplicateDocument
+from ingest.sqlite_store import SqliteStore as DocStore
+from ingest.store import FAILED, INGESTING, READY, DuplicateDocument
 
 
 def _create(store, sha="a" * 64):
@@ -109,7 +110,7 @@ def test_writes_wait_for_a_lock_another_process_holds(tmp_path):
 def test_a_lock_held_past_the_bound_is_a_typed_error(tmp_path, monkeypatch):
     import sqlite3
 
-    from ingest import store as store_module
+    from ingest import sqlite_store as store_module
     from ingest.errors import StoreBusy
 
     monkeypatch.setattr(store_module, "LOCK_WAIT_S", 1.0)

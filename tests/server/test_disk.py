@@ -99,7 +99,7 @@ sys.path.insert(0, {root!r})
 from ingest import pipeline
 from ingest.errors import DiskFull
 from ingest.extract import ExtractedText
-from ingest.store import DocStore
+from ingest.sqlite_store import SqliteStore as DocStore
 import numpy as np
 
 data = Path(sys.argv[1])

@@ -1,0 +1,112 @@
+"""The store interface, the same tests on both implementations: SQLite in the data directory and a
+real PostgreSQL server (tests/pg.py, skipped with a reason where its binaries are missing)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from ingest.extract import ExtractedText
+from ingest.store import FAILED, INGESTING, READY, DuplicateDocument
+from ingest.stores import open_store
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request) -> str | None:
+    """None: SQLite in the data directory; else a fresh PostgreSQL database."""
+    return request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+
+
+def _create(store, sha="a" * 64, **extra):
+    return store.create(name="doc.pdf", sha256=sha, kind="pdf", pages=2, tokens=10, chars=20, **extra)
+
+
+def test_rows_round_trip_and_survive_a_reopen(tmp_path, database_url):
+    store = open_store(tmp_path, database_url)
+    doc = _create(store, warnings=[{"page": 2, "message": "garbled"}])
+    assert doc.status == INGESTING and doc.id.isalnum() and doc.warnings == ({"page": 2, "message": "garbled"},)
+    store.set_status(doc.id, FAILED, "prefill failed: boom")
+    assert store.get(doc.id).error == "prefill failed: boom"
+    store.set_status(doc.id, READY)
+    store.set_text(doc.id, ExtractedText("new text", [0], "text", "utf-8", 2), tokens=7)
+    store.write_files(doc.id, b"bytes", ExtractedText("hello", [0], "pdf"), np.arange(5, dtype=np.int32))
+    reopened = open_store(tmp_path, database_url)
+    assert reopened.get(doc.id) == store.get(doc.id)
+    got = reopened.get(doc.id)
+    assert (got.status, got.error, got.tokens, got.chars, got.encoding, got.text_rules) == (
+        READY,
+        None,
+        7,
+        8,
+        "utf-8",
+        2,
+    )
+    assert [d.id for d in reopened.list()] == [doc.id] and reopened.by_sha256("a" * 64) == got
+    store.delete(doc.id)
+    assert reopened.get(doc.id) is None and not store.dir(doc.id).exists()
+    store.close()
+    reopened.close()
+
+
+def test_two_servers_racing_the_same_bytes_make_one_document(tmp_path, database_url):
+    """Eight inserts of the same sha256 at once, each through a store (connection) of its own, as
+    replicas sharing the database: one row; every other caller gets DuplicateDocument naming it."""
+    stores = [open_store(tmp_path, database_url) for _ in range(8)]
+    barrier, results = threading.Barrier(len(stores)), []
+
+    def insert(store) -> None:
+        barrier.wait()
+        try:
+            results.append(("created", _create(store, sha="f" * 64).id))
+        except DuplicateDocument as dup:
+            results.append(("duplicate", dup.existing.id))
+
+    threads = [threading.Thread(target=insert, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    created = [doc_id for kind, doc_id in results if kind == "created"]
+    assert len(results) == 8 and len(created) == 1, results
+    assert {doc_id for _, doc_id in results} == set(created)
+    assert [d.id for d in stores[0].list()] == created
+    for s in stores:
+        s.close()
+
+
+def test_a_dead_owners_ingestion_is_claimed_once(tmp_path, database_url):
+    """A lease that runs out (its server died) is claimed by exactly one of the servers asking."""
+    store = open_store(tmp_path, database_url)
+    store.share("replica-a", lease_s=0.2)
+    doc = _create(store)
+    assert (doc.owner, doc.status) == ("replica-a", INGESTING) and doc.lease_until > time.time()
+    assert store.renew("replica-a", 0.2) == 1
+    assert store.claim_stale("replica-b", 10) == [], "a live lease is not taken"
+    time.sleep(0.3)
+    others = [open_store(tmp_path, database_url) for _ in range(4)]
+    claims: list[list] = []
+    threads = [
+        threading.Thread(target=lambda s=s, n=n: claims.append(s.claim_stale(f"r{n}", 10)))
+        for n, s in enumerate(others)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    won = [c for c in claims if c]
+    assert len(won) == 1 and won[0][0].id == doc.id and won[0][0].owner.startswith("r")
+    assert store.get(doc.id).owner == won[0][0].owner and store.renew("replica-a", 10) == 0
+    for s in [store, *others]:
+        s.close()
+
+
+def test_an_unreachable_database_is_a_startup_error_naming_it(tmp_path):
+    pytest.importorskip("psycopg")
+    from ingest.errors import DataDirUnusable
+
+    with pytest.raises(DataDirUnusable, match="127.0.0.1:1/docqa") as err:
+        open_store(tmp_path, "postgresql://docqa:secret@127.0.0.1:1/docqa")
+    assert "secret" not in str(err.value)
