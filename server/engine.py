@@ -18,17 +18,16 @@ import socket
 import threading
 import time
 from dataclasses import asdict
-from typing import Protocol
 
-from ingest.segments import key as segment_key
 from ingest.store import DocStore
 from server import errors
 from server.admission import admit
 from server.citations import Citations
 from server.hot import HotDocs
 from server.ingestion import Ingestions, resume_interrupted
-from server.jobs import AnswerJob, Deleted, IngestJob, Job
+from server.jobs import AnswerJob, Deleted, IngestJob, Job, ingest_jobs
 from server.loading import Loaded, load
+from server.observer import Observer
 from server.runner import Runner, StepReport
 from server.scheduler import Scheduler
 from server.sequence import Sequence
@@ -38,14 +37,6 @@ from server.traffic import TrafficLog
 log = logging.getLogger("docqa.engine")
 DOC_SEQ = 0  # the sequence that holds the prefix of the document in use
 _WAKE = object()  # wakes the engine thread (a shutdown began) without a job
-
-
-class Observer(Protocol):
-    """What the engine reports as it goes (server/metrics.py); called on the engine thread."""
-
-    def observe_answer(self, stats: dict) -> None: ...
-    def observe_step(self, n_seqs: int, mtp_batched: int) -> None: ...
-    def observe_rebuild(self) -> None: ...
 
 
 class Engine:
@@ -119,14 +110,8 @@ class Engine:
         """Queue the prefill of a stored document (``n_tokens``: its prefix length), or of each of its
         segments (a segment whose snapshot is complete is skipped when its turn comes)."""
         self.progress[doc_id] = 0.0
-        segments = self.store.read_segments(doc_id)
-        if segments is None:
-            self._jobs.put(IngestJob(doc_id, n_tokens))
-            return
-        total, before = sum(s.n_tokens for s in segments), 0
-        for s in segments:
-            self._jobs.put(IngestJob(doc_id, s.n_tokens, segment_key(doc_id, s.index), before, total))
-            before += s.n_tokens
+        for job in ingest_jobs(doc_id, n_tokens, self.store.read_segments(doc_id)):
+            self._jobs.put(job)
 
     def submit_answer(self, job: AnswerJob) -> int:
         """Queue a question; returns how many jobs are waiting ahead of it."""

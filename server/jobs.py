@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingest.segments import key as segment_key
 from spec.loop import AnswerParams
 
 
@@ -27,6 +28,18 @@ class IngestJob:
     def __post_init__(self) -> None:
         self.key = self.key or self.doc_id
         self.tokens_total = self.tokens_total or self.n_tokens
+
+
+def ingest_jobs(doc_id: str, n_tokens: int, segments: list | None) -> list[IngestJob]:
+    """The prefill jobs of a stored document: one (``n_tokens``: its prefix length), or one per segment
+    (``segments``: ingest/segments.Segment records) with their share of the progress."""
+    if segments is None:
+        return [IngestJob(doc_id, n_tokens)]
+    total, before, jobs = sum(s.n_tokens for s in segments), 0, []
+    for s in segments:
+        jobs.append(IngestJob(doc_id, s.n_tokens, segment_key(doc_id, s.index), before, total))
+        before += s.n_tokens
+    return jobs
 
 
 @dataclass(eq=False)

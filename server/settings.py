@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from ingest.normalize import TEXT_RULES
 from runtime.kvtypes import GGML, KV_TYPES
 from runtime.plan_fit import parse_size
+from server.settings_shared import SharedSettings
 from server.tuned import TunedSettingsSource
 from spec.limits import MAX_MTP_DRAFT, MAX_ROWS, MAX_WINDOW
 
@@ -27,7 +28,7 @@ KvType = Literal[KV_TYPES]  # runtime/kvtypes.py
 MAX_SEQS = 64
 
 
-class Settings(BaseSettings):
+class Settings(SharedSettings):
     """Server, model and decoding settings (env prefix ``DOCQA_``)."""
 
     model_config = SettingsConfigDict(env_prefix="DOCQA_", extra="ignore")
@@ -148,48 +149,6 @@ class Settings(BaseSettings):
 
     # -- storage -----------------------------------------------------------------------------
     data_dir: Path = Field(default=Path("data"), description="Database, uploads, model copy and snapshots.")
-    database_url: str | None = Field(
-        default=None,
-        pattern=r"^postgres(ql)?://",
-        description=(
-            "postgresql://user:password@host:port/db: document metadata in PostgreSQL (psycopg 3, the `cluster` "
-            "extra) instead of data_dir's SQLite file, for servers sharing one data directory."
-        ),
-    )
-    replica_name: str | None = Field(
-        default=None, description="This server's name in every answer's stats (`replica`). Unset: the host name."
-    )
-    ingest_lease_s: float | None = Field(
-        default=None,
-        gt=0,
-        description=(
-            "Servers sharing the database and data directory: each ingestion is leased for this many seconds "
-            "(renewed while it runs); one whose server died is resumed by another. Unset: the only server, "
-            "which resumes every interrupted ingestion at start-up."
-        ),
-    )
-    hot_docs: int | None = Field(
-        default=None,
-        ge=1,
-        description=(
-            "Documents kept hot in RAM at most (LRU, within snapshot_ram_bytes). Unset: as many as "
-            "snapshot_ram_bytes holds; cluster readers: 2, and it is Ray Serve's max_num_models_per_replica."
-        ),
-    )
-    cluster_routing: Literal["document", "any"] = Field(
-        default="document",
-        description=(
-            "Cluster ingress (cluster/): `document` routes each question to a replica holding its document "
-            "(Ray Serve multiplexing); `any` to any replica (the baseline of a plain load balancer)."
-        ),
-    )
-    startup_sweep: bool = Field(
-        default=True,
-        description=(
-            "At start-up remove document directories without a row and temp files of dead writers. Off for "
-            "servers sharing a data directory, where another one may be writing."
-        ),
-    )
     snapshot_ram_bytes: int = Field(
         default=2 * 1024**3, ge=0, description="RAM kept for hot document snapshots (LRU, bytes)."
     )
