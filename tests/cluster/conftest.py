@@ -105,19 +105,21 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, gemma_path: Path, postgres
         "DOCQA_SHUTDOWN_TIMEOUT_S": "1",
         "DOCQA_HOST": "127.0.0.1",
     }
-    saved = {k: os.environ.get(k) for k in env}
     from cluster import local
 
+    # local.start sets the cluster's DOCQA_* variables in this process, where the ingress module reads
+    # them; the replicas have their own copy (runtime_env). Put ours back at once, so the session's
+    # other tests (which run after these, in the same process) do not inherit the cluster's settings.
+    saved = dict(os.environ)
     try:
         url = local.start(READERS, "127.0.0.1", _free_port(), env=env)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    try:
         yield Cluster(url, data_dir, postgres_url)
     finally:
         local.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def wait_ready(client: httpx.Client, doc_id: str, timeout: float = 120.0) -> dict:
