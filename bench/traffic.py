@@ -78,11 +78,12 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--answers", type=int, default=24)
     parser.add_argument("--seed", type=int, default=17)
+    parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     from runtime.embedded import embedded_model_path
 
     model = embedded_model_path(args.data_dir)
-    server = Live(args.data_dir, model, DOCQA_N_CTX="16384").start()
+    server = Live(args.data_dir, model, DOCQA_N_CTX="16384", DOCQA_N_THREADS=str(args.threads)).start()
     try:
         texts = {}
         for name, chars in DOCS:

@@ -1,9 +1,8 @@
 """The default (adaptive) draft window against every fixed window, side by side in one run (issue 17).
 
 The workloads of bench/policy_sim.py, asked through the real server (in-process, embedded model,
-the numerics of DOCQA_BATCH_INVARIANT (q8_0 KV cache, flash attention, no repack) but not its window
-cap of 6, so that windows 8 and 16 are what they say; answers then agree up to the 8-row effect of
-spec/limits.py), 128 tokens each, with the modes
+the numerics of DOCQA_BATCH_INVARIANT: q8_0 KV cache, flash attention, no repack; answers then agree
+up to the 8-row effect of spec/limits.py), 128 tokens each, with the modes
 default, ``draft_tokens`` 0, 1, 2, 4, 8 and 16 alternated within each repeat. Reported: median decode
 tok/s per workload and mode, and the default's ratio to the best fixed window.
 

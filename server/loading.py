@@ -12,7 +12,7 @@ from server.calibration import step_costs
 from server.memory import check_fits, context_config
 from server.settings import Settings
 from spec.cost import StepCosts
-from spec.limits import INVARIANT_MAX_WINDOW, MAX_WINDOW
+from spec.limits import MAX_WINDOW
 
 log = logging.getLogger("docqa.engine")
 
@@ -63,8 +63,6 @@ def load(settings: Settings, doc_seq: int) -> Loaded:
     ctx = Context(model, config)
     # The effective n_rs_seq: some architectures clamp it to 0 (notes §5).
     max_window = ctx.n_rs_seq if model.is_recurrent else MAX_WINDOW
-    if s.batch_invariant:  # calls of more rows of one sequence change its logits (spec/limits.py)
-        max_window = min(max_window, INVARIANT_MAX_WINDOW)
     mtp_ctx = None
     if model.mtp_loaded:
         mtp_ctx = Context(model, replace(config, mtp=True, n_rs_seq=0))

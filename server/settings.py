@@ -84,8 +84,8 @@ class Settings(SharedSettings):
         default=False,
         description=(
             "Answers that do not depend on what else is decoded at the same time: a quantized KV cache, "
-            "flash attention, no CPU repack and a draft window of at most 6 (spec/limits.py "
-            "INVARIANT_MAX_ROWS; the README gives the measured cost)."
+            "flash attention and no CPU repack (the README gives what is left: spec/limits.py "
+            "INVARIANT_MAX_ROWS)."
         ),
     )
     parallel_ingest: bool = Field(
