@@ -191,3 +191,23 @@ def batch_steps(client) -> dict[float, float]:
 def metric(client, name: str) -> float:
     """One sample of the app's Prometheus registry (0 when absent)."""
     return client.app.state.metrics.registry.get_sample_value(name) or 0.0
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator:
+    """Debian's Chromium under Playwright, one for the session: a second sync_playwright() in this
+    process would fail while the first runs (tests/web and tests/cluster both use this one)."""
+    from tests.web.conftest import ARGS, CHROMIUM
+
+    if not Path(CHROMIUM).is_file():
+        if os.environ.get("DOCQA_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"DOCQA_REQUIRE_BROWSER=1 but {CHROMIUM} is missing (apt-get install chromium)")
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set DOCQA_CHROMIUM)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.web.conftest import chromium  # noqa: F401 (the fixture)
 from tests.web.pages import PDF, QUOTE, DocqaPage
 
 pytestmark = pytest.mark.cluster
 
 
-def test_the_page_works_against_the_ingress(cluster, chromium, cases):  # noqa: F811
+def test_the_page_works_against_the_ingress(cluster, chromium, cases):
     context = chromium.new_context(viewport={"width": 1280, "height": 720})
     try:
         page = context.new_page()

@@ -32,22 +32,6 @@ ARGS = [
 
 
 @pytest.fixture(scope="session")
-def chromium() -> Iterator:
-    if not Path(CHROMIUM).is_file():
-        if os.environ.get("DOCQA_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"DOCQA_REQUIRE_BROWSER=1 but {CHROMIUM} is missing (apt-get install chromium)")
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set DOCQA_CHROMIUM)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-@pytest.fixture(scope="session")
 def live(tmp_path_factory: pytest.TempPathFactory, gemma_path: Path, cases: Path) -> Iterator[Live]:
     """One server (embedded model, n_ctx 8192, DOCQA_API_KEY set) shared by every page test."""
     server = Live(
