@@ -12,7 +12,7 @@ from server.calibration import step_costs
 from server.memory import check_fits, context_config
 from server.settings import Settings
 from spec.cost import StepCosts
-from spec.limits import MAX_WINDOW
+from spec.limits import INVARIANT_MAX_ROWS, MAX_WINDOW
 
 log = logging.getLogger("docqa.engine")
 
@@ -26,7 +26,8 @@ class Loaded:
     model: Model
     ctx: Context  # the target context: the document sequence plus one per question
     mtp_ctx: Context | None  # the MTP draft context, when the model drafts with its MTP head
-    max_window: int  # widest draft window the context can roll back (n_rs_seq on hybrid models)
+    max_window: int  # widest draft window: rollback limit (n_rs_seq on hybrid models), batch-invariant cap
+    max_rows: int  # rows per decode call (n_batch, or INVARIANT_MAX_ROWS under DOCQA_BATCH_INVARIANT)
     costs: StepCosts  # measured verify and MTP step costs (adaptive window)
     layout: PromptLayout
 
@@ -63,13 +64,17 @@ def load(settings: Settings, doc_seq: int) -> Loaded:
     ctx = Context(model, config)
     # The effective n_rs_seq: some architectures clamp it to 0 (notes §5).
     max_window = ctx.n_rs_seq if model.is_recurrent else MAX_WINDOW
+    max_rows = config.n_batch
+    if s.batch_invariant:  # every verify call in the few-rows regime (spec/limits.py)
+        max_rows = min(max_rows, INVARIANT_MAX_ROWS)
+        max_window = min(max_window, INVARIANT_MAX_ROWS - 1)
     mtp_ctx = None
     if model.mtp_loaded:
         mtp_ctx = Context(model, replace(config, mtp=True, n_rs_seq=0))
         ctx.export_hidden(masked=False)  # the target's h for every row feeds the MTP head (notes §2.2)
         mtp_ctx.export_hidden(masked=True)  # the MTP's own h of its output rows chains its drafts
     costs = step_costs(ctx, model, mtp_ctx, s.data_dir, doc_seq)
-    loaded = Loaded(model, ctx, mtp_ctx, max_window, costs, layout_for(model))
+    loaded = Loaded(model, ctx, mtp_ctx, max_window, max_rows, costs, layout_for(model))
     log.info(
         "model %s loaded (%s layout, n_ctx %d, %d concurrent questions, MTP %s, max window %d)",
         model.description,

@@ -35,8 +35,12 @@ class StepReport:
 
 
 class Runner:
-    def __init__(self, ctx: Context, mtp_ctx: Context | None, doc_seq: int) -> None:
+    def __init__(self, ctx: Context, mtp_ctx: Context | None, doc_seq: int, max_rows: int | None = None) -> None:
+        """``max_rows``: rows per verify call (default ``n_batch``); DOCQA_BATCH_INVARIANT sets
+        spec/limits.py ``INVARIANT_MAX_ROWS``, so a row's logits do not depend on how many other
+        sequences share the step."""
         self.ctx, self.mtp_ctx, self.doc_seq = ctx, mtp_ctx, doc_seq
+        self.max_rows = min(max_rows or ctx.n_batch, ctx.n_batch)
 
     # -- a sequence's life --------------------------------------------------------------------------
     def share_prefix(self, seq_id: int, hot: HotDoc, mtp: MtpDrafter | None = None) -> MtpDrafter | None:
@@ -114,7 +118,7 @@ class Runner:
     # -- the batched step ---------------------------------------------------------------------------
     def step(self, seqs: list[Sequence]) -> StepReport:
         """One verify step for every sequence in ``seqs``: draft, decode together (in as few calls as
-        ``n_batch`` allows), MTP catch-up, accept."""
+        ``max_rows`` allows), MTP catch-up, accept."""
         report = StepReport()
         load = len(seqs)
         mtp_drafts = self._draft_mtp_together(seqs, report)
@@ -126,7 +130,7 @@ class Runner:
                 report.outcomes.append((seq, exc))
         group: list[tuple[Sequence, list[int]]] = []
         for seq, rows in planned:
-            if group and sum(len(r) for _, r in group) + len(rows) > self.ctx.n_batch:
+            if group and sum(len(r) for _, r in group) + len(rows) > self.max_rows:
                 self._verify(group, report)
                 group = []
             group.append((seq, rows))

@@ -10,8 +10,6 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
-
 from bench.harness import Prompt, first_divergence, open_ctx, plain_greedy
 from runtime.llama import Model
 from tests.conftest import batch_steps, metric, upload
@@ -86,16 +84,11 @@ def test_eight_concurrent_greedy_answers_equal_alone_on_f16(server, cases, gemma
     assert agreed >= total // 2, (agreed, total)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="a call's rows fall in two numeric regimes, 1-7 rows and 8+ (spec/limits.py INVARIANT_MAX_ROWS): eight "
-    "one-row decodes together are one 8-row call, a solo one-row decode is not; whether an answer parts depends on "
-    "near-ties (passed in earlier runs, parts since the segment and cluster merges)",
-)
 def test_eight_concurrent_answers_equal_alone_on_q4_k_m_when_batch_invariant(server, cases):
-    """DOCQA_BATCH_INVARIANT (quantized KV cache, flash attention, no CPU repack): on the shipped
-    Q4_K_M, every one of 8 concurrent greedy answers is exactly the answer to the question asked alone,
-    with speculation on (tests/spec/test_invariance.py has the row-level evidence)."""
+    """DOCQA_BATCH_INVARIANT (quantized KV cache, flash attention, no CPU repack, decode calls of at most
+    INVARIANT_MAX_ROWS rows): on the shipped Q4_K_M, every one of 8 concurrent greedy answers is exactly
+    the answer to the question asked alone, with speculation on (tests/spec/test_invariance.py has the
+    row-level evidence). The eight one-row steps are split into calls of 7 and 1 rows."""
     with server(batch_invariant=True, n_seq_max=8) as client:
         doc = upload(client, cases / CRAZY)
         alone = _ask_all(client, doc["id"], QUESTIONS, concurrent=False)

@@ -112,13 +112,15 @@ def _prompts(cases) -> list[tuple[str, str]]:
 
 
 def _speculative_equals_plain(model: Model, prompts: list[tuple[str, str]], n_tokens: int) -> None:
+    """Windows 1, 4, 16 and adaptive, each capped at INVARIANT_MAX_ROWS - 1 drafts as the server caps
+    them under DOCQA_BATCH_INVARIANT (server/loading.py), so every verify call is in the one-row regime."""
     ctx = open_ctx(model, n_ctx=4096, **INVARIANT)
     try:
         for document, question in prompts:
             prompt = Prompt(ctx, *prompt_tokens(model, document, question))
             plain, _ = plain_greedy(ctx, prompt, n_tokens)
             for window in (1, 4, 16, None):
-                spec, _ = speculative(ctx, prompt, n_tokens, window)
+                spec, stats = speculative(ctx, prompt, n_tokens, window, max_window=INVARIANT_MAX_ROWS - 1)
                 assert spec == plain[: len(spec)] and len(spec) >= min(len(plain), n_tokens), (question, window)
     finally:
         ctx.close()
@@ -133,11 +135,6 @@ def test_speculative_equals_plain_greedy_on_q4_k_m(gemma_path, cases):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="verify calls of 8+ rows and one-row decoding are two numeric regimes (INVARIANT_MAX_ROWS): "
-    "crazyones 'Who are the crazy ones?' and one Alice quote part at window 16 (measured 2 of 80)",
-)
 def test_speculative_equals_plain_greedy_on_q4_k_m_20_prompts(gemma_path, cases):
     model = Model(gemma_path, extra_bufts=False)
     try:
