@@ -111,10 +111,12 @@ def generate(
         yield from answer.begin(ctx.logits()[-1])
         while not answer.done:
             pos, rows = answer.n_past, answer.draft()
+            t0 = time.perf_counter()
             ctx.decode(rows, pos, seq_id=run.seq_id, outputs="all")
             if run.mtp is not None:
                 run.mtp.process(rows, pos)
             step = answer.accept(ctx.logits())
+            answer.policy.costs.observe(len(rows), time.perf_counter() - t0)  # as server/runner.py does
             yield from step.events
             if step.rebuild:
                 if rebuild is None:

@@ -153,7 +153,7 @@ class Engine:
         loaded = self.loaded = load(self.settings, DOC_SEQ)
         self.scheduler.max_window = loaded.max_window
         self.docs = HotDocs(self.settings, self.store, loaded.model, loaded.ctx, loaded.mtp_ctx, DOC_SEQ)
-        self.runner = Runner(loaded.ctx, loaded.mtp_ctx, DOC_SEQ, loaded.max_rows)
+        self.runner = Runner(loaded.ctx, loaded.mtp_ctx, DOC_SEQ, loaded.max_rows, loaded.costs)
         self.citations = Citations(self.store, loaded.model, loaded.layout)
         self.ingest = Ingestions(self.store, self.docs, self.scheduler, self.progress, self.deleted)
 

@@ -11,7 +11,7 @@ from runtime.llama import Context, Model
 from server.calibration import step_costs
 from server.memory import check_fits, context_config
 from server.settings import Settings
-from spec.cost import StepCosts
+from spec.cost import CostModel
 from spec.limits import INVARIANT_MAX_ROWS, MAX_WINDOW
 
 log = logging.getLogger("docqa.engine")
@@ -28,7 +28,7 @@ class Loaded:
     mtp_ctx: Context | None  # the MTP draft context, when the model drafts with its MTP head
     max_window: int  # widest draft window: rollback limit (n_rs_seq on hybrid models), batch-invariant cap
     max_rows: int  # rows per decode call (n_batch, or INVARIANT_MAX_ROWS under DOCQA_BATCH_INVARIANT)
-    costs: StepCosts  # measured verify and MTP step costs (adaptive window)
+    costs: CostModel  # verify and MTP step costs (adaptive window): calibrated, corrected by real steps
     layout: PromptLayout
 
     def close(self) -> None:
@@ -73,7 +73,7 @@ def load(settings: Settings, doc_seq: int) -> Loaded:
         mtp_ctx = Context(model, replace(config, mtp=True, n_rs_seq=0))
         ctx.export_hidden(masked=False)  # the target's h for every row feeds the MTP head (notes §2.2)
         mtp_ctx.export_hidden(masked=True)  # the MTP's own h of its output rows chains its drafts
-    costs = step_costs(ctx, model, mtp_ctx, s.data_dir, doc_seq)
+    costs = CostModel(step_costs(ctx, model, mtp_ctx, s.data_dir, doc_seq))
     loaded = Loaded(model, ctx, mtp_ctx, max_window, max_rows, costs, layout_for(model))
     log.info(
         "model %s loaded (%s layout, n_ctx %d, %d concurrent questions, MTP %s, max window %d)",

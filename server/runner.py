@@ -11,6 +11,7 @@ a recurrent state is shared copy-on-write, notes §6). Engine thread only.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 from runtime.llama import Context, DecodeError
 from server.hot import HotDoc
 from server.sequence import Sequence
+from spec.cost import CostModel
 from spec.loop import RollbackFailed, Step
 from spec.mtp import MtpDrafter, draft_many, process_many
 
@@ -35,11 +37,19 @@ class StepReport:
 
 
 class Runner:
-    def __init__(self, ctx: Context, mtp_ctx: Context | None, doc_seq: int, max_rows: int | None = None) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        mtp_ctx: Context | None,
+        doc_seq: int,
+        max_rows: int | None = None,
+        costs: CostModel | None = None,
+    ) -> None:
         """``max_rows``: rows per verify call (default ``n_batch``); DOCQA_BATCH_INVARIANT sets
         spec/limits.py ``INVARIANT_MAX_ROWS``, so a row's logits do not depend on how many other
-        sequences share the step."""
-        self.ctx, self.mtp_ctx, self.doc_seq = ctx, mtp_ctx, doc_seq
+        sequences share the step. ``costs``: told the wall time of every verify call (decode, MTP
+        catch-up and accept), which the adaptive window prices its drafts with."""
+        self.ctx, self.mtp_ctx, self.doc_seq, self.costs = ctx, mtp_ctx, doc_seq, costs
         self.max_rows = min(max_rows or ctx.n_batch, ctx.n_batch)
 
     # -- a sequence's life --------------------------------------------------------------------------
@@ -161,6 +171,7 @@ class Runner:
         tokens = np.concatenate([np.asarray(rows, dtype=np.int32) for _, rows in group])
         pos = np.concatenate([np.arange(s.answer.n_past, s.answer.n_past + len(r), dtype=np.int32) for s, r in group])
         seq_ids = np.concatenate([np.full(len(r), s.seq_id, dtype=np.int32) for s, r in group])
+        t0 = time.perf_counter()
         try:
             self.ctx.decode_rows(tokens, pos, seq_ids, np.ones(len(tokens), dtype=np.int8))
         except DecodeError as exc:
@@ -180,6 +191,8 @@ class Runner:
                 report.outcomes.append((seq, seq.answer.accept(logits[offsets[i] : offsets[i + 1]])))
             except Exception as exc:
                 report.outcomes.append((seq, exc))
+        if self.costs is not None:
+            self.costs.observe(len(tokens), time.perf_counter() - t0)
 
     def _catch_up_mtp(self, group, offsets: list[int], report: StepReport) -> dict[int, Exception]:
         """Feed the verified rows with the target's hidden states to the MTP context: one decode for

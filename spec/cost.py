@@ -4,14 +4,17 @@ Costs are measured on the running hardware at start-up (:func:`calibrate`): the 
 decode with 1..17 rows, and of one MTP draft step. On a CPU 17 rows cost ~8x one row; on a GPU
 nearly the same as one row, so the best window differs by two orders of magnitude in cost.
 
-Acceptance model (as in Leviathan et al. 2023, §3.5): each draft token is accepted with probability
-``a`` independently of the previous ones, so a draft of ``k`` tokens yields
-``E[accepted] = a + a^2 + ... + a^k`` and a step emits ``1 + E[accepted]`` tokens. ``a`` is
-estimated per source from recent steps (successes over successes + failures, exponentially decayed).
+Acceptance model (after Leviathan et al. 2023, §3.5, which takes one i.i.d. rate ``a``, so that a
+``k``-token draft yields ``E[accepted] = a + a^2 + ... + a^k``): here the first draft token has its
+own rate and later tokens share another (:class:`DraftAcceptance`), and a step emits
+``1 + E[accepted]`` tokens. Rates are estimated per source from recent steps (successes over
+successes + failures, exponentially decayed). Step costs start from the calibration and follow the
+decode calls really made (:class:`CostModel`).
 """
 
 from __future__ import annotations
 
+import bisect
 import statistics
 import time
 from dataclasses import dataclass
@@ -88,6 +91,70 @@ def calibrate(ctx: Context, token: int, mtp_step=None, repeats: int = 1) -> Step
     return StepCosts(verify, mtp)
 
 
+class CostModel:
+    """The step costs the adaptive window prices with: a seed (the start-up calibration, or
+    :meth:`StepCosts.cpu_default`) corrected by the decode calls this context really makes.
+
+    :func:`calibrate` times synthetic calls on an empty sequence once; real steps also attend over the
+    document, carry the step's Python work and share the machine with whatever else runs, and a noisy
+    start-up measurement would otherwise price every answer after it. Measured on a 2-core Zen 4 with the
+    embedded model and no CPU repack, at 893 tokens of context: 2 rows cost 1.9x one row and 17 rows
+    9.7x; a quiet calibration on an empty sequence says 2.0x and 6.9x, and the server's calibration
+    in one run (taken while the machine was busy) said 1.2x and 3.9x. So drafting looked cheap, and
+    the default lost to plain decoding where drafts cannot help (bench/results/windows.md, issue 17;
+    tests/spec/test_policy.py replays it).
+
+    Every verify call's wall time (seconds, rows of all sequences in the call) moves an exponential
+    average for its row count (weight ``ALPHA``; a sample over 4x the average is clipped, one
+    preempted call must not price the next hundred). A row count not yet observed is priced as its
+    seed cost times the measured / seed ratio of the observed row counts around it (interpolated
+    linearly; the nearest one's beyond them), so one observed row count corrects the whole curve's
+    level, and a window tried once corrects its own price and its neighbours'.
+    Engine thread only; O(log rows) per query.
+    """
+
+    ALPHA = 0.2
+
+    def __init__(self, seed: StepCosts | None = None) -> None:
+        self.seed = seed or StepCosts.cpu_default()
+        self._seen: dict[int, float] = {}
+        self._observed: list[int] = []  # the keys of _seen, sorted
+
+    @property
+    def mtp(self) -> float:
+        """Seconds of one MTP draft step (the seed's measurement)."""
+        return self.seed.mtp
+
+    def observe(self, rows: int, seconds: float) -> None:
+        """One decode call of ``rows`` rows (all sequences) took ``seconds``, its accept work included."""
+        old = self._seen.get(rows)
+        if old is None:
+            self._seen[rows] = seconds
+            bisect.insort(self._observed, rows)
+        else:
+            self._seen[rows] = old + self.ALPHA * (min(seconds, 4 * old) - old)
+
+    def rows(self, n: int) -> float:
+        """Seconds of one decode call with ``n`` rows in all."""
+        n = max(n, 1)
+        seen = self._seen.get(n)
+        if seen is not None:
+            return seen
+        if not self._observed:
+            return self.seed.rows(n)
+        obs, i = self._observed, bisect.bisect_left(self._observed, n)
+        lo, hi = obs[max(i - 1, 0)], obs[min(i, len(obs) - 1)]
+        ratio_lo, ratio_hi = (self._seen[m] / self.seed.rows(m) for m in (lo, hi))
+        ratio = ratio_lo if lo == hi else ratio_lo + (ratio_hi - ratio_lo) * (n - lo) / (hi - lo)
+        return self.seed.rows(n) * ratio
+
+    def share(self, k: int, load: int) -> float:
+        """One sequence's share of a step in which each of ``load`` sequences verifies ``k`` drafts
+        (:meth:`StepCosts.share`, with the corrected costs)."""
+        load = max(load, 1)
+        return self.rows(load * (k + 1)) / load
+
+
 class AcceptanceRate:
     """Per-token acceptance probability of one source, from decayed success/failure counts."""
 
@@ -104,6 +171,47 @@ class AcceptanceRate:
     @property
     def value(self) -> float:
         return self.successes / (self.successes + self.failures)
+
+
+class DraftAcceptance:
+    """A source's acceptance by draft position: ``a[i]`` is the probability that draft token ``i`` is
+    accepted given that the tokens before it were (positions past ``POSITIONS - 1`` share the last
+    rate). ``E[accepted of k] = a[0] + a[0]a[1] + ... + a[0]...a[k-1]``.
+
+    One rate for every position (Leviathan et al. 2023's i.i.d. model) is biased where acceptance
+    depends on the position, and it does for lookup: the first token after a match is the easy one.
+    On repeated structure ("1. market window 2. market window ...", case SPEC-03) the tokens after a
+    match are right up to the number and wrong there, so a single rate, fed mostly by the easy
+    positions, kept buying drafts that failed at the hard one, and the default lost to plain
+    decoding (bench/results/windows.md). Each position's rate is fed by the steps that reached it:
+    verify steps, and the free shadow checks of spec/draft.py.
+    """
+
+    POSITIONS = 2
+
+    def __init__(self, prior: float, weight: float = 2.0, decay: float = 0.5) -> None:
+        self.rates = [AcceptanceRate(prior, weight, decay) for _ in range(self.POSITIONS)]
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        """``accepted`` of ``drafted`` draft tokens were accepted (a failure at ``accepted`` unless all were)."""
+        last = self.POSITIONS - 1
+        for i in range(min(drafted, accepted + 1, last)):
+            self.rates[i].observe(1, int(accepted > i))
+        if drafted > last and accepted >= last:
+            self.rates[last].observe(drafted - last, accepted - last)
+
+    @property
+    def value(self) -> float:
+        """The first position's acceptance."""
+        return self.rates[0].value
+
+    def expected(self, k: int) -> float:
+        """Expected accepted tokens of a ``k``-token draft."""
+        total, reach = 0.0, 1.0
+        for i in range(k):
+            reach *= self.rates[min(i, self.POSITIONS - 1)].value
+            total += reach
+        return total
 
 
 def expected_accepted(rate: float, k: int) -> float:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spec.cost import AcceptanceRate, StepCosts, expected_accepted
+from spec.cost import AcceptanceRate, CostModel, DraftAcceptance, StepCosts
 from spec.limits import MAX_MTP_DRAFT, MAX_ROWS
 from spec.lookup import LookupDrafter
 from spec.mtp import MtpDrafter
@@ -54,6 +54,11 @@ class DraftPolicy:
     with the most expected tokens per second under :mod:`spec.cost`'s acceptance model."""
 
     PROBE_EVERY = 16  # adaptive mode: try a source again after this many steps without it
+    # Plain steps follow this many tokens of an undrafted lookup candidate (_follow_shadow). Following
+    # the whole candidate would also feed the later positions' rate for free, but from text the policy
+    # had just judged not worth drafting; on the recorded traces (bench/policy_sim.py) that cost
+    # repeated structure 5 % (0.96x plain decoding against 1.01x), so only the first token is checked.
+    SHADOW_LEN = 1
     HIGH_ACCEPTANCE = 0.9  # fixed windows keep their full length under load above this acceptance
 
     def __init__(
@@ -61,22 +66,24 @@ class DraftPolicy:
         config: DraftConfig,
         lookup: LookupDrafter | None,
         mtp: MtpDrafter | None,
-        costs: StepCosts | None = None,
+        costs: CostModel | StepCosts | None = None,
     ) -> None:
         self.config = config
         self.lookup = lookup if "lookup" in config.sources else None
         self.mtp = mtp if "mtp" in config.sources else None
-        self.costs = costs or StepCosts.cpu_default()
+        self.costs = costs if isinstance(costs, CostModel) else CostModel(costs)
         # Per-token acceptance: MTP, and lookup split by match strength (a live copy cursor or a
         # full-length n-gram is far more reliable than a short match).
         # Priors lean optimistic so each source gets tried before the evidence decides.
-        self.rate = {"mtp": AcceptanceRate(0.6), "strong": AcceptanceRate(0.85), "weak": AcceptanceRate(0.4)}
+        self.rate = {"mtp": DraftAcceptance(0.6), "strong": DraftAcceptance(0.85), "weak": DraftAcceptance(0.4)}
         self.stats = SourceStats()
         self.recent = AcceptanceRate(0.5)  # all sources together, for the load cap of fixed windows
         self._lookup_kind = "weak"
         self._idle = {"mtp": 0}  # steps since MTP last drafted
-        # The first token of a lookup candidate that was not drafted, and its kind (observe() checks it).
-        self._shadow: tuple[str, int] | None = None
+        # A lookup candidate that was not drafted, its kind, and how many of its tokens plain steps
+        # have emitted since (observe() follows it: _follow_shadow).
+        self._shadow: tuple[str, list[int]] | None = None
+        self._shadow_hits = 0
 
     def propose(self, last: int, pos: int, max_draft: int, load: int = 1, mtp_drafts: list[int] | None = None) -> Draft:
         """Draft for the step whose first verify row is ``last`` at ``pos``; at most ``max_draft`` tokens.
@@ -108,25 +115,28 @@ class DraftPolicy:
         if self.lookup is not None:
             self._lookup_kind = kind = "strong" if self.lookup.strong() else "weak"
             candidate = self.lookup.propose(max_draft)
-            a = self.rate[kind].value
+            rate = self.rate[kind]
             for k in range(1, len(candidate) + 1):
-                value = (1 + expected_accepted(a, k)) / share(k, load)
+                value = (1 + rate.expected(k)) / share(k, load)
                 if value > best_value:
                     best_value, best = value, ("lookup", k)
         if self.mtp is not None:
-            a = self.rate["mtp"].value
+            rate = self.rate["mtp"]
             for n in range(1, min(self.config.n_mtp, max_draft) + 1):
-                value = (1 + expected_accepted(a, n)) / (share(n, load) + n * self.costs.mtp)
+                value = (1 + rate.expected(n)) / (share(n, load) + n * self.costs.mtp)
                 if value > best_value:
                     best_value, best = value, ("mtp", n)
         # Exploration: MTP, unused for a while, gets one short probe, so its acceptance estimate can
-        # recover when the text changes. Lookup needs none: a plain step shows for free whether its
-        # candidate's first token was right (observe()'s shadow check).
+        # recover when the text changes. Lookup needs none: plain steps show for free how much of its
+        # candidate was right (observe()'s shadow).
         if best[0] == "none" and self.mtp is not None and self._idle["mtp"] >= self.PROBE_EVERY:
             best = ("mtp", 1)
         plan, n = best
         self._idle["mtp"] = 0 if plan == "mtp" else self._idle["mtp"] + 1
-        self._shadow = (self._lookup_kind, candidate[0]) if plan == "none" and candidate else None
+        if plan != "none":
+            self._end_shadow()
+        elif candidate and self._shadow is None:
+            self._shadow, self._shadow_hits = (self._lookup_kind, candidate[: self.SHADOW_LEN]), 0
         if plan == "lookup":
             assert self.lookup is not None
             self.lookup.keep_first(n)
@@ -148,14 +158,28 @@ class DraftPolicy:
             tokens = tokens + self.lookup.propose(k - len(tokens), after=tokens)
         return Draft(tokens, n_mtp)
 
-    def _check_shadow(self, target_token: int) -> None:
-        """A plain step emitted ``target_token``: count whether the first token of the candidate lookup
-        proposed (when no draft was worth its cost) was right. Acceptance is learnt at no cost this
-        way, so it recovers as soon as the answer starts copying again, and no probe is spent (a probe
-        of 4 rows costs 3 plain steps on a CPU)."""
+    def _follow_shadow(self, target_token: int) -> None:
+        """A plain step emitted ``target_token``: compare it with the next token of the candidate lookup
+        proposed when no draft was worth its cost. Over the following plain steps that shows how many
+        of the candidate's tokens a draft would have got accepted, first and later positions alike,
+        at no cost: acceptance recovers as soon as the answer starts copying again, no probe is spent
+        (a probe of 4 rows costs 3 plain steps on a CPU), and a candidate whose first token is right
+        but whose continuation is not (repeated structure) is recognised without drafting it."""
+        if self._shadow is None:
+            return
+        kind, candidate = self._shadow
+        if candidate[self._shadow_hits] != target_token:
+            self.rate[kind].observe(self._shadow_hits + 1, self._shadow_hits)
+            self._shadow = None
+            return
+        self._shadow_hits += 1
+        if self._shadow_hits == len(candidate):
+            self._end_shadow()
+
+    def _end_shadow(self) -> None:
+        """Stop following the shadow candidate; the tokens it got right so far count as accepted."""
         if self._shadow is not None:
-            kind, first = self._shadow
-            self.rate[kind].observe(1, int(first == target_token))
+            self.rate[self._shadow[0]].observe(self._shadow_hits, self._shadow_hits)
             self._shadow = None
 
     def observe(self, draft: Draft, n_accepted: int, target_token: int) -> None:
@@ -178,7 +202,7 @@ class DraftPolicy:
         if n_lookup and reached_lookup:
             self.lookup.observe(lookup_ok, target_token)
         elif not draft.tokens:
-            self._check_shadow(target_token)
+            self._follow_shadow(target_token)
             self.lookup.advance(target_token)  # a plain step: the cursor survives if the text matched
         else:
             self.lookup.forget_cursor()

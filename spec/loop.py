@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from runtime.llama import Context, Model
-from spec.cost import StepCosts
+from spec.cost import CostModel, StepCosts
 from spec.draft import Draft, DraftConfig, DraftPolicy
 from spec.limits import MAX_WINDOW
 from spec.lookup import LookupDrafter
@@ -94,7 +94,7 @@ class AnswerRun:
     seq_id: int = 0
     mtp: MtpDrafter | None = None  # the model's MTP head, when it has one and it is enabled
     max_window: int = MAX_WINDOW  # rollback limit of the context (n_rs_seq on hybrid models)
-    costs: StepCosts | None = None  # measured verify/MTP step costs, for the adaptive window
+    costs: CostModel | StepCosts | None = None  # verify/MTP step costs, for the adaptive window
     should_stop: Callable[[], bool] = lambda: False
 
 

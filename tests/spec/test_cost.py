@@ -1,6 +1,6 @@
 import pytest
 
-from spec.cost import AcceptanceRate, StepCosts, expected_accepted
+from spec.cost import AcceptanceRate, CostModel, DraftAcceptance, StepCosts, expected_accepted
 
 
 def test_expected_accepted_is_a_geometric_sum():
@@ -27,3 +27,46 @@ def test_cpu_default_costs_grow_with_the_window():
     assert len(costs.verify) == 17 and costs.verify[0] == 1.0
     assert all(a <= b for a, b in zip(costs.verify, costs.verify[1:], strict=False))
     assert costs.verify[16] == pytest.approx(7.8)
+
+
+SEED = StepCosts(tuple(1.0 + 0.25 * k for k in range(17)))  # what a start-up calibration might say
+
+
+def test_cost_model_uses_the_seed_until_it_observes():
+    model = CostModel(SEED)
+    assert model.rows(5) == SEED.rows(5) and model.share(4, 1) == SEED.share(4, 1)
+    assert CostModel().rows(17) == StepCosts.cpu_default().rows(17)
+
+
+def test_an_observed_row_count_is_priced_by_what_it_cost():
+    model = CostModel(SEED)
+    model.observe(2, 3.0)
+    assert model.rows(2) == 3.0
+    model.observe(2, 2.0)  # an exponential average: moves a fifth of the way
+    assert model.rows(2) == pytest.approx(3.0 + CostModel.ALPHA * (2.0 - 3.0))
+    model.observe(2, 1000.0)  # one preempted call is clipped at 4x the average
+    assert model.rows(2) < 5.0
+
+
+def test_unobserved_row_counts_follow_the_observed_ones_around_them():
+    model = CostModel(SEED)
+    model.observe(1, 2.0)  # the whole curve is twice the seed: every price doubles
+    assert model.rows(9) == pytest.approx(2 * SEED.rows(9))
+    model.observe(17, 4 * SEED.rows(17))  # many rows cost 4x the seed: interpolate the ratio between
+    assert model.rows(9) == pytest.approx(SEED.rows(9) * (2 + (4 - 2) * (9 - 1) / (17 - 1)))
+    assert model.rows(40) == pytest.approx(4 * SEED.rows(40))  # past the last observed: its ratio
+
+
+def test_draft_acceptance_is_learnt_per_position():
+    rate = DraftAcceptance(0.5, weight=0.001)
+    for _ in range(10):
+        rate.observe(4, 1)  # the first token accepted, the second never
+    assert rate.rates[0].value > 0.99 and rate.rates[1].value < 0.01
+    assert rate.expected(1) == pytest.approx(rate.rates[0].value)
+    assert rate.expected(16) < 1.01  # a long draft gains nothing past the first token
+    copy = DraftAcceptance(0.5, weight=0.001)
+    copy.observe(16, 16)  # a whole window accepted: every position succeeded
+    assert copy.expected(16) > 15
+    later = DraftAcceptance(0.5)
+    later.observe(1, 0)  # a failed first token says nothing about later positions
+    assert later.rates[1].value == 0.5

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from spec.cost import AcceptanceRate, StepCosts
+from spec.cost import DraftAcceptance, StepCosts
 from spec.draft import DraftConfig, DraftPolicy
 from spec.lookup import LookupDrafter, NgramIndex
 
@@ -59,7 +59,7 @@ LINEAR = StepCosts(tuple(1.0 + 0.125 * k for k in range(17)))
 
 def _adaptive_window(load: int, acceptance: float) -> int:
     p = policy(None, LINEAR)
-    p.rate["weak"] = AcceptanceRate(acceptance, weight=1000)  # as if learned over many steps
+    p.rate["weak"] = DraftAcceptance(acceptance, weight=1000)  # as if learned over many steps
     return len(p.propose(11, 2, 16, load).tokens)
 
 
