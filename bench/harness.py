@@ -71,7 +71,14 @@ def plain_greedy(ctx: Context, prompt: Prompt, n: int) -> tuple[list[int], list[
 
 
 def speculative(
-    ctx: Context, prompt: Prompt, n: int, window: int | None, temperature: float = 0.0, max_window: int = MAX_WINDOW
+    ctx: Context,
+    prompt: Prompt,
+    n: int,
+    window: int | None,
+    temperature: float = 0.0,
+    max_window: int = MAX_WINDOW,
+    seed: int = 1,
+    stops: tuple[str, ...] | None = None,
 ) -> tuple[list[int], AnswerStats]:
     """The real answer loop (lookup drafts + verify) after the prompt; returns its tokens. ``max_window``
     caps every window, as the server does (server/loading.py)."""
@@ -82,7 +89,8 @@ def speculative(
     stats = AnswerStats()
     n_past = len(prefix) + len(suffix)
     run = AnswerRun(ctx, ctx.model, drafter, n_past, stats, time.perf_counter(), max_window=max_window)
-    params = AnswerParams(max_tokens=n, sampling=SamplingParams(temperature=temperature, seed=1), window=window)
+    sampling = SamplingParams(temperature=temperature, seed=seed)
+    params = AnswerParams(max_tokens=n, sampling=sampling, window=window, stops=stops)
     tokens: list[int] = []
     for event in generate(run, params):
         tokens.extend(event.token_ids)

@@ -4,7 +4,10 @@ call, and what they cost (issue 17). One run, candidates alternated, embedded Ge
 For each candidate: whether sequence 1's logits over 6 greedy steps are bit-identical alone and in a
 batch of three on the SPEC-03 document (880 tokens), and whether a row is identical in a 1-row and a
 17-row call; then prefill tok/s (a 2,048-token document in 512-token chunks), one-row decode tok/s
-and the time of a 17-row verify call, medians of ``--repeats``.
+and the time of a 17-row verify call, medians of ``--repeats``. Then the whole mode through the
+server, DOCQA_BATCH_INVARIANT off (the defaults) against on (those numerics plus decode calls of at
+most 7 rows: the window capped at 6, batches split): a quote and an open question alone, and 8
+concurrent questions, alternated.
 
 Usage: .venv/bin/python -m bench.invariance [--repeats 3] [--threads 2]
 Writes bench/results/invariance.{json,md}.
@@ -27,6 +30,7 @@ from bench.run import RESULTS
 from runtime.embedded import embedded_model_path
 from runtime.llama import Model
 from runtime.system import system_info
+from server.settings import Settings
 
 CASES = Path(__file__).resolve().parent.parent.parent / "shared/cases"
 CANDIDATES = {  # name: (extra buffer types / repack, context settings)
@@ -102,6 +106,61 @@ def _speed(model: Model, cfg: dict, tokens: np.ndarray, threads: int) -> dict[st
     return {"prefill_tok_s": prefill, "decode_tok_s": decode, "verify17_ms": verify_ms}
 
 
+def _mode_runs(repeats: int, threads: int) -> dict[str, list[dict[str, float]]]:
+    """Answers through the server with DOCQA_BATCH_INVARIANT off and on, alternated: decode tok/s of a
+    quote (Alice, 24,000 characters, default window) and of an open question (plain decoding), and
+    the answer tokens per second of 8 concurrent questions about crazyones.pdf (48 tokens each)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from contextlib import ExitStack
+
+    from fastapi.testclient import TestClient
+
+    from bench.live import LOCAL
+    from bench.policy_sim import QUOTED
+    from server.app import create_app
+
+    alice = (CASES / "text/gutenberg/alice-in-wonderland-pg11.txt").read_bytes().decode("utf-8-sig")[:24_000]
+    crazy = (CASES / "pdf/pypdf-resources/crazyones.pdf").read_bytes()
+    questions = ["Who are the crazy ones?", "What do they change?", "What do they invent?", "Quote the title.",
+                 "What can you not do about them?", "What do they push forward?", "Quote the last sentence.",
+                 "Who sees genius?"]  # fmt: skip
+    runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
+    with ExitStack() as stack:
+        clients, docs = {}, {}
+        for mode in runs:
+            data = Path(tempfile.mkdtemp(prefix=f"docqa-invariant-{mode}-"))
+            settings = Settings(
+                data_dir=data, model_path=embedded_model_path(data), n_threads=threads, n_ctx=16384,
+                n_seq_max=8, batch_invariant=mode == "on", selftest=False,
+            )  # fmt: skip
+            client = clients[mode] = stack.enter_context(TestClient(create_app(settings), base_url=LOCAL))
+            for name, body in (("alice.txt", alice.encode()), ("crazy.pdf", crazy)):
+                doc = client.post("/v1/documents", files={"file": (name, body)}).json()["id"]
+                while client.get(f"/v1/documents/{doc}").json()["status"] == "ingesting":
+                    time.sleep(0.1)
+                docs[mode, name] = doc
+
+        def ask(mode: str, doc: str, question: str, **body) -> dict:
+            url = f"/v1/documents/{docs[mode, doc]}/answers"
+            return clients[mode].post(url, json={"question": question, "stop": [], **body}).json()["stats"]
+
+        for _ in range(repeats):
+            for mode in runs:
+                quote = ask(mode, "alice.txt", f"Copy, word for word, the paragraph that begins with '{QUOTED}'.",
+                            max_tokens=128)  # fmt: skip
+                plain = ask(mode, "alice.txt", "Write a short poem about the sea.", max_tokens=64, draft_tokens=0)
+                t0 = time.perf_counter()
+                with ThreadPoolExecutor(len(questions)) as pool:
+                    stats = list(pool.map(lambda q, m=mode: ask(m, "crazy.pdf", q, max_tokens=48), questions))
+                wall = time.perf_counter() - t0
+                runs[mode].append({
+                    "quote_tok_s": quote["decode_tokens_per_s"],
+                    "plain_tok_s": plain["decode_tokens_per_s"],
+                    "concurrent8_tok_s": sum(s["completion_tokens"] for s in stats) / wall,
+                })  # fmt: skip
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -147,6 +206,22 @@ def main() -> None:
             f"{med['decode_tok_s']:.1f} ({med['decode_tok_s'] / base['decode_tok_s']:.2f}x) | "
             f"{med['verify17_ms']:.0f} ({base['verify17_ms'] / med['verify17_ms']:.2f}x) |"
         )
+    runs = _mode_runs(args.repeats, args.threads)
+    mode = {m: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for m, rs in runs.items()}
+    results["DOCQA_BATCH_INVARIANT"] = {"runs": runs, "median": mode}
+    off, on = mode["off"], mode["on"]
+    lines += [
+        "",
+        "The whole mode through the server (DOCQA_BATCH_INVARIANT off = the defaults; on = the numerics above "
+        "plus decode calls of at most 7 rows), alternated:",
+        "",
+        "| DOCQA_BATCH_INVARIANT | quote alone, decode tok/s | plain decoding alone, tok/s | 8 concurrent, tok/s |",
+        "|---|---|---|---|",
+        f"| off | {off['quote_tok_s']:.1f} | {off['plain_tok_s']:.1f} | {off['concurrent8_tok_s']:.1f} |",
+        f"| on | {on['quote_tok_s']:.1f} ({on['quote_tok_s'] / off['quote_tok_s']:.2f}x) | "
+        f"{on['plain_tok_s']:.1f} ({on['plain_tok_s'] / off['plain_tok_s']:.2f}x) | "
+        f"{on['concurrent8_tok_s']:.1f} ({on['concurrent8_tok_s'] / off['concurrent8_tok_s']:.2f}x) |",
+    ]
     (RESULTS / "invariance.json").write_text(json.dumps(results, indent=2) + "\n")
     (RESULTS / "invariance.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

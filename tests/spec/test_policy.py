@@ -2,9 +2,9 @@
 exact and fast. With batch-invariant numerics an answer's tokens do not depend on the window, so each
 recorded answer and the step costs measured where it was recorded say how fast every window choice
 would have been. The issue-17 rule: the default mode reaches at least 0.97x the best fixed window,
-starting, as the server does, from the start-up calibration. The two negative controls are the two
-causes the policy lost to plain decoding before: costs never corrected by real steps, and one
-acceptance rate for every draft position."""
+starting, as the server does, from the start-up calibration. The negative controls put back what
+made the policy lose before: costs never corrected by real steps, one acceptance rate for every
+draft position, and an acceptance memory of two observations."""
 
 from __future__ import annotations
 
@@ -32,20 +32,25 @@ def _ratio(trace: Trace) -> float:
     return simulate(trace, None).tokens_per_s / max(simulate(trace, w).tokens_per_s for w in WINDOWS)
 
 
-def test_without_learning_real_costs_the_adaptive_policy_loses(monkeypatch):
-    """The start-up calibration times calls on an empty sequence: on SPEC-03 it prices 2 rows at 1.8x
-    one row where a real step costs 2.0x, so drafts that fail look worth trying."""
+def test_without_learning_real_costs_the_adaptive_policy_falls_short(monkeypatch):
+    """The start-up calibration times calls on an empty sequence (on these traces it prices 2 rows at
+    1.8x one row where a real step at the answer's position costs 1.9-2.0x): left uncorrected, drafts
+    look cheaper than they are, and re-reading Alice falls to 0.96x the best window."""
+    monkeypatch.setattr(CostModel, "observe", lambda self, rows, seconds: None)
+    assert min(_ratio(Trace.load(path)) for path in TRACES.glob("*.json")) < 0.97
+
+
+def test_the_policy_before_issue_17_loses_on_repeated_structure(monkeypatch):
+    """Uncorrected costs, one acceptance rate for every draft position (the first token after a match
+    is right on SPEC-03, the next one is not) and a 2-observation memory (decay 0.5): 0.83x plain
+    decoding on SPEC-03, where the fixed policy is 0.99x."""
     spec03 = Trace.load(TRACES / "repeated-spec03.json")
     assert _ratio(spec03) >= 0.97
     monkeypatch.setattr(CostModel, "observe", lambda self, rows, seconds: None)
-    assert _ratio(spec03) < 0.97
-
-
-def test_with_one_acceptance_rate_for_every_position_the_adaptive_policy_loses(monkeypatch):
-    """Repeated structure: the first token after a match is right, the continuation is not."""
-    spec03 = Trace.load(TRACES / "repeated-spec03.json")
     monkeypatch.setattr(DraftAcceptance, "POSITIONS", 1)
-    assert _ratio(spec03) < 0.97
+    init = DraftAcceptance.__init__
+    monkeypatch.setattr(DraftAcceptance, "__init__", lambda self, prior: init(self, prior, 2.0, 0.5))
+    assert _ratio(spec03) < 0.9
 
 
 def test_traces_cover_copying_and_text_that_drafts_cannot_help(trace):
