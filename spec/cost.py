@@ -189,13 +189,15 @@ class DraftAcceptance:
 
     POSITIONS = 2
 
-    def __init__(self, prior: float, weight: float = 2.0, decay: float = 0.8) -> None:
+    def __init__(self, prior: float, weight: float = 2.0, decay: float = 0.8, prior_next: float | None = None) -> None:
         """``decay`` 0.8: each rate rests on about 1 / (1 - decay) = 5 recent observations. A draft pays
         on a CPU only at high acceptance (one more row costs ~0.9 of a plain step, so a 1-token draft
         needs ~0.9); with 0.5 (2 observations) three right first tokens in a row already read as 0.93
         and bought drafts that failed half the time (open sampled text: 0.93x plain decoding in
-        bench/results/windows.md; on the traces 0.97x at 0.5 against 0.99x at 0.8)."""
-        self.rates = [AcceptanceRate(prior, weight, decay) for _ in range(self.POSITIONS)]
+        bench/results/windows.md; on the traces 0.97x at 0.5 against 0.99x at 0.8). ``prior_next``:
+        the later positions' prior, when it differs from the first's."""
+        priors = [prior] + [prior if prior_next is None else prior_next] * (self.POSITIONS - 1)
+        self.rates = [AcceptanceRate(p, weight, decay) for p in priors]
 
     def observe(self, drafted: int, accepted: int) -> None:
         """``accepted`` of ``drafted`` draft tokens were accepted (a failure at ``accepted`` unless all were)."""

@@ -74,9 +74,17 @@ class DraftPolicy:
         self.mtp = mtp if "mtp" in config.sources else None
         self.costs = costs if isinstance(costs, CostModel) else CostModel(costs)
         # Per-token acceptance: MTP, and lookup split by match strength (a live copy cursor or a
-        # full-length n-gram is far more reliable than a short match).
-        # Priors lean optimistic so each source gets tried before the evidence decides.
-        self.rate = {"mtp": DraftAcceptance(0.6), "strong": DraftAcceptance(0.85), "weak": DraftAcceptance(0.4)}
+        # full-length n-gram is far more reliable than a short match). A strong match's first token
+        # starts optimistic: plain steps test it for free (_follow_shadow). Its later tokens can be
+        # tested only by drafting them, so their prior is neutral: a draft must first show a reliable
+        # first token (about 0.8 where a row costs ~0.9 of a step) before it spends rows on an
+        # unproven continuation. With 0.85 there, sampled open text bought a failed 2-token draft
+        # whenever three of five first tokens were right (3 % of its time, bench/results/windows.md).
+        self.rate = {
+            "mtp": DraftAcceptance(0.6),
+            "strong": DraftAcceptance(0.85, prior_next=0.5),
+            "weak": DraftAcceptance(0.4),
+        }
         self.stats = SourceStats()
         self.recent = AcceptanceRate(0.5)  # all sources together, for the load cap of fixed windows
         self._lookup_kind = "weak"
@@ -85,6 +93,7 @@ class DraftPolicy:
         # have emitted since (observe() follows it: _follow_shadow).
         self._shadow: tuple[str, list[int]] | None = None
         self._shadow_hits = 0
+        self._beyond: int | None = None  # the candidate's token after an adaptive lookup draft
 
     def propose(self, last: int, pos: int, max_draft: int, load: int = 1, mtp_drafts: list[int] | None = None) -> Draft:
         """Draft for the step whose first verify row is ``last`` at ``pos``; at most ``max_draft`` tokens.
@@ -141,6 +150,7 @@ class DraftPolicy:
         if plan == "lookup":
             assert self.lookup is not None
             self.lookup.keep_first(n)
+            self._beyond = candidate[n] if n < len(candidate) else None
             return Draft(candidate[:n], 0)
         if self.lookup is not None:
             self.lookup.keep_first(0)
@@ -197,7 +207,13 @@ class DraftPolicy:
         self.rate["mtp"].observe(draft.n_mtp, mtp_ok)
         reached_lookup = n_accepted >= draft.n_mtp
         if n_lookup and reached_lookup:
-            self.rate[self._lookup_kind].observe(n_lookup, lookup_ok)
+            drafted, ok = n_lookup, lookup_ok
+            if ok == n_lookup and self._beyond is not None:
+                # All accepted: the target's own next token tests the candidate's next one for free,
+                # so short drafts that keep succeeding teach the later positions' rate.
+                drafted, ok = drafted + 1, ok + int(self._beyond == target_token)
+            self.rate[self._lookup_kind].observe(drafted, ok)
+        self._beyond = None
         if self.lookup is None:
             return
         if n_lookup and reached_lookup:
