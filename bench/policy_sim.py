@@ -75,18 +75,20 @@ def simulate(
     load: int = 1,
     policy: Callable[..., DraftPolicy] = DraftPolicy,
     seed: StepCosts | None = None,
+    costs: CostModel | None = None,
 ) -> Outcome:
     """Replay ``trace`` with draft window ``window`` (None: the adaptive policy) at ``load``
     sequences per decode call; lookup drafts only (the embedded model has no MTP head). The policy's
     cost model starts from ``seed`` (default: the trace's start-up calibration) and is told each
-    step's true cost, as server/runner.py tells it."""
+    step's true cost, as server/runner.py tells it. ``costs``: a cost model to go on with instead
+    (one server answering about several documents keeps one)."""
     lookup = LookupDrafter(
         NgramIndex(np.asarray(trace.prefix, dtype=np.int32), 2, 4),
         lambda t: trace.pieces.get(t, b""),
         lambda t: list(trace.unspaced.get(t, [t])),
     )
     lookup.extend(trace.suffix)
-    costs = CostModel(seed or trace.calibrated)
+    costs = costs or CostModel(seed or trace.calibrated)
     drafts = policy(DraftConfig(window, ("lookup",)), lookup, None, costs)
     answer, decided = trace.answer, [trace.answer[0]]
     i, seconds, steps, drafted, accepted = 0, 0.0, 0, 0, 0

@@ -104,21 +104,29 @@ class CostModel:
     the default lost to plain decoding where drafts cannot help (bench/results/windows.md, issue 17;
     tests/spec/test_policy.py replays it).
 
-    Every verify call's wall time (seconds, rows of all sequences in the call) moves an exponential
-    average for its row count (weight ``ALPHA``; a sample over 4x the average is clipped, one
-    preempted call must not price the next hundred). A row count not yet observed is priced as its
-    seed cost times the measured / seed ratio of the observed row counts around it (interpolated
-    linearly; the nearest one's beyond them), so one observed row count corrects the whole curve's
-    level, and a window tried once corrects its own price and its neighbours'.
-    Engine thread only; O(log rows) per query.
+    The model is a level times a shape, ``rows(n) = seed(n) * level * shape(n)``, learnt from the wall
+    time of every verify call (seconds, rows of all sequences in the call) as exponential averages
+    (weight ``ALPHA``; a sample over 4x the average is clipped, one preempted call must not price the
+    next hundred). One-row calls move the ``level``: what changes with the document's length or the
+    machine's load moves every price at once, learnt from the plain steps that are always there.
+    A call of ``n > 1`` rows moves ``shape(n)`` (the first one sets it); letting it move the level too
+    would mix the two, and a shape learnt that way stayed at 1.16 where the truth was 1.5.
+    ``shape(1)`` is 1; a row count not yet observed takes the shape interpolated
+    between the observed ones around it (the nearest one's beyond them). Without the split, prices
+    learnt on one document went stale on the next: after a 6k-token document had priced 17 rows at
+    160 ms, a 259-token one (100 ms) never drafted 16 again and its exact quote fell to 0.59x the
+    best window. Engine thread only; O(log rows) per query.
     """
 
     ALPHA = 0.2
 
-    def __init__(self, seed: StepCosts | None = None) -> None:
+    def __init__(self, seed: StepCosts | None = None, trusted: bool = False) -> None:
+        """``trusted``: take the seed's prices as measured (its level known), as a caller that gives
+        exact costs wants; otherwise the level is unknown until the first one-row call."""
         self.seed = seed or StepCosts.cpu_default()
-        self._seen: dict[int, float] = {}
-        self._observed: list[int] = []  # the keys of _seen, sorted
+        self.level: float | None = 1.0 if trusted else None  # None: no one-row call measured yet
+        self._shape: dict[int, float] = {1: 1.0}
+        self._observed: list[int] = [1]  # the keys of _shape, sorted
 
     @property
     def mtp(self) -> float:
@@ -127,26 +135,41 @@ class CostModel:
 
     def observe(self, rows: int, seconds: float) -> None:
         """One decode call of ``rows`` rows (all sequences) took ``seconds``, its accept work included."""
-        old = self._seen.get(rows)
+        if rows == 1:
+            measured = seconds / self.seed.rows(1)
+            if self.level is None:  # the first one-row call: the scale, keeping the prices measured so far
+                for n in self._observed[1:]:
+                    self._shape[n] *= self._level / measured
+                self.level = measured
+            else:
+                self.level += self.ALPHA * (min(measured, 4 * self.level) - self.level)
+            return
+        measured = seconds / (self.seed.rows(rows) * self._level)
+        old = self._shape.get(rows)
         if old is None:
-            self._seen[rows] = seconds
+            self._shape[rows] = min(measured, 4 * self.shape(rows))
             bisect.insort(self._observed, rows)
         else:
-            self._seen[rows] = old + self.ALPHA * (min(seconds, 4 * old) - old)
+            self._shape[rows] = old + self.ALPHA * (min(measured, 4 * old) - old)
+
+    @property
+    def _level(self) -> float:
+        return 1.0 if self.level is None else self.level
+
+    def shape(self, n: int) -> float:
+        """Measured / (seed * level) for ``n`` rows: observed, or interpolated between observed row counts."""
+        n = max(n, 1)
+        if n in self._shape:
+            return self._shape[n]
+        obs, i = self._observed, bisect.bisect_left(self._observed, n)
+        lo, hi = obs[max(i - 1, 0)], obs[min(i, len(obs) - 1)]
+        if lo == hi:
+            return self._shape[lo]
+        return self._shape[lo] + (self._shape[hi] - self._shape[lo]) * (n - lo) / (hi - lo)
 
     def rows(self, n: int) -> float:
         """Seconds of one decode call with ``n`` rows in all."""
-        n = max(n, 1)
-        seen = self._seen.get(n)
-        if seen is not None:
-            return seen
-        if not self._observed:
-            return self.seed.rows(n)
-        obs, i = self._observed, bisect.bisect_left(self._observed, n)
-        lo, hi = obs[max(i - 1, 0)], obs[min(i, len(obs) - 1)]
-        ratio_lo, ratio_hi = (self._seen[m] / self.seed.rows(m) for m in (lo, hi))
-        ratio = ratio_lo if lo == hi else ratio_lo + (ratio_hi - ratio_lo) * (n - lo) / (hi - lo)
-        return self.seed.rows(n) * ratio
+        return self.seed.rows(max(n, 1)) * self._level * self.shape(n)
 
     def share(self, k: int, load: int) -> float:
         """One sequence's share of a step in which each of ``load`` sequences verifies ``k`` drafts

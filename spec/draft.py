@@ -72,7 +72,8 @@ class DraftPolicy:
         self.config = config
         self.lookup = lookup if "lookup" in config.sources else None
         self.mtp = mtp if "mtp" in config.sources else None
-        self.costs = costs if isinstance(costs, CostModel) else CostModel(costs)
+        # Costs given as numbers are taken as measured; the server's CostModel learns them.
+        self.costs = costs if isinstance(costs, CostModel) else CostModel(costs, trusted=costs is not None)
         # Per-token acceptance: MTP, and lookup split by match strength (a live copy cursor or a
         # full-length n-gram is far more reliable than a short match). A strong match's first token
         # starts optimistic: plain steps test it for free (_follow_shadow). Its later tokens can be
@@ -141,6 +142,10 @@ class DraftPolicy:
         # candidate was right (observe()'s shadow).
         if best[0] == "none" and self.mtp is not None and self._idle["mtp"] >= self.PROBE_EVERY:
             best = ("mtp", 1)
+        if self.costs.level is None:
+            # No one-row call measured yet: every price is relative to it, and a policy that drafts from
+            # its first step on a calibration that says drafts are cheap would never measure it.
+            best = ("none", 0)
         plan, n = best
         self._idle["mtp"] = 0 if plan == "mtp" else self._idle["mtp"] + 1
         if plan != "none":

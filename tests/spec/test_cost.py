@@ -40,21 +40,39 @@ def test_cost_model_uses_the_seed_until_it_observes():
 
 def test_an_observed_row_count_is_priced_by_what_it_cost():
     model = CostModel(SEED)
+    assert model.level is None  # nothing measured: the seed's prices, and the policy drafts nothing yet
     model.observe(2, 3.0)
-    assert model.rows(2) == 3.0
-    model.observe(2, 2.0)  # an exponential average: moves a fifth of the way
-    assert model.rows(2) == pytest.approx(3.0 + CostModel.ALPHA * (2.0 - 3.0))
+    assert model.rows(2) == pytest.approx(3.0)
+    model.observe(1, 2 * SEED.rows(1))  # the first one-row call sets the level, keeping rows(2)
+    assert model.level == 2.0 and model.rows(2) == pytest.approx(3.0)
+    model.observe(2, 2.0)  # an exponential average: moves part of the way
+    assert 2.0 < model.rows(2) < 3.0
+    before = model.rows(2)
     model.observe(2, 1000.0)  # one preempted call is clipped at 4x the average
-    assert model.rows(2) < 5.0
+    assert model.rows(2) < 4 * before
 
 
-def test_unobserved_row_counts_follow_the_observed_ones_around_them():
+def test_unobserved_row_counts_take_the_shape_of_the_observed_ones_around_them():
     model = CostModel(SEED)
-    model.observe(1, 2.0)  # the whole curve is twice the seed: every price doubles
+    model.observe(1, 2 * SEED.rows(1))  # the whole curve is twice the seed: every price doubles
     assert model.rows(9) == pytest.approx(2 * SEED.rows(9))
-    model.observe(17, 4 * SEED.rows(17))  # many rows cost 4x the seed: interpolate the ratio between
-    assert model.rows(9) == pytest.approx(SEED.rows(9) * (2 + (4 - 2) * (9 - 1) / (17 - 1)))
-    assert model.rows(40) == pytest.approx(4 * SEED.rows(40))  # past the last observed: its ratio
+    model.observe(17, 4 * SEED.rows(17))  # many rows cost twice what the level says: shape(17) = 2
+    assert model.shape(17) == pytest.approx(2.0)
+    assert model.shape(9) == pytest.approx(1.5)  # interpolated between shape(1) = 1 and shape(17)
+    assert model.shape(40) == pytest.approx(2.0)  # past the last observed: its shape
+
+
+def test_one_row_steps_carry_a_new_level_to_every_price():
+    """Another document (shorter, cheaper to attend over): its plain steps cost half, and so, without
+    drafting once, do its 17-row calls, whose shape was learnt on the first document."""
+    model = CostModel(SEED)
+    for _ in range(30):
+        model.observe(1, 1.0)
+        model.observe(17, 12.0)
+    assert model.rows(17) == pytest.approx(12.0, rel=0.05)
+    for _ in range(30):
+        model.observe(1, 0.5)
+    assert model.rows(17) == pytest.approx(6.0, rel=0.05)
 
 
 def test_draft_acceptance_is_learnt_per_position():
