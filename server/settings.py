@@ -84,8 +84,8 @@ class Settings(SharedSettings):
         default=False,
         description=(
             "Answers that do not depend on what else is decoded at the same time: a quantized KV cache, "
-            "flash attention and no CPU repack (the README gives what is left: spec/limits.py "
-            "INVARIANT_MAX_ROWS)."
+            "flash attention, no CPU repack, and decode calls of at most spec/limits.py INVARIANT_MAX_ROWS "
+            "rows (draft window at most 6; the README gives the measured cost)."
         ),
     )
     parallel_ingest: bool = Field(

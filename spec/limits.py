@@ -17,7 +17,8 @@ MAX_ROWS = MAX_WINDOW + 1
 #: tests/spec/test_invariance.py): a row's logits are bit-identical in every call of 1 to 7 rows and in
 #: every call of 8 rows or more, but the two regimes differ by up to ~1.6 logits; with either KV type,
 #: flash attention on or off, 1 or 2 threads and with llamafile's sgemm built out. The kernel that
-#: switches is not identified yet.
+#: switches is not identified yet. So DOCQA_BATCH_INVARIANT keeps every decode call at this many rows
+#: or fewer (server/loading.py: draft window at most 6, batched steps split by server/runner.py).
 INVARIANT_MAX_ROWS = 7
 #: MTP draft tokens per step: acceptance falls with depth on a single nextn head (notes §2.2).
 MAX_MTP_DRAFT = 3
