@@ -1,9 +1,8 @@
 """Step costs of this machine for the adaptive draft window (spec.cost), measured once and kept.
 
 The measured costs are kept in ``data_dir/calibration.json``, keyed by model fingerprint, threads,
-KV types, flash attention and MTP: the same machine and model cost the same after a restart, and
-reusing them keeps the adaptive window's choices, and so greedy answers on a quantized model
-(notes §14), the same across restarts.
+KV types, flash attention and MTP: the same machine and model cost the same after a restart. They
+seed spec/cost.py's ``CostModel``, which corrects them from the real verify calls of each run.
 """
 
 from __future__ import annotations

@@ -120,11 +120,13 @@ class CostModel:
 
     ALPHA = 0.2
 
-    def __init__(self, seed: StepCosts | None = None, trusted: bool = False) -> None:
-        """``trusted``: take the seed's prices as measured (its level known), as a caller that gives
-        exact costs wants; otherwise the level is unknown until the first one-row call."""
+    def __init__(self, seed: StepCosts | None = None, fixed: bool = False) -> None:
+        """``fixed``: take the seed's prices as the truth and learn nothing (a caller that gives exact
+        costs, as the offline tests do, wants its decisions not to depend on timing); otherwise the
+        level is unknown until the first one-row call."""
         self.seed = seed or StepCosts.cpu_default()
-        self.level: float | None = 1.0 if trusted else None  # None: no one-row call measured yet
+        self.fixed = fixed
+        self.level: float | None = 1.0 if fixed else None  # None: no one-row call measured yet
         self._shape: dict[int, float] = {1: 1.0}
         self._observed: list[int] = [1]  # the keys of _shape, sorted
 
@@ -135,6 +137,8 @@ class CostModel:
 
     def observe(self, rows: int, seconds: float) -> None:
         """One decode call of ``rows`` rows (all sequences) took ``seconds``, its accept work included."""
+        if self.fixed:
+            return
         if rows == 1:
             measured = seconds / self.seed.rows(1)
             if self.level is None:  # the first one-row call: the scale, keeping the prices measured so far
@@ -212,15 +216,13 @@ class DraftAcceptance:
 
     POSITIONS = 2
 
-    def __init__(self, prior: float, weight: float = 2.0, decay: float = 0.8, prior_next: float | None = None) -> None:
+    def __init__(self, prior: float, weight: float = 2.0, decay: float = 0.8) -> None:
         """``decay`` 0.8: each rate rests on about 1 / (1 - decay) = 5 recent observations. A draft pays
         on a CPU only at high acceptance (one more row costs ~0.9 of a plain step, so a 1-token draft
         needs ~0.9); with 0.5 (2 observations) three right first tokens in a row already read as 0.93
         and bought drafts that failed half the time (open sampled text: 0.93x plain decoding in
-        bench/results/windows.md; on the traces 0.97x at 0.5 against 0.99x at 0.8). ``prior_next``:
-        the later positions' prior, when it differs from the first's."""
-        priors = [prior] + [prior if prior_next is None else prior_next] * (self.POSITIONS - 1)
-        self.rates = [AcceptanceRate(p, weight, decay) for p in priors]
+        bench/results/windows.md; on the traces 0.97x at 0.5 against 0.99x at 0.8)."""
+        self.rates = [AcceptanceRate(prior, weight, decay) for _ in range(self.POSITIONS)]
 
     def observe(self, drafted: int, accepted: int) -> None:
         """``accepted`` of ``drafted`` draft tokens were accepted (a failure at ``accepted`` unless all were)."""

@@ -72,18 +72,15 @@ class DraftPolicy:
         self.config = config
         self.lookup = lookup if "lookup" in config.sources else None
         self.mtp = mtp if "mtp" in config.sources else None
-        # Costs given as numbers are taken as measured; the server's CostModel learns them.
-        self.costs = costs if isinstance(costs, CostModel) else CostModel(costs, trusted=costs is not None)
+        # Costs given as numbers are taken as the truth; the server's CostModel learns them.
+        self.costs = costs if isinstance(costs, CostModel) else CostModel(costs, fixed=costs is not None)
         # Per-token acceptance: MTP, and lookup split by match strength (a live copy cursor or a
-        # full-length n-gram is far more reliable than a short match). A strong match's first token
-        # starts optimistic: plain steps test it for free (_follow_shadow). Its later tokens can be
-        # tested only by drafting them, so their prior is neutral: a draft must first show a reliable
-        # first token (about 0.8 where a row costs ~0.9 of a step) before it spends rows on an
-        # unproven continuation. With 0.85 there, sampled open text bought a failed 2-token draft
-        # whenever three of five first tokens were right (3 % of its time, bench/results/windows.md).
+        # full-length n-gram is far more reliable than a short match). Priors lean optimistic so each
+        # source gets tried before the evidence decides (a neutral prior for a strong match's later
+        # positions made a 40-token quote of crazyones.pdf accept nothing).
         self.rate = {
             "mtp": DraftAcceptance(0.6),
-            "strong": DraftAcceptance(0.85, prior_next=0.5),
+            "strong": DraftAcceptance(0.85),
             "weak": DraftAcceptance(0.4),
         }
         self.stats = SourceStats()
@@ -148,9 +145,9 @@ class DraftPolicy:
             best = ("none", 0)
         plan, n = best
         self._idle["mtp"] = 0 if plan == "mtp" else self._idle["mtp"] + 1
-        if plan != "none":
+        if plan == "lookup":
             self._end_shadow()
-        elif candidate and self._shadow is None:
+        elif candidate and self._shadow is None:  # no draft, or an MTP draft: lookup watches for free
             self._shadow, self._shadow_hits = (self._lookup_kind, candidate[: self.SHADOW_LEN]), 0
         if plan == "lookup":
             assert self.lookup is not None
@@ -200,6 +197,9 @@ class DraftPolicy:
 
     def observe(self, draft: Draft, n_accepted: int, target_token: int) -> None:
         """Update per-source counters and acceptance rates, and move the lookup cursor."""
+        if self._shadow is not None and draft.tokens:  # an MTP step: its first emitted token checks lookup's
+            self._follow_shadow(draft.tokens[0] if n_accepted >= 1 else target_token)
+            self._end_shadow()
         n_lookup = len(draft.tokens) - draft.n_mtp
         mtp_ok = min(n_accepted, draft.n_mtp)
         lookup_ok = max(0, n_accepted - draft.n_mtp)

@@ -41,6 +41,10 @@ def test_mtp_answers_survive_a_restart_with_identical_drafts(server, tiny_qwen35
         ):
             after = _ask(client, doc["id"], **body)
             assert after["answer"] == before[mode]["answer"] == plain["answer"]
+            if mode == "auto":
+                # The adaptive window prices drafts with costs learnt from the calls made so far
+                # (spec/cost.py CostModel), which a restart begins again: same answer, drafts may differ.
+                continue
             for key in ("drafted_by_source", "accepted_by_source", "verify_steps"):
                 assert after["stats"][key] == before[mode]["stats"][key], (mode, key)
     stats = before["verify16"]["stats"]

@@ -35,8 +35,7 @@ def test_adaptive_drafts_long_when_rows_are_free_and_short_when_they_are_not():
 
 
 def test_adaptive_goes_long_while_copying_on_a_cpu():
-    """A strong match starts with short drafts (its later positions have a neutral prior) and reaches
-    the full window within a few fully accepted steps."""
+    """A strong match reaches the full window within a few fully accepted steps."""
     p = policy(None, CPU, tail=(10, 11, 12, 13))  # a full-length (4-gram) match: a strong source
     windows = []
     for _ in range(6):
@@ -45,7 +44,7 @@ def test_adaptive_goes_long_while_copying_on_a_cpu():
         assert draft.tokens
         p.observe(draft, len(draft.tokens), DOC[DOC.index(draft.tokens[-1]) + 1])
         p.lookup.extend([*draft.tokens, DOC[DOC.index(draft.tokens[-1]) + 1]])
-    assert windows == sorted(windows) and windows[0] < 16, windows
+    assert windows == sorted(windows), windows
     assert len(p.propose(0, 0, 16).tokens) == 16, windows
 
 
