@@ -73,11 +73,19 @@ class Runner:
         tokens in all (a long question takes the whole budget; short ones share it), with the MTP
         catch-up. Returns each sequence decoded with the logits row of its first answer token (a copy)
         once its whole suffix is in, else None."""
-        pieces = []
+        pieces, full = [], budget
         for seq in seqs:
             if budget <= 0:
                 break
             chunk = seq.suffix[seq.n_prefilled : seq.n_prefilled + budget]
+            if (
+                self.max_rows < self.ctx.n_batch
+                and pieces
+                and len(chunk) < min(full, len(seq.suffix) - seq.n_prefilled)
+            ):
+                # DOCQA_BATCH_INVARIANT: cut a suffix only where it is cut when asked alone, so no piece
+                # lands in the other row-count regime (spec/limits.py); it waits for the next step.
+                break
             pieces.append((seq, chunk, seq.n_prefix + seq.n_prefilled))
             budget -= len(chunk)
         ends = [seq.n_prefilled + len(chunk) >= len(seq.suffix) for seq, chunk, _ in pieces]
