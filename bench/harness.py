@@ -196,6 +196,7 @@ class TinyMtp:
         seed: int | None = None,
         max_window: int = 16,
         rebuild=None,
+        costs=None,
     ):
         self.start(prompt)
         lookup = LookupDrafter(NgramIndex(prompt, 2, 4), self.model.piece, self.model.unspaced)
@@ -209,6 +210,7 @@ class TinyMtp:
             time.perf_counter(),
             mtp=self.mtp,
             max_window=max_window,
+            costs=costs,
         )
         params = AnswerParams(
             max_tokens=n,
