@@ -51,6 +51,7 @@ class Runner:
         catch-up and accept), which the adaptive window prices its drafts with."""
         self.ctx, self.mtp_ctx, self.doc_seq, self.costs = ctx, mtp_ctx, doc_seq, costs
         self.max_rows = min(max_rows or ctx.n_batch, ctx.n_batch)
+        self.invariant = self.max_rows < ctx.n_batch  # DOCQA_BATCH_INVARIANT's row cap is on
 
     # -- a sequence's life --------------------------------------------------------------------------
     def share_prefix(self, seq_id: int, hot: HotDoc, mtp: MtpDrafter | None = None) -> MtpDrafter | None:
@@ -78,11 +79,7 @@ class Runner:
             if budget <= 0:
                 break
             chunk = seq.suffix[seq.n_prefilled : seq.n_prefilled + budget]
-            if (
-                self.max_rows < self.ctx.n_batch
-                and pieces
-                and len(chunk) < min(full, len(seq.suffix) - seq.n_prefilled)
-            ):
+            if self.invariant and pieces and len(chunk) < min(full, len(seq.suffix) - seq.n_prefilled):
                 # DOCQA_BATCH_INVARIANT: cut a suffix only where it is cut when asked alone, so no piece
                 # lands in the other row-count regime (spec/limits.py); it waits for the next step.
                 break

@@ -211,7 +211,7 @@ class DraftAcceptance:
     match are right up to the number and wrong there, so a single rate, fed mostly by the easy
     positions, kept buying drafts that failed at the hard one, and the default lost to plain
     decoding (bench/results/windows.md). Each position's rate is fed by the steps that reached it:
-    verify steps, and the free shadow checks of spec/draft.py.
+    verify steps, and the free first-token checks of spec/draft.py.
     """
 
     POSITIONS = 2
@@ -239,11 +239,16 @@ class DraftAcceptance:
 
     def expected(self, k: int) -> float:
         """Expected accepted tokens of a ``k``-token draft."""
-        total, reach = 0.0, 1.0
+        return self.expected_upto(k)[-1] if k > 0 else 0.0
+
+    def expected_upto(self, k: int) -> list[float]:
+        """Expected accepted tokens of drafts of 1..``k`` tokens, in one O(k) pass."""
+        out, total, reach = [], 0.0, 1.0
         for i in range(k):
             reach *= self.rates[min(i, self.POSITIONS - 1)].value
             total += reach
-        return total
+            out.append(total)
+        return out
 
 
 def expected_accepted(rate: float, k: int) -> float:

@@ -54,12 +54,6 @@ class DraftPolicy:
     with the most expected tokens per second under :mod:`spec.cost`'s acceptance model."""
 
     PROBE_EVERY = 16  # adaptive mode: try a source again after this many steps without it
-    # Plain steps follow this many tokens of an undrafted lookup candidate (_follow_shadow). Following
-    # the whole candidate would also feed the later positions' rate for free, but from text the policy
-    # had just judged not worth drafting; on the recorded traces (bench/policy_sim.py) that lowered
-    # extractive and re-read answers to 1.23x and 1.06x the best fixed window (1.36x and 1.15x with
-    # the first token only), so only the first token is checked.
-    SHADOW_LEN = 1
     HIGH_ACCEPTANCE = 0.9  # fixed windows keep their full length under load above this acceptance
 
     def __init__(
@@ -87,10 +81,8 @@ class DraftPolicy:
         self.recent = AcceptanceRate(0.5)  # all sources together, for the load cap of fixed windows
         self._lookup_kind = "weak"
         self._idle = {"mtp": 0}  # steps since MTP last drafted
-        # A lookup candidate that was not drafted, its kind, and how many of its tokens plain steps
-        # have emitted since (observe() follows it: _follow_shadow).
-        self._shadow: tuple[str, list[int]] | None = None
-        self._shadow_hits = 0
+        # The first token of a lookup candidate that was not drafted, and its kind (observe() checks it).
+        self._shadow: tuple[str, int] | None = None
         self._beyond: int | None = None  # the candidate's token after an adaptive lookup draft
 
     def propose(self, last: int, pos: int, max_draft: int, load: int = 1, mtp_drafts: list[int] | None = None) -> Draft:
@@ -123,20 +115,18 @@ class DraftPolicy:
         if self.lookup is not None:
             self._lookup_kind = kind = "strong" if self.lookup.strong() else "weak"
             candidate = self.lookup.propose(max_draft)
-            rate = self.rate[kind]
-            for k in range(1, len(candidate) + 1):
-                value = (1 + rate.expected(k)) / share(k, load)
+            for k, gain in enumerate(self.rate[kind].expected_upto(len(candidate)), start=1):
+                value = (1 + gain) / share(k, load)
                 if value > best_value:
                     best_value, best = value, ("lookup", k)
         if self.mtp is not None:
-            rate = self.rate["mtp"]
-            for n in range(1, min(self.config.n_mtp, max_draft) + 1):
-                value = (1 + rate.expected(n)) / (share(n, load) + n * self.costs.mtp)
+            for n, gain in enumerate(self.rate["mtp"].expected_upto(min(self.config.n_mtp, max_draft)), start=1):
+                value = (1 + gain) / (share(n, load) + n * self.costs.mtp)
                 if value > best_value:
                     best_value, best = value, ("mtp", n)
         # Exploration: MTP, unused for a while, gets one short probe, so its acceptance estimate can
-        # recover when the text changes. Lookup needs none: plain steps show for free how much of its
-        # candidate was right (observe()'s shadow).
+        # recover when the text changes. Lookup needs none: a step without it shows for free whether its
+        # candidate's first token was right (observe()'s shadow check).
         if best[0] == "none" and self.mtp is not None and self._idle["mtp"] >= self.PROBE_EVERY:
             best = ("mtp", 1)
         if self.costs.level is None:
@@ -145,10 +135,8 @@ class DraftPolicy:
             best = ("none", 0)
         plan, n = best
         self._idle["mtp"] = 0 if plan == "mtp" else self._idle["mtp"] + 1
-        if plan == "lookup":
-            self._end_shadow()
-        elif candidate and self._shadow is None:  # no draft, or an MTP draft: lookup watches for free
-            self._shadow, self._shadow_hits = (self._lookup_kind, candidate[: self.SHADOW_LEN]), 0
+        # No draft, or an MTP draft: the step's first emitted token checks lookup's candidate for free.
+        self._shadow = (self._lookup_kind, candidate[0]) if plan != "lookup" and candidate else None
         if plan == "lookup":
             assert self.lookup is not None
             self.lookup.keep_first(n)
@@ -171,35 +159,23 @@ class DraftPolicy:
             tokens = tokens + self.lookup.propose(k - len(tokens), after=tokens)
         return Draft(tokens, n_mtp)
 
-    def _follow_shadow(self, target_token: int) -> None:
-        """A plain step emitted ``target_token``: compare it with the next token of the candidate lookup
-        proposed when no draft was worth its cost. Over the following plain steps that shows how many
-        of the candidate's tokens a draft would have got accepted, first and later positions alike,
-        at no cost: acceptance recovers as soon as the answer starts copying again, no probe is spent
-        (a probe of 4 rows costs 3 plain steps on a CPU), and a candidate whose first token is right
-        but whose continuation is not (repeated structure) is recognised without drafting it."""
-        if self._shadow is None:
-            return
-        kind, candidate = self._shadow
-        if candidate[self._shadow_hits] != target_token:
-            self.rate[kind].observe(self._shadow_hits + 1, self._shadow_hits)
-            self._shadow = None
-            return
-        self._shadow_hits += 1
-        if self._shadow_hits == len(candidate):
-            self._end_shadow()
-
-    def _end_shadow(self) -> None:
-        """Stop following the shadow candidate; the tokens it got right so far count as accepted."""
+    def _check_shadow(self, first_emitted: int) -> None:
+        """A step without a lookup draft emitted ``first_emitted`` first: count whether the first token
+        of the candidate lookup proposed was right. Acceptance is learnt at no cost this way, so it
+        recovers as soon as the answer starts copying again, and no probe is spent (a probe of 4 rows
+        costs 3 plain steps on a CPU). Only the first token: following the whole candidate over the
+        next plain steps would feed the later positions too, but from text the policy had just judged
+        not worth drafting; on the recorded traces (bench/policy_sim.py) that lowered extractive and
+        re-read answers to 1.23x and 1.06x the best fixed window (1.36x and 1.15x with the first token)."""
         if self._shadow is not None:
-            self.rate[self._shadow[0]].observe(self._shadow_hits, self._shadow_hits)
+            kind, first = self._shadow
+            self.rate[kind].observe(1, int(first == first_emitted))
             self._shadow = None
 
     def observe(self, draft: Draft, n_accepted: int, target_token: int) -> None:
         """Update per-source counters and acceptance rates, and move the lookup cursor."""
-        if self._shadow is not None and draft.tokens:  # an MTP step: its first emitted token checks lookup's
-            self._follow_shadow(draft.tokens[0] if n_accepted >= 1 else target_token)
-            self._end_shadow()
+        if draft.tokens:  # an MTP step (a lookup draft has no shadow): its first emitted token checks it
+            self._check_shadow(draft.tokens[0] if n_accepted >= 1 else target_token)
         n_lookup = len(draft.tokens) - draft.n_mtp
         mtp_ok = min(n_accepted, draft.n_mtp)
         lookup_ok = max(0, n_accepted - draft.n_mtp)
@@ -224,7 +200,7 @@ class DraftPolicy:
         if n_lookup and reached_lookup:
             self.lookup.observe(lookup_ok, target_token)
         elif not draft.tokens:
-            self._follow_shadow(target_token)
+            self._check_shadow(target_token)
             self.lookup.advance(target_token)  # a plain step: the cursor survives if the text matched
         else:
             self.lookup.forget_cursor()
