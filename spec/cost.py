@@ -211,18 +211,21 @@ class DraftAcceptance:
     match are right up to the number and wrong there, so a single rate, fed mostly by the easy
     positions, kept buying drafts that failed at the hard one, and the default lost to plain
     decoding (bench/results/windows.md). Each position's rate is fed by the steps that reached it:
-    verify steps, and the free first-token checks of spec/draft.py.
+    verify steps, and the free checks of undrafted candidates against the emitted text
+    (spec/draft.py: the first token of every step's candidate, the later ones of one at a time).
     """
 
     POSITIONS = 2
 
-    def __init__(self, prior: float, weight: float = 2.0, decay: float = 0.8) -> None:
-        """``decay`` 0.8: each rate rests on about 1 / (1 - decay) = 5 recent observations. A draft pays
+    def __init__(self, prior: float, weight: float = 2.0, decay: float = 0.8, later: float | None = None) -> None:
+        """``prior``: the first position's starting rate; ``later``: the later positions' (default ``prior``).
+        ``decay`` 0.8: each rate rests on about 1 / (1 - decay) = 5 recent observations. A draft pays
         on a CPU only at high acceptance (one more row costs ~0.9 of a plain step, so a 1-token draft
         needs ~0.9); with 0.5 (2 observations) three right first tokens in a row already read as 0.93
         and bought drafts that failed half the time (open sampled text: 0.93x plain decoding in
         bench/results/windows.md; on the traces 0.97x at 0.5 against 0.99x at 0.8)."""
-        self.rates = [AcceptanceRate(prior, weight, decay) for _ in range(self.POSITIONS)]
+        priors = [prior] + [prior if later is None else later] * (self.POSITIONS - 1)
+        self.rates = [AcceptanceRate(p, weight, decay) for p in priors]
 
     def observe(self, drafted: int, accepted: int) -> None:
         """``accepted`` of ``drafted`` draft tokens were accepted (a failure at ``accepted`` unless all were)."""
@@ -231,6 +234,23 @@ class DraftAcceptance:
             self.rates[i].observe(1, int(accepted > i))
         if drafted > last and accepted >= last:
             self.rates[last].observe(drafted - last, accepted - last)
+
+    def follow(self, position: int, accepted: bool) -> None:
+        """One token of a draft that was not made, checked as the text is emitted: the candidate's
+        tokens before ``position`` matched, and the one at ``position`` did (``accepted``) or not.
+        Called position by position, it leaves the rates where :meth:`observe` of the whole draft
+        would, but each token counts as soon as it is seen: a run still going is a censored
+        observation (successes so far, no failure), which the success / (success + failure)
+        estimate takes without bias."""
+        last = self.POSITIONS - 1
+        rate = self.rates[min(position, last)]
+        if position <= last:  # a new observation of this rate: the old ones decay once, as in observe()
+            rate.successes *= rate.decay
+            rate.failures *= rate.decay
+        if accepted:
+            rate.successes += 1
+        else:
+            rate.failures += 1
 
     @property
     def value(self) -> float:

@@ -69,12 +69,13 @@ class DraftPolicy:
         # Costs given as numbers are taken as the truth; the server's CostModel learns them.
         self.costs = costs if isinstance(costs, CostModel) else CostModel(costs, fixed=costs is not None)
         # Per-token acceptance: MTP, and lookup split by match strength (a live copy cursor or a
-        # full-length n-gram is far more reliable than a short match). Priors lean optimistic so each
-        # source gets tried before the evidence decides (a neutral prior for a strong match's later
-        # positions made a 40-token quote of crazyones.pdf accept nothing).
+        # full-length n-gram is far more reliable than a short match). A strong match's first token
+        # starts optimistic, its later ones less so: they are learnt from the emitted text before any
+        # draft is paid for (_follow_emitted), and a first draft made on the prior alone cost SPEC-03's
+        # answer two failed drafts of 4 and 7 tokens (0.96x plain decoding, bench/results/windows.md).
         self.rate = {
             "mtp": DraftAcceptance(0.6),
-            "strong": DraftAcceptance(0.85),
+            "strong": DraftAcceptance(0.85, later=0.6),
             "weak": DraftAcceptance(0.4),
         }
         self.stats = SourceStats()
@@ -83,6 +84,10 @@ class DraftPolicy:
         self._idle = {"mtp": 0}  # steps since MTP last drafted
         # The first token of a lookup candidate that was not drafted, and its kind (observe() checks it).
         self._shadow: tuple[str, int] | None = None
+        # An undrafted lookup candidate whose later tokens the emitted text is compared with
+        # (_follow): its kind, its tokens, and how many of them the text has matched so far.
+        self._follow: tuple[str, list[int]] | None = None
+        self._follow_hits = 0
         self._beyond: int | None = None  # the candidate's token after an adaptive lookup draft
 
     def propose(self, last: int, pos: int, max_draft: int, load: int = 1, mtp_drafts: list[int] | None = None) -> Draft:
@@ -125,8 +130,8 @@ class DraftPolicy:
                 if value > best_value:
                     best_value, best = value, ("mtp", n)
         # Exploration: MTP, unused for a while, gets one short probe, so its acceptance estimate can
-        # recover when the text changes. Lookup needs none: a step without it shows for free whether its
-        # candidate's first token was right (observe()'s shadow check).
+        # recover when the text changes. Lookup needs none: the tokens a step without it emits show for
+        # free how much of its candidate was right (observe()'s shadow check and _follow).
         if best[0] == "none" and self.mtp is not None and self._idle["mtp"] >= self.PROBE_EVERY:
             best = ("mtp", 1)
         if self.costs.level is None:
@@ -137,6 +142,10 @@ class DraftPolicy:
         self._idle["mtp"] = 0 if plan == "mtp" else self._idle["mtp"] + 1
         # No draft, or an MTP draft: the step's first emitted token checks lookup's candidate for free.
         self._shadow = (self._lookup_kind, candidate[0]) if plan != "lookup" and candidate else None
+        if plan == "lookup":
+            self._follow = None  # the draft observes its own positions
+        elif self._follow is None and len(candidate) > 1:
+            self._follow, self._follow_hits = (self._lookup_kind, candidate), 0
         if plan == "lookup":
             assert self.lookup is not None
             self.lookup.keep_first(n)
@@ -172,10 +181,37 @@ class DraftPolicy:
             self.rate[kind].observe(1, int(first == first_emitted))
             self._shadow = None
 
+    def _follow_emitted(self, emitted: list[int]) -> None:
+        """A step without a lookup draft emitted ``emitted``: compare them with the next tokens of the
+        undrafted candidate being followed (:meth:`DraftAcceptance.follow`). Over the following steps
+        this shows how many of its tokens a draft would have got accepted, at no cost, so the rate of
+        the later positions is learnt while the policy does not draft them. Without it that rate only
+        moved when a draft was made, and a draft was only made when that rate was high: on extractive
+        Alice (6k tokens) the answer copied the document for 60 steps with the first position's rate
+        at 1.0 and the later positions' stuck at 0.73, and no draft was made (0.83x window 16,
+        bench/results/windows.md). Position 0 is left to _check_shadow, which checks every step's
+        candidate."""
+        if self._follow is None:
+            return
+        kind, candidate = self._follow
+        for token in emitted:
+            i = self._follow_hits
+            ok = candidate[i] == token
+            if i:
+                self.rate[kind].follow(i, ok)
+            if not ok or i + 1 == len(candidate):
+                self._follow = None
+                return
+            self._follow_hits += 1
+
     def observe(self, draft: Draft, n_accepted: int, target_token: int) -> None:
         """Update per-source counters and acceptance rates, and move the lookup cursor."""
         if draft.tokens:  # an MTP step (a lookup draft has no shadow): its first emitted token checks it
             self._check_shadow(draft.tokens[0] if n_accepted >= 1 else target_token)
+            if draft.n_mtp == len(draft.tokens):
+                self._follow_emitted([*draft.tokens[:n_accepted], target_token])
+            else:  # lookup continued the MTP tokens: its own outcome is observed below
+                self._follow = None
         n_lookup = len(draft.tokens) - draft.n_mtp
         mtp_ok = min(n_accepted, draft.n_mtp)
         lookup_ok = max(0, n_accepted - draft.n_mtp)
@@ -201,6 +237,7 @@ class DraftPolicy:
             self.lookup.observe(lookup_ok, target_token)
         elif not draft.tokens:
             self._check_shadow(target_token)
+            self._follow_emitted([target_token])
             self.lookup.advance(target_token)  # a plain step: the cursor survives if the text matched
         else:
             self.lookup.forget_cursor()

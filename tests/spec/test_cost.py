@@ -88,3 +88,16 @@ def test_draft_acceptance_is_learnt_per_position():
     later = DraftAcceptance(0.5)
     later.observe(1, 0)  # a failed first token says nothing about later positions
     assert later.rates[1].value == 0.5
+
+
+def test_following_a_draft_token_by_token_equals_observing_it_whole():
+    whole, by_token = DraftAcceptance(0.5, later=0.4), DraftAcceptance(0.5, later=0.4)
+    for accepted in (16, 3, 0, 7):
+        whole.observe(16, accepted)
+        for i in range(min(accepted + 1, 16)):
+            by_token.follow(i, i < accepted)
+    assert [r.value for r in by_token.rates] == pytest.approx([r.value for r in whole.rates])
+    censored = DraftAcceptance(0.5)
+    for i in range(1, 6):  # a run still going: five later tokens right so far, no failure yet
+        censored.follow(i, True)
+    assert censored.rates[1].value > 0.8 and censored.rates[0].value == 0.5
