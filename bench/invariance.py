@@ -1,12 +1,14 @@
 """Batch-invariant numerics: which settings make a row's logits independent of the rest of its decode
 call, and what they cost (issue 17). One run, candidates alternated, embedded Gemma 3 270M Q4_K_M.
+ggml reads its tiled-matmul switch (runtime/numerics.py) once per process, so the candidates with the
+tiled kernel and those without run in a child process each, and the mode in two server processes.
 
 For each candidate: whether sequence 1's logits over 6 greedy steps are bit-identical alone and in a
 batch of three on the SPEC-03 document (880 tokens), and whether a row is identical in a 1-row and a
 17-row call; then prefill tok/s (a 2,048-token document in 512-token chunks), one-row decode tok/s
 and the time of a 17-row verify call, medians of ``--repeats``. Then the whole mode through the
-server, DOCQA_BATCH_INVARIANT off (the defaults) against on (those numerics plus decode calls of at
-most 7 rows: the window capped at 6, batches split): a quote and an open question alone, and 8
+server, DOCQA_BATCH_INVARIANT off (the defaults) against on (q8_0 KV cache, flash attention, no
+repack, per-row matmul kernels at every row count): a quote and an open question alone, and 8
 concurrent questions, alternated.
 
 Usage: .venv/bin/python -m bench.invariance [--repeats 3] [--threads 2]
@@ -29,19 +31,21 @@ from bench.harness import open_ctx, prompt_tokens
 from bench.run import RESULTS
 from runtime.embedded import embedded_model_path
 from runtime.llama import Model
+from runtime.numerics import TILED_ENV
 from runtime.system import system_info
-from server.settings import Settings
 
 CASES = Path(__file__).resolve().parent.parent.parent / "shared/cases"
-CANDIDATES = {  # name: (extra buffer types / repack, context settings)
-    "default (f16 KV, flash attention auto, repack)": (None, {}),
-    "no repack": (False, {}),
-    "f16 KV, flash attention off, no repack": (False, {"flash_attn": "off"}),
-    "q8_0 KV, flash attention on, no repack (DOCQA_BATCH_INVARIANT)": (
+CANDIDATES = {  # name: (extra buffer types / repack, context settings, ggml's tiled K-quant matmul on)
+    "default (f16 KV, flash attention auto, repack)": (None, {}, True),
+    "no repack": (False, {}, True),
+    "f16 KV, flash attention off, no repack": (False, {"flash_attn": "off"}, True),
+    "q8_0 KV, flash attention on, no repack": (False, {"type_k": "q8_0", "type_v": "q8_0", "flash_attn": "on"}, True),
+    "q4_0 KV, flash attention on, no repack": (False, {"type_k": "q4_0", "type_v": "q4_0", "flash_attn": "on"}, True),
+    f"q8_0 KV, flash attention on, no repack, {TILED_ENV}=0 (DOCQA_BATCH_INVARIANT)": (
         False,
         {"type_k": "q8_0", "type_v": "q8_0", "flash_attn": "on"},
+        False,
     ),
-    "q4_0 KV, flash attention on, no repack": (False, {"type_k": "q4_0", "type_v": "q4_0", "flash_attn": "on"}),
 }
 QUESTIONS = ["What is the vault combination?", "Who signed clause 3?", "List the clauses about copper."]
 
@@ -107,17 +111,14 @@ def _speed(model: Model, cfg: dict, tokens: np.ndarray, threads: int) -> dict[st
 
 
 def _mode_runs(repeats: int, threads: int) -> dict[str, list[dict[str, float]]]:
-    """Answers through the server with DOCQA_BATCH_INVARIANT off and on, alternated: decode tok/s of a
-    quote (Alice, 24,000 characters, default window) and of an open question (plain decoding), and
-    the answer tokens per second of 8 concurrent questions about crazyones.pdf (48 tokens each)."""
+    """Answers through two server processes, DOCQA_BATCH_INVARIANT off and on, alternated (a process
+    each: ggml reads its kernel switch once per process): decode tok/s of a quote (Alice, 24,000
+    characters, default window) and of an open question (plain decoding), and the answer tokens per
+    second of 8 concurrent questions about crazyones.pdf (48 tokens each)."""
     from concurrent.futures import ThreadPoolExecutor
-    from contextlib import ExitStack
 
-    from fastapi.testclient import TestClient
-
-    from bench.live import LOCAL
+    from bench.live import Live
     from bench.policy_sim import QUOTED
-    from server.app import create_app
 
     alice = (CASES / "text/gutenberg/alice-in-wonderland-pg11.txt").read_bytes().decode("utf-8-sig")[:24_000]
     crazy = (CASES / "pdf/pypdf-resources/crazyones.pdf").read_bytes()
@@ -125,24 +126,22 @@ def _mode_runs(repeats: int, threads: int) -> dict[str, list[dict[str, float]]]:
                  "What can you not do about them?", "What do they push forward?", "Quote the last sentence.",
                  "Who sees genius?"]  # fmt: skip
     runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
-    with ExitStack() as stack:
-        clients, docs = {}, {}
+    model = embedded_model_path(Path(tempfile.gettempdir()) / "docqa-bench")
+    servers, docs = {}, {}
+    try:
         for mode in runs:
-            data = Path(tempfile.mkdtemp(prefix=f"docqa-invariant-{mode}-"))
-            settings = Settings(
-                data_dir=data, model_path=embedded_model_path(data), n_threads=threads, n_ctx=16384,
-                n_seq_max=8, batch_invariant=mode == "on", selftest=False,
-            )  # fmt: skip
-            client = clients[mode] = stack.enter_context(TestClient(create_app(settings), base_url=LOCAL))
+            data = Path(tempfile.mkdtemp(prefix=f"docqa-invariant-{mode}-")) / "data"
+            env = {"DOCQA_N_THREADS": str(threads), "DOCQA_N_CTX": "16384", "DOCQA_N_SEQ_MAX": "8",
+                   "DOCQA_BATCH_INVARIANT": str(mode == "on").lower(), "DOCQA_SELFTEST": "false"}  # fmt: skip
+            server = servers[mode] = Live(data, model, **env).start(timeout=600)
             for name, body in (("alice.txt", alice.encode()), ("crazy.pdf", crazy)):
-                doc = client.post("/v1/documents", files={"file": (name, body)}).json()["id"]
-                while client.get(f"/v1/documents/{doc}").json()["status"] == "ingesting":
-                    time.sleep(0.1)
-                docs[mode, name] = doc
+                docs[mode, name] = server.ingest(name, body)
 
         def ask(mode: str, doc: str, question: str, **body) -> dict:
             url = f"/v1/documents/{docs[mode, doc]}/answers"
-            return clients[mode].post(url, json={"question": question, "stop": [], **body}).json()["stats"]
+            status, out = servers[mode].post_json(url, {"question": question, "stop": [], **body})
+            assert status == 200, out
+            return out["stats"]
 
         for _ in range(repeats):
             for mode in runs:
@@ -158,30 +157,57 @@ def _mode_runs(repeats: int, threads: int) -> dict[str, list[dict[str, float]]]:
                     "plain_tok_s": plain["decode_tokens_per_s"],
                     "concurrent8_tok_s": sum(s["completion_tokens"] for s in stats) / wall,
                 })  # fmt: skip
+        capped = "decode calls are capped" in servers["on"].log.read_text()
+    finally:
+        for server in servers.values():
+            server.stop()
+    assert not capped, "the invariant server fell back to the row cap"
     return runs
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
+def _candidates(repeats: int, threads: int, tiled: bool) -> dict[str, dict]:
+    """The candidates whose tiled-matmul setting is ``tiled``, measured in this process (the switch must
+    already be in this process's environment): invariance, then speeds, alternated."""
     path = embedded_model_path(Path(tempfile.gettempdir()) / "docqa-bench")
     document = (CASES / "synthetic/agreement-880-tokens.txt").read_text(encoding="utf-8")
     alice = (CASES / "text/gutenberg/alice-in-wonderland-pg11.txt").read_text(encoding="utf-8-sig")
     models = {flag: Model(path, extra_bufts=flag) for flag in (None, False)}
     tokens = prompt_tokens(models[None], alice[:9000], "Q")[0][:2048]
+    mine = {name: c for name, c in CANDIDATES.items() if c[2] == tiled}
     results: dict[str, dict] = {}
-    for name, (flag, cfg) in CANDIDATES.items():
+    for name, (flag, cfg, _) in mine.items():
         model = models[flag]
         results[name] = {
-            "batch_invariant": _batch_invariant(model, cfg, document, args.threads),
-            "row_count_invariant": _row_count_invariant(model, cfg, tokens, args.threads),
+            "batch_invariant": _batch_invariant(model, cfg, document, threads),
+            "row_count_invariant": _row_count_invariant(model, cfg, tokens, threads),
             "runs": [],
         }
-    for _ in range(args.repeats):  # alternate the candidates, so machine noise lands on all alike
-        for name, (flag, cfg) in CANDIDATES.items():
-            results[name]["runs"].append(_speed(models[flag], cfg, tokens, args.threads))
+    for _ in range(repeats):  # alternate the candidates, so machine noise lands on all alike
+        for name, (flag, cfg, _) in mine.items():
+            results[name]["runs"].append(_speed(models[flag], cfg, tokens, threads))
+    return results
+
+
+def main() -> None:
+    import os
+    import subprocess
+    import sys
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--candidates", choices=["tiled", "per-row"], help=argparse.SUPPRESS)  # a child's part
+    args = parser.parse_args()
+    if args.candidates:
+        print(json.dumps(_candidates(args.repeats, args.threads, args.candidates == "tiled")))
+        return
+    results: dict[str, dict] = {}
+    for kind, value in (("tiled", "1"), ("per-row", "0")):  # a process each: ggml reads the switch once
+        argv = [sys.executable, "-m", "bench.invariance", "--repeats", str(args.repeats), "--threads",
+                str(args.threads), "--candidates", kind]  # fmt: skip
+        out = subprocess.run(argv, env={**os.environ, TILED_ENV: value}, capture_output=True, text=True, check=True)
+        results.update(json.loads(out.stdout.strip().splitlines()[-1]))
+    results = {name: results[name] for name in CANDIDATES}
     base = None
     lines = [
         "# Batch-invariant numerics: which settings, and what they cost",
@@ -212,8 +238,8 @@ def main() -> None:
     off, on = mode["off"], mode["on"]
     lines += [
         "",
-        "The whole mode through the server (DOCQA_BATCH_INVARIANT off = the defaults; on = the numerics above "
-        "plus decode calls of at most 7 rows), alternated:",
+        "The whole mode through two server processes (DOCQA_BATCH_INVARIANT off = the defaults; on = the "
+        "last candidate above, calls of any row count), alternated:",
         "",
         "| DOCQA_BATCH_INVARIANT | quote alone, decode tok/s | plain decoding alone, tok/s | 8 concurrent, tok/s |",
         "|---|---|---|---|",

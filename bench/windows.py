@@ -1,8 +1,9 @@
 """The default (adaptive) draft window against every fixed window, side by side in one run (issue 17).
 
 The workloads of bench/policy_sim.py, asked through the real server (in-process, embedded model,
-the numerics of DOCQA_BATCH_INVARIANT: q8_0 KV cache, flash attention, no repack; answers then agree
-up to the 8-row effect of spec/limits.py), 128 tokens each, with the modes
+DOCQA_BATCH_INVARIANT: q8_0 KV cache, flash attention, no repack, per-row matmul kernels at every row
+count, runtime/numerics.py; so every mode writes the same answer and speeds are like for like),
+128 tokens each, with the modes
 default, ``draft_tokens`` 0, 1, 2, 4, 8 and 16 alternated within each repeat. Reported: median decode
 tok/s per workload and mode, and the default's ratio to the best fixed window.
 
@@ -25,6 +26,7 @@ from bench.live import LOCAL
 from bench.policy_sim import QUOTED
 from bench.run import RESULTS
 from runtime.embedded import embedded_model_path
+from runtime.numerics import TILED_ENV
 from runtime.system import system_info
 from server.app import create_app
 from server.settings import Settings
@@ -61,7 +63,7 @@ def main() -> None:
     data = Path(tempfile.mkdtemp(prefix="docqa-windows-"))
     settings = Settings(
         data_dir=data, model_path=embedded_model_path(data), n_threads=args.threads, n_ctx=16384,
-        type_k="q8_0", type_v="q8_0", flash_attn="on", cpu_repack="off", selftest=False,
+        batch_invariant=True, selftest=False,
     )  # fmt: skip
     rates: dict[str, dict[str, list[float]]] = {}
     answers: dict[str, dict[str, set[str]]] = {}
@@ -86,7 +88,8 @@ def main() -> None:
         "# The default draft window against every fixed window",
         "",
         f"One run, {args.repeats} alternating repeats (medians), 128-token answers, {args.threads} threads, embedded "
-        f"Gemma 3 270M Q4_K_M, q8_0 KV cache, flash attention on, no CPU repack; CPU "
+        f"Gemma 3 270M Q4_K_M, DOCQA_BATCH_INVARIANT (q8_0 KV cache, flash attention on, no CPU repack, "
+        f"{TILED_ENV}=0); CPU "
         f"{platform.processor() or platform.machine()}; {system_info()}",
         "",
         "| workload | " + " | ".join(MODES) + " | default / best fixed | same text as the default | "
@@ -98,8 +101,8 @@ def main() -> None:
         med = {m: statistics.median(v) for m, v in by_mode.items()}
         fixed = [m for m in MODES if m != "default"]
         best = max(fixed, key=med.get)
-        # Numerics part a verify call of 8+ rows from one-row decoding (spec/limits.py), so a window can
-        # answer in other words; speeds of different texts are not like for like.
+        # Should the per-row kernels not be in force (runtime/numerics.py), a window could answer in
+        # other words; speeds of different texts are not like for like.
         same = [m for m in fixed if answers[name][m] == answers[name]["default"]]
         best_same = max(same, key=med.get) if same else None
         results[name] = {

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from ingest.prompt import PromptLayout, layout_for
 from runtime.embedded import embedded_model_path
 from runtime.llama import Context, Model
+from runtime.numerics import TILED_ENV, rows_agree, use_row_invariant_kernels
 from server.calibration import step_costs
 from server.memory import check_fits, context_config
 from server.settings import Settings
@@ -27,7 +28,7 @@ class Loaded:
     ctx: Context  # the target context: the document sequence plus one per question
     mtp_ctx: Context | None  # the MTP draft context, when the model drafts with its MTP head
     max_window: int  # widest draft window: rollback limit (n_rs_seq on hybrid models), batch-invariant cap
-    max_rows: int  # rows per decode call (n_batch, or INVARIANT_MAX_ROWS under DOCQA_BATCH_INVARIANT)
+    max_rows: int  # rows per decode call (n_batch; INVARIANT_MAX_ROWS under DOCQA_BATCH_INVARIANT's fallback)
     costs: CostModel  # verify and MTP step costs (adaptive window): calibrated, corrected by real steps
     layout: PromptLayout
 
@@ -47,6 +48,8 @@ def load(settings: Settings, doc_seq: int) -> Loaded:
         check_fits(s, path)  # DOCQA_VRAM_BYTES: refuse a configuration that cannot fit, with the numbers
     except ValueError as exc:
         raise LoadError(str(exc)) from None
+    if s.batch_invariant:
+        use_row_invariant_kernels()  # before the first decode of this process (runtime/numerics.py)
     model = Model(path, n_gpu_layers=s.n_gpu_layers, load_mtp=s.mtp != "off", extra_bufts=s.extra_bufts)
     if s.mtp == "on" and not model.mtp_loaded:
         model.close()
@@ -65,7 +68,15 @@ def load(settings: Settings, doc_seq: int) -> Loaded:
     # The effective n_rs_seq: some architectures clamp it to 0 (notes §5).
     max_window = ctx.n_rs_seq if model.is_recurrent else MAX_WINDOW
     max_rows = config.n_batch
-    if s.batch_invariant:  # every verify call in the few-rows regime (spec/limits.py)
+    if s.batch_invariant and not rows_agree(ctx, max(model.bos, 0), doc_seq):
+        # The per-row kernels could not be chosen (a decode ran in this process before, or another
+        # llama.cpp build): keep every call in the few-rows regime instead (spec/limits.py).
+        log.warning(
+            "DOCQA_BATCH_INVARIANT: a row's logits differ between calls of 1 and of 8+ rows in this process "
+            "(%s=0 was set too late, or this llama.cpp has another kernel switch); decode calls are capped "
+            "at %d rows and the draft window at %d, which costs speed",
+            TILED_ENV, INVARIANT_MAX_ROWS, INVARIANT_MAX_ROWS - 1,
+        )  # fmt: skip
         max_rows = min(max_rows, INVARIANT_MAX_ROWS)
         max_window = min(max_window, INVARIANT_MAX_ROWS - 1)
     mtp_ctx = None

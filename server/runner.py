@@ -45,13 +45,13 @@ class Runner:
         max_rows: int | None = None,
         costs: CostModel | None = None,
     ) -> None:
-        """``max_rows``: rows per verify call (default ``n_batch``); DOCQA_BATCH_INVARIANT sets
-        spec/limits.py ``INVARIANT_MAX_ROWS``, so a row's logits do not depend on how many other
-        sequences share the step. ``costs``: told the wall time of every verify call (decode, MTP
+        """``max_rows``: rows per verify call (default ``n_batch``); DOCQA_BATCH_INVARIANT's fallback
+        (server/loading.py) sets spec/limits.py ``INVARIANT_MAX_ROWS``, so a row's logits do not depend
+        on how many other sequences share the step. ``costs``: told the wall time of every verify call (decode, MTP
         catch-up and accept), which the adaptive window prices its drafts with."""
         self.ctx, self.mtp_ctx, self.doc_seq, self.costs = ctx, mtp_ctx, doc_seq, costs
         self.max_rows = min(max_rows or ctx.n_batch, ctx.n_batch)
-        self.invariant = self.max_rows < ctx.n_batch  # DOCQA_BATCH_INVARIANT's row cap is on
+        self.invariant = self.max_rows < ctx.n_batch  # DOCQA_BATCH_INVARIANT's row-cap fallback is on
 
     # -- a sequence's life --------------------------------------------------------------------------
     def share_prefix(self, seq_id: int, hot: HotDoc, mtp: MtpDrafter | None = None) -> MtpDrafter | None:

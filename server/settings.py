@@ -84,8 +84,10 @@ class Settings(SharedSettings):
         default=False,
         description=(
             "Answers that do not depend on what else is decoded at the same time: a quantized KV cache, "
-            "flash attention, no CPU repack, and decode calls of at most spec/limits.py INVARIANT_MAX_ROWS "
-            "rows (draft window at most 6; the README gives the measured cost)."
+            "flash attention, no CPU repack, and ggml-cpu's per-row matmul kernels at every row count "
+            "(GGML_CPU_TILED_MM=0, runtime/numerics.py; where a start-up probe finds them not in force, "
+            "decode calls of at most spec/limits.py INVARIANT_MAX_ROWS rows instead). The README gives "
+            "the measured cost."
         ),
     )
     parallel_ingest: bool = Field(
@@ -248,7 +250,8 @@ class Settings(SharedSettings):
         a quantized KV cache and flash attention, so ggml-cpu's flash attention takes its one-row
         reference path (ops.cpp ``ggml_compute_forward_flash_attn_ext_f16_one_chunk``: no KV split,
         no query tiling, masked cells skipped), and no CPU repack (whose gemm and gemv differ). What
-        the user set explicitly is kept, unless it contradicts the mode."""
+        the user set explicitly is kept, unless it contradicts the mode. The matmul kernel is chosen
+        at load (server/loading.py, runtime/numerics.py)."""
         explicit = self.model_fields_set
         if GGML[self.type_k].quantized is False:
             if "type_k" in explicit:

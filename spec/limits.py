@@ -12,13 +12,12 @@ from __future__ import annotations
 MAX_WINDOW = 16
 #: Rows of the widest verify call (the last emitted token + MAX_WINDOW drafts).
 MAX_ROWS = MAX_WINDOW + 1
-#: Under DOCQA_BATCH_INVARIANT's settings, the largest decode call of the "few rows" regime. Measured on
-#: ggml-cpu (llama.cpp as vendored in llama-cpp-python 0.3.36, Gemma 3 270M Q4_K_M,
-#: tests/spec/test_invariance.py): a row's logits are bit-identical in every call of 1 to 7 rows and in
-#: every call of 8 rows or more, but the two regimes differ by up to ~1.6 logits; with either KV type,
-#: flash attention on or off, 1 or 2 threads and with llamafile's sgemm built out. The kernel that
-#: switches is not identified yet. So DOCQA_BATCH_INVARIANT keeps every decode call at this many rows
-#: or fewer (server/loading.py: draft window at most 6, batched steps split by server/runner.py).
+#: The largest decode call of ggml-cpu's "few rows" regime: from 8 rows on, K-quant matmuls take a tiled
+#: kernel (llama.cpp as vendored in llama-cpp-python 0.3.36, ggml/src/ggml-cpu/tiled/tiled.cpp
+#: ``ggml_tiled_min_batch``), and a row's logits differ from a one-row call by up to ~1.6 on Gemma 3 270M
+#: Q4_K_M (tests/spec/test_invariance.py). DOCQA_BATCH_INVARIANT turns that kernel off
+#: (runtime/numerics.py); where a start-up probe finds it still on, it keeps every decode call at this
+#: many rows or fewer instead (server/loading.py: draft window at most 6, batches split by server/runner.py).
 INVARIANT_MAX_ROWS = 7
 #: MTP draft tokens per step: acceptance falls with depth on a single nextn head (notes §2.2).
 MAX_MTP_DRAFT = 3

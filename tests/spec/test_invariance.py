@@ -1,24 +1,26 @@
 """Batch-invariant numerics on the shipped Q4_K_M (issue 17): with a quantized KV cache, flash
-attention on and no CPU repack (DOCQA_BATCH_INVARIANT), a row's logits do not depend on how many rows
-its decode call has, nor on other sequences' rows and cells; so speculative output equals plain greedy
-output token for token, with no near-tie exception. The default settings are the negative control."""
+attention on, no CPU repack and ggml-cpu's per-row matmul kernels (DOCQA_BATCH_INVARIANT), a row's
+logits do not depend on how many rows its decode call has, nor on other sequences' rows and cells; so
+speculative output equals plain greedy output token for token, with no near-tie exception. The default
+settings are the negative control. ggml reads the kernel switch once per process, so the row-count
+measurements run in a fresh process each (tests/spec/invariance_child.py)."""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bench.harness import Prompt, open_ctx, plain_greedy, prompt_tokens, speculative
+from bench.harness import open_ctx, prompt_tokens
 from runtime.llama import Model
+from runtime.numerics import TILED_ENV
 from spec.limits import INVARIANT_MAX_ROWS
-
-SPEC03 = "synthetic/agreement-880-tokens.txt"
-QUESTIONS = [
-    "What is the vault combination, and what colour is the vault?",
-    "Who signed clause 3 of the storage agreement, and when?",
-    "List every clause that mentions copper.",
-]
-INVARIANT = dict(type_k="q8_0", type_v="q8_0", flash_attn="on")
+from tests.spec.invariance_child import INVARIANT, QUESTIONS, SPEC03, prompts, speculative_mismatches
 
 
 def _seq1_rows(model: Model, document: str, batch: bool, **cfg) -> np.ndarray:
@@ -65,79 +67,44 @@ def test_a_rows_logits_do_not_depend_on_the_other_sequences(gemma_path, cases, i
         assert diff > 0.01  # the default settings: the batch moves the logits (notes §15)
 
 
-def test_rows_fall_in_two_regimes_below_and_from_eight_rows_per_call(gemma_path, cases):
-    """The measurement behind INVARIANT_MAX_ROWS, on the crazyones prompt (268 tokens): the same 16
-    greedy tokens decoded 1, 7, 8 and 16 per call. 1 and 7 agree bit for bit, 8 and 16 agree bit for
-    bit, and the two regimes differ. If a llama.cpp upgrade makes them agree, this fails: then the
-    20-prompt test below should pass too, and its xfail goes."""
-    model = Model(gemma_path, extra_bufts=False)
-    ctx = open_ctx(model, n_ctx=1024, **INVARIANT)
-    try:
-        document, question = _prompts(cases)[4]
-        prompt = Prompt(ctx, *prompt_tokens(model, document, question))
-        tokens, _ = plain_greedy(ctx, prompt, 17)
-        n_past = len(prompt.prefix) + len(prompt.suffix)
-
-        def rows(per_call: int) -> np.ndarray:
-            prompt.start(ctx)
-            out = []
-            for i in range(0, 16, per_call):
-                ids = tokens[i : min(i + per_call, 16)]
-                ctx.decode(ids, n_past + i, outputs="all")
-                out.extend(ctx.logits()[: len(ids)].copy())
-            return np.stack(out)
-
-        one, eight = rows(1), rows(INVARIANT_MAX_ROWS + 1)
-        assert np.array_equal(rows(INVARIANT_MAX_ROWS), one)
-        assert np.array_equal(rows(16), eight)
-        assert np.abs(eight - one).max() > 0.01
-    finally:
-        ctx.close()
-        model.close()
+def _child(tiled: bool, *args: object) -> object:
+    """Run tests/spec/invariance_child.py in a fresh process with ggml's tiled K-quant matmul on or off."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, TILED_ENV: "1" if tiled else "0"}
+    argv = [sys.executable, "-m", "tests.spec.invariance_child", *map(str, args)]
+    done = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _prompts(cases) -> list[tuple[str, str]]:
-    from ingest.extract import extract
-
-    alice = extract((cases / "text/gutenberg/alice-in-wonderland-pg11.txt").read_bytes()).text
-    crazy = extract((cases / "pdf/pypdf-resources/crazyones.pdf").read_bytes()).text
-    spec03 = (cases / SPEC03).read_text(encoding="utf-8")
-    out = [(spec03, q) for q in QUESTIONS]
-    out += [(crazy, q) for q in ("Quote the whole text of the document verbatim.", "Who are the crazy ones?")]
-    for start in range(0, 20_000, 1_300):  # 16 more: quotes and questions across Alice
-        chunk = alice[start : start + 2_500]
-        first = " ".join(chunk.split()[40:46])
-        out.append((chunk, f'Quote the paragraph that contains "{first}".'))
-    return out[:20]
-
-
-def _speculative_equals_plain(model: Model, prompts: list[tuple[str, str]], n_tokens: int) -> None:
-    """Windows 1, 4, 16 and adaptive, each capped at INVARIANT_MAX_ROWS - 1 drafts as the server caps
-    them under DOCQA_BATCH_INVARIANT (server/loading.py), so every verify call is in the one-row regime."""
-    ctx = open_ctx(model, n_ctx=4096, **INVARIANT)
-    try:
-        for document, question in prompts:
-            prompt = Prompt(ctx, *prompt_tokens(model, document, question))
-            plain, _ = plain_greedy(ctx, prompt, n_tokens)
-            for window in (1, 4, 16, None):
-                spec, stats = speculative(ctx, prompt, n_tokens, window, max_window=INVARIANT_MAX_ROWS - 1)
-                assert spec == plain[: len(spec)] and len(spec) >= min(len(plain), n_tokens), (question, window)
-    finally:
-        ctx.close()
+def test_the_tiled_matmul_makes_two_regimes_and_the_per_row_kernels_one(gemma_path, cases):
+    """The measurement behind runtime/numerics.py, on the crazyones prompt (268 tokens): the same 16
+    greedy tokens decoded 1, 7, 8 and 16 per call. With ggml's tiled K-quant matmul (the default), 1 and
+    7 agree bit for bit, 8 and 16 agree, and the two regimes differ (spec/limits.py INVARIANT_MAX_ROWS,
+    the fallback's cap). With GGML_CPU_TILED_MM=0 all four agree. If a llama.cpp upgrade moves the
+    switch, the first half fails; if it adds another, the second."""
+    tiled = _child(True, "regimes", gemma_path, cases)
+    assert tiled[str(INVARIANT_MAX_ROWS)] == 0.0 and tiled["8 against 16"] == 0.0, tiled
+    assert tiled[str(INVARIANT_MAX_ROWS + 1)] > 0.01, tiled
+    per_row = _child(False, "regimes", gemma_path, cases)
+    assert set(per_row.values()) == {0.0}, per_row
 
 
 def test_speculative_equals_plain_greedy_on_q4_k_m(gemma_path, cases):
-    model = Model(gemma_path, extra_bufts=False)
-    try:
-        _speculative_equals_plain(model, _prompts(cases)[:3], 16)
-    finally:
-        model.close()
+    """Windows 1, 4, 16 and adaptive, uncapped, with the per-row kernels: 3 prompts x 16 tokens."""
+    assert _child(False, "speculative", gemma_path, cases, 3, 16) == []
 
 
 @pytest.mark.slow
 def test_speculative_equals_plain_greedy_on_q4_k_m_20_prompts(gemma_path, cases):
+    assert _child(False, "speculative", gemma_path, cases, 20, 40) == []
+
+
+def test_the_row_cap_fallback_keeps_speculation_equal_to_plain_decoding(gemma_path, cases):
+    """The fallback where the kernel switch cannot take effect (server/loading.py): every call at most
+    INVARIANT_MAX_ROWS rows, in this process whatever its kernels."""
     model = Model(gemma_path, extra_bufts=False)
     try:
-        _speculative_equals_plain(model, _prompts(cases), 40)
+        assert speculative_mismatches(model, prompts(cases)[:2], 16, INVARIANT_MAX_ROWS - 1) == []
     finally:
         model.close()
