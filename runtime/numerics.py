@@ -27,32 +27,50 @@ TILED_ENV = "GGML_CPU_TILED_MM"
 #: Row counts whose first row the probe compares with a one-row call: the tiled kernel's threshold
 #: (8) and the widest verify call (spec/limits.py MAX_ROWS).
 PROBE_ROWS = (8, 17)
+#: Text for the probe: any plain prose that tokenizes to at least 17 tokens.
+PROBE_TEXT = (
+    "The committee met on a cold morning in March to read the contract again, clause by clause, "
+    "and to decide which of its terms still held after the merger."
+)
 
 
-def use_row_invariant_kernels() -> None:
-    """Ask ggml-cpu for the per-row kernels at every row count. Takes effect only if no K-quant matmul
-    has run in this process yet; :func:`rows_agree` tells whether it did."""
+def use_row_invariant_kernels() -> str | None:
+    """Ask ggml-cpu for the per-row kernels at every row count; returns the variable's previous value
+    for :func:`restore_kernels_env`. Takes effect only if no matmul has run in this process yet (ggml
+    latches the switch at the first one); :func:`rows_agree` tells whether it did."""
+    previous = os.environ.get(TILED_ENV)
     os.environ[TILED_ENV] = "0"
+    return previous
 
 
-def rows_agree(ctx: Context, token: int, seq_id: int = 0) -> bool:
-    """Whether a row's logits are bit-identical when decoded alone and as the first row of calls of
-    :data:`PROBE_ROWS` rows (``token`` repeated, from position 0 of the empty ``seq_id``, removed
-    afterwards). Row 0 attends only to itself in every call, so any difference is the kernels'.
-    About 0.1 s on a 2-core CPU with the embedded model."""
-    n_batch = ctx.n_batch
-    try:
-        ctx.decode([token], 0, seq_id=seq_id, outputs="all")
-        one = ctx.logits()[0].copy()
+def restore_kernels_env(previous: str | None) -> None:
+    """Put the variable back once this process has latched it (after a decode), so processes started
+    later (the self-test child, extraction workers) inherit the environment they were given."""
+    if previous is None:
+        os.environ.pop(TILED_ENV, None)
+    else:
+        os.environ[TILED_ENV] = previous
+
+
+def rows_agree(ctx: Context, tokens: np.ndarray, seq_id: int = 0) -> bool:
+    """Whether ``tokens`` (real text, at least ``max(PROBE_ROWS)`` of them) get bit-identical logits
+    decoded one row per call and :data:`PROBE_ROWS` rows per call, from position 0 of the empty
+    ``seq_id`` (removed afterwards). Real text: a repeated token at position 0 did not show the
+    kernels' difference. About 0.5 s on a 2-core CPU with the embedded model."""
+    n = min(max(PROBE_ROWS), len(tokens), ctx.n_batch)
+    tokens = np.asarray(tokens[:n], dtype=np.int32)
+
+    def logits(per_call: int) -> np.ndarray:
+        out = []
+        for i in range(0, n, per_call):
+            ids = tokens[i : i + per_call]
+            ctx.decode(ids, i, seq_id=seq_id, outputs="all")
+            out.append(ctx.logits()[: len(ids)].copy())
         ctx.seq_rm(seq_id, 0)
-        for rows in PROBE_ROWS:
-            if rows > n_batch:
-                continue
-            ctx.decode([token] * rows, 0, seq_id=seq_id, outputs="all")
-            first = ctx.logits()[0]
-            ctx.seq_rm(seq_id, 0)
-            if not np.array_equal(first, one):
-                return False
-        return True
+        return np.concatenate(out)
+
+    try:
+        one = logits(1)
+        return all(np.array_equal(logits(rows), one) for rows in PROBE_ROWS if rows <= n)
     finally:
         ctx.seq_rm(seq_id, 0)

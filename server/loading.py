@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ingest.prompt import PromptLayout, layout_for
 from runtime.embedded import embedded_model_path
 from runtime.llama import Context, Model
-from runtime.numerics import TILED_ENV, rows_agree, use_row_invariant_kernels
+from runtime.numerics import PROBE_TEXT, TILED_ENV, restore_kernels_env, rows_agree, use_row_invariant_kernels
 from server.calibration import step_costs
 from server.memory import check_fits, context_config
 from server.settings import Settings
@@ -48,8 +49,16 @@ def load(settings: Settings, doc_seq: int) -> Loaded:
         check_fits(s, path)  # DOCQA_VRAM_BYTES: refuse a configuration that cannot fit, with the numbers
     except ValueError as exc:
         raise LoadError(str(exc)) from None
-    if s.batch_invariant:
-        use_row_invariant_kernels()  # before the first decode of this process (runtime/numerics.py)
+    if not s.batch_invariant:
+        return _load(s, path, doc_seq)
+    previous = use_row_invariant_kernels()  # before the first decode of this process (runtime/numerics.py)
+    try:
+        return _load(s, path, doc_seq)
+    finally:
+        restore_kernels_env(previous)  # latched by the probe's decodes
+
+
+def _load(s: Settings, path: Path, doc_seq: int) -> Loaded:
     model = Model(path, n_gpu_layers=s.n_gpu_layers, load_mtp=s.mtp != "off", extra_bufts=s.extra_bufts)
     if s.mtp == "on" and not model.mtp_loaded:
         model.close()
@@ -68,7 +77,9 @@ def load(settings: Settings, doc_seq: int) -> Loaded:
     # The effective n_rs_seq: some architectures clamp it to 0 (notes §5).
     max_window = ctx.n_rs_seq if model.is_recurrent else MAX_WINDOW
     max_rows = config.n_batch
-    if s.batch_invariant and not rows_agree(ctx, max(model.bos, 0), doc_seq):
+    if s.batch_invariant and not rows_agree(
+        ctx, model.tokenize(PROBE_TEXT, parse_special=False, add_bos=True), doc_seq
+    ):
         # The per-row kernels could not be chosen (a decode ran in this process before, or another
         # llama.cpp build): keep every call in the few-rows regime instead (spec/limits.py).
         log.warning(

@@ -108,3 +108,43 @@ def test_the_row_cap_fallback_keeps_speculation_equal_to_plain_decoding(gemma_pa
         assert speculative_mismatches(model, prompts(cases)[:2], 16, INVARIANT_MAX_ROWS - 1) == []
     finally:
         model.close()
+
+
+def test_a_rows_logits_depend_on_where_its_cells_lie_in_the_cache(gemma_path, cases):
+    """What DOCQA_BATCH_INVARIANT does not cover: ggml-cpu's flash attention sums over the KV cells in
+    cache order, so a sequence whose later tokens land in cells freed below its earlier ones (another
+    sequence's rejected drafts or finished answer, on the unified cache) gets other logits than one
+    whose cells lie in position order. The same question decoded twice, once with 20 freed cells below
+    its suffix: the first steps agree, then they part by up to ~1 logit. Concurrent answers can
+    therefore part from solo ones at a near-tie (tests/server/test_batching.py). If this starts
+    passing as equal, a llama.cpp upgrade made the reduction order-independent."""
+    model = Model(gemma_path, extra_bufts=False)
+    document, question = prompts(cases)[4]
+    prefix, suffix = prompt_tokens(model, document, question)
+
+    def steps(holes: bool) -> np.ndarray:
+        ctx = open_ctx(model, n_ctx=2048, n_seq_max=4, kv_unified=True, **INVARIANT)
+        try:
+            ctx.prefill(prefix, 0, seq_id=0)
+            n = len(prefix)
+            ctx.seq_cp(0, 1, 0, n)
+            if holes:  # another sequence's 20 cells right after the prefix, freed once seq 1's suffix is in
+                ctx.seq_cp(0, 2, 0, n)
+                ctx.decode([int(suffix[0])] * 20, n, seq_id=2, outputs="none")
+            ctx.prefill(suffix, n, seq_id=1)
+            if holes:
+                ctx.seq_rm(2, 0)
+            token, pos, out = int(ctx.logits()[-1].argmax()), n + len(suffix), []
+            for _ in range(8):  # greedy; the first 8 tokens agree between the two runs
+                ctx.decode([token], pos, seq_id=1, outputs="all")
+                out.append(ctx.logits()[0].copy())
+                token, pos = int(out[-1].argmax()), pos + 1
+            return np.stack(out)
+        finally:
+            ctx.close()
+
+    try:
+        in_order, with_holes = steps(False), steps(True)
+    finally:
+        model.close()
+    assert np.abs(in_order - with_holes).max() > 0.01
