@@ -88,6 +88,7 @@ def test_eight_concurrent_greedy_answers_equal_alone_on_f16(server, cases, gemma
     assert agreed >= total // 2, (agreed, total)
 
 
+@pytest.mark.slow  # a possible failure: it reports, it cannot fail the suite
 @pytest.mark.xfail(
     strict=False,
     reason="parts from the solo answers in some runs ('What do they push forward?' parted late): on the "

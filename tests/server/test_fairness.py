@@ -151,6 +151,7 @@ def _max_gap(stream: Stream, start: float, end: float) -> float:
     return max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0)
 
 
+@pytest.mark.slow  # ~30-70 s on 2 cores; keeps `make test` under 30 minutes
 def test_a_long_prompt_or_a_new_document_does_not_stall_running_streams(live, cases):
     server = live(DOCQA_N_CTX="32768", DOCQA_N_SEQ_MAX="2")
     doc_id, info = _ready(server, cases, ALICE, chars=12_000)

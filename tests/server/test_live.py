@@ -247,6 +247,7 @@ def test_api_key_guards_v1_and_cors_is_off(server, cases):
         assert "access-control-allow-origin" not in preflight.headers
 
 
+@pytest.mark.slow  # ~30-70 s on 2 cores; keeps `make test` under 30 minutes
 def test_calibration_is_kept_across_restarts(live, tmp_path):
     data = tmp_path / "calib"
     server = live(data)

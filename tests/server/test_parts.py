@@ -60,6 +60,7 @@ def test_citations_of_a_part_name_its_pages_as_in_the_upload(server):
         assert pages and set(pages) == {(2, 2)}
 
 
+@pytest.mark.slow  # ~30-70 s on 2 cores; keeps `make test` under 30 minutes
 def test_a_long_text_is_offered_its_leading_characters(server, cases):
     data = (cases / AROUND).read_bytes()
     with server(long_documents="refuse") as client:
