@@ -55,6 +55,7 @@ def test_second_question_only_evaluates_the_question(server, cases):
             assert answer["stats"]["prompt_tokens"] <= question_len + 4  # the question, not the document
 
 
+@pytest.mark.slow  # STATE-01 below restarts too; keeps `make test` under 30 minutes
 def test_restart_answers_without_ingesting_again(server, cases, tmp_path):
     data = tmp_path / "persist"
     with server(data_dir=data) as client:
