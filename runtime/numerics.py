@@ -7,12 +7,12 @@ per-row ``vec_dot`` kernels below that. The two sum in different orders, so a ro
 whether its decode call has 1-7 rows or 8 and more: up to ~1.6 logits on Gemma 3 270M Q4_K_M, enough
 to change a greedy answer (tests/spec/test_invariance.py). The environment variable
 ``GGML_CPU_TILED_MM=0`` turns the tiled kernel off (``ggml_tiled_matmul_enabled``); ggml reads it once
-per process, at the first K-quant matmul, so it must be set before the first decode.
+per process, at the first matmul, so it must be set before the first decode.
 
 Measured on a 2-core Zen 4 with the embedded model (bench/results/invariance.md): with a q8_0 KV cache,
 flash attention and no CPU repack, turning the tiled kernel off makes a row's logits bit-identical in
 calls of 1, 8 and 17 rows; one-row decoding costs nothing (it never used the tiled kernel), a 17-row
-verify call ~2 % and prefill ~10 %.
+verify call ~5 % and prefill ~10 % (on top of what the q8_0 KV cache costs).
 """
 
 from __future__ import annotations

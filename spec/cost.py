@@ -244,10 +244,9 @@ class DraftAcceptance:
         estimate takes without bias."""
         last = self.POSITIONS - 1
         rate = self.rates[min(position, last)]
-        if position <= last:  # a new observation of this rate: the old ones decay once, as in observe()
-            rate.successes *= rate.decay
-            rate.failures *= rate.decay
-        if accepted:
+        if position <= last:  # a new observation of this rate: decayed once, as in observe()
+            rate.observe(1, int(accepted))
+        elif accepted:  # a later position of the shared rate: the same observation goes on
             rate.successes += 1
         else:
             rate.failures += 1

@@ -172,10 +172,8 @@ class DraftPolicy:
         """A step without a lookup draft emitted ``first_emitted`` first: count whether the first token
         of the candidate lookup proposed was right. Acceptance is learnt at no cost this way, so it
         recovers as soon as the answer starts copying again, and no probe is spent (a probe of 4 rows
-        costs 3 plain steps on a CPU). Only the first token: following the whole candidate over the
-        next plain steps would feed the later positions too, but from text the policy had just judged
-        not worth drafting; on the recorded traces (bench/policy_sim.py) that lowered extractive and
-        re-read answers to 1.23x and 1.06x the best fixed window (1.36x and 1.15x with the first token)."""
+        costs 3 plain steps on a CPU). Every step's candidate is checked here; the later positions of
+        one candidate at a time are followed by :meth:`_follow_emitted`."""
         if self._shadow is not None:
             kind, first = self._shadow
             self.rate[kind].observe(1, int(first == first_emitted))
