@@ -12,10 +12,10 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from bench.harness import Prompt, first_divergence, open_ctx, plain_greedy, prompt_tokens, speculative
 from ingest.extract import extract
 from runtime.embedded import embedded_model_path
 from runtime.llama import Model
+from testkit.harness import Prompt, first_divergence, open_ctx, plain_greedy, prompt_tokens, speculative
 
 CASES = Path(__file__).resolve().parent.parent.parent / "shared/cases"
 

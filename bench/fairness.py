@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.concurrent import questions
-from bench.live import Live
 from bench.run import BIN, CASES, RESULTS, prompt_text
 from bench.systems import LlamaServer
 from runtime.embedded import embedded_model_path
 from runtime.system import system_info
+from testkit.live import Live
 
 ALICE = (CASES / "alice-in-wonderland-pg11.txt").read_text(encoding="utf-8-sig")
 BOOK = (CASES / "around-the-world-in-80-days-pg103.txt").read_text(encoding="utf-8-sig")

@@ -27,12 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import open_ctx, prompt_tokens
 from bench.run import RESULTS
 from runtime.embedded import embedded_model_path
 from runtime.llama import Model
 from runtime.numerics import TILED_ENV
 from runtime.system import system_info
+from testkit.harness import open_ctx, prompt_tokens
 
 CASES = Path(__file__).resolve().parent.parent.parent / "shared/cases"
 CANDIDATES = {  # name: (extra buffer types / repack, context settings, ggml's tiled K-quant matmul on)
@@ -117,8 +117,8 @@ def _mode_runs(repeats: int, threads: int) -> dict[str, list[dict[str, float]]]:
     second of 8 concurrent questions about crazyones.pdf (48 tokens each)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from bench.live import Live
     from bench.policy_sim import QUOTED
+    from testkit.live import Live
 
     alice = (CASES / "text/gutenberg/alice-in-wonderland-pg11.txt").read_bytes().decode("utf-8-sig")[:24_000]
     crazy = (CASES / "pdf/pypdf-resources/crazyones.pdf").read_bytes()

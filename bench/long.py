@@ -34,11 +34,11 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from bench.live import LOCAL
 from runtime.embedded import embedded_model_path
 from runtime.system import system_info
-from server.app import create_app
-from server.settings import Settings
+from server.api.app import create_app
+from server.config.settings import Settings
+from testkit.live import LOCAL
 
 ROOT = Path(__file__).resolve().parent.parent
 NOVEL = ROOT.parent / "shared/cases/text/gutenberg/around-the-world-in-80-days-pg103.txt"

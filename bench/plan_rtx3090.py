@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from runtime.plan_config import GiB, PlanConfig
 from runtime.plan_fit import largest_n_ctx, largest_n_seq_max
 from runtime.presets import preset
-from server.cli import main
-from server.settings import Settings
+from server.config.settings import Settings
+from server.tools.cli import main
 
 OUT = Path(__file__).parent / "results" / "plan-rtx3090.md"
 BASE = ["plan", "--vram", "24GiB", "--preset", "qwen3.6-27b-q4_k_m"]

@@ -37,11 +37,11 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from bench.live import LOCAL
 from ingest.extract import extract
 from runtime.embedded import embedded_model_path
-from server.app import create_app
-from server.settings import Settings
+from server.api.app import create_app
+from server.config.settings import Settings
+from testkit.live import LOCAL
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT.parent / "shared/cases"

@@ -236,8 +236,8 @@ def python_share(model: Path, threads: int, text: str) -> dict:
     import numpy as np
     from llama_cpp import llama_cpp as C
 
-    from bench.harness import Prompt, open_ctx, prompt_tokens, speculative
     from runtime.llama import Model
+    from testkit.harness import Prompt, open_ctx, prompt_tokens, speculative
 
     m = Model(model)
     ctx = open_ctx(m, n_ctx=32768, n_threads=threads, n_threads_batch=threads)

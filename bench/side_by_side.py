@@ -19,9 +19,9 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench.live import Live
 from bench.ttft import ALICE, CRAZY, EXACT, OPEN, QUOTE
 from runtime.system import system_info
+from testkit.live import Live
 
 WORKLOADS = {  # name: (document, question, body) of bench/ttft.py, default (adaptive) mode
     "copy (Alice)": ("alice", QUOTE, {}),

@@ -25,11 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import open_ctx  # noqa: E402
-from bench.tiny_qwen35 import write_tiny_qwen35  # noqa: E402
 from ingest.prompt import plain_layout  # noqa: E402
 from runtime.embedded import embedded_model_path  # noqa: E402
 from runtime.llama import Model  # noqa: E402
+from testkit.harness import open_ctx  # noqa: E402
+from testkit.tiny_qwen35 import write_tiny_qwen35  # noqa: E402
 
 ALICE = ROOT.parent / "shared/cases/text/gutenberg/alice-in-wonderland-pg11.txt"
 
@@ -87,8 +87,8 @@ def rs_memory(tiny: Path) -> dict:
 
 
 def tiny_modes(tiny: Path) -> dict:
-    from bench.harness import TINY_PROMPTS as PROMPTS
-    from bench.harness import TinyMtp as Tiny
+    from testkit.harness import TINY_PROMPTS as PROMPTS
+    from testkit.harness import TinyMtp as Tiny
 
     model = Model(tiny, load_mtp=True)
     runner = Tiny(model)

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import random
-import threading
-import time
 from pathlib import Path
 
-from bench.live import Live
 from bench.run import CASES
+from testkit.live import Live
+from testkit.traffic import record
 
 DOCS = (("alice-in-wonderland-pg11.txt", 8_000), ("around-the-world-in-80-days-pg103.txt", 6_000))
 KINDS = (
@@ -27,27 +26,6 @@ KINDS = (
     ("Who speaks in the lines starting {opening!r}?", {"draft_tokens": 0}),
     ("Write a short note about {opening!r}.", {"temperature": 0.7}),
 )
-
-
-def record(server: Live, arrivals: list[tuple[float, str, dict]]) -> list[dict]:
-    """Send each ``(offset_s, doc_id, body)`` at its offset from now, each in a thread of its own (the
-    earlier answers need not be done); returns the answers' stats in arrival order."""
-    results: list[dict] = [{} for _ in arrivals]
-    t0 = time.monotonic()
-
-    def ask(i: int, doc_id: str, body: dict) -> None:
-        status, reply = server.post_json(f"/v1/documents/{doc_id}/answers", body, timeout=3600)
-        assert status == 200, reply
-        results[i] = reply["stats"]
-
-    threads = []
-    for i, (offset, doc_id, body) in enumerate(arrivals):
-        time.sleep(max(0.0, t0 + offset - time.monotonic()))
-        threads.append(threading.Thread(target=ask, args=(i, doc_id, body)))
-        threads[-1].start()
-    for t in threads:
-        t.join()
-    return results
 
 
 def mixed(doc_texts: dict[str, str], n_answers: int, seed: int) -> list[tuple[float, str, dict]]:

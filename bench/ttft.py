@@ -22,11 +22,11 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from bench.live import LOCAL
 from ingest.prompt import plain_layout
 from runtime.embedded import embedded_model_path
-from server.app import create_app
-from server.settings import Settings
+from server.api.app import create_app
+from server.config.settings import Settings
+from testkit.live import LOCAL
 
 ROOT = Path(__file__).resolve().parent.parent
 ALICE = ROOT.parent / "shared/cases/text/gutenberg/alice-in-wonderland-pg11.txt"

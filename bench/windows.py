@@ -22,14 +22,14 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from bench.live import LOCAL
 from bench.policy_sim import QUOTED
 from bench.run import RESULTS
 from runtime.embedded import embedded_model_path
 from runtime.numerics import TILED_ENV
 from runtime.system import system_info
-from server.app import create_app
-from server.settings import Settings
+from server.api.app import create_app
+from server.config.settings import Settings
+from testkit.live import LOCAL
 
 CASES = Path(__file__).resolve().parent.parent.parent / "shared/cases"
 MODES = {"default": {}, **{str(k): {"draft_tokens": k} for k in (0, 1, 2, 4, 8, 16)}}

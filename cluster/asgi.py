@@ -1,7 +1,7 @@
 """Run one HTTP request through an ASGI app in this process, its response as a stream of parts.
 
 A reader replica answers the ingress's requests with the single-machine FastAPI app itself
-(server/app.py), so every route, error and stream behaves as it does on one machine. The first part
+(server/api/app.py), so every route, error and stream behaves as it does on one machine. The first part
 is ``{"status", "headers"}``, then the body's chunks (bytes) as the app sends them. Closing the stream
 early (the client hung up) tells the app ``http.disconnect``, which cancels a question wherever it is.
 """

@@ -1,6 +1,6 @@
 """The ingress deployment: the single-machine HTTP API in front of the reader replicas.
 
-Every request first passes the same middleware as on one machine (server/app.py: Host check, CORS,
+Every request first passes the same middleware as on one machine (server/api/app.py: Host check, CORS,
 request id, Origin, API key, body size and read timeout), then goes whole to a reader replica, whose
 response streams back unchanged, SSE included. A request about one document (its answers, its
 reingest, a chat completion naming it) carries the document id as Serve's multiplexed model id, so
@@ -26,10 +26,11 @@ from ray.serve.handle import DeploymentHandle
 
 from cluster.asgi import ProxiedRequest
 from cluster.metrics import gather
-from server import errors
-from server.app import add_page_and_guards
-from server.metrics import CONTENT_TYPE, Metrics
-from server.settings import Settings
+from server.api import handlers
+from server.api.app import add_page_and_guards
+from server.api.metrics import CONTENT_TYPE, Metrics
+from server.config import errors
+from server.config.settings import Settings
 
 log = logging.getLogger("docqa.cluster")
 RETRY_AFTER_S = "2"
@@ -76,7 +77,7 @@ def build_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="docqa (cluster)", version="0.1.0")
     app.state.settings = settings
     metrics = app.state.metrics = Metrics()
-    errors.install(app)
+    handlers.install(app)
 
     @app.get("/metrics", include_in_schema=False)
     async def prometheus() -> Response:

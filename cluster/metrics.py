@@ -1,6 +1,6 @@
 """Per-replica metrics on the ingress's /metrics.
 
-Each reader replica writes its Prometheus text (server/metrics.py: TTFT, decode rate, queue depth,
+Each reader replica writes its Prometheus text (server/api/metrics.py: TTFT, decode rate, queue depth,
 drafted/accepted tokens, ...) to ``DATA_DIR/cluster/metrics/<replica>.prom`` every
 :data:`PUBLISH_EVERY_S` (:class:`Publisher`); the ingress's /metrics adds the files of the last
 :data:`MAX_AGE_S` to its own series, every sample labelled with its ``replica``, under the same

@@ -1,4 +1,4 @@
-"""The reader deployment: one replica is today's server (server/app.py: engine thread, store, routes)
+"""The reader deployment: one replica is today's server (server/api/app.py: engine thread, store, routes)
 on one GPU, or on CPU cores, answering the requests the ingress forwards.
 
 Routing by document is Ray Serve's model multiplexing, where the "model" is a document's state: the
@@ -10,7 +10,7 @@ is in PostgreSQL (``DOCQA_DATABASE_URL``). An upload is held by the replica that
 first questions find it there, hot.
 
 Settings come from the ``DOCQA_*`` environment (the Serve config's ``runtime_env``); each replica
-names itself in every answer's stats (``replica``) and ingests under a lease (server/lease.py), so
+names itself in every answer's stats (``replica``) and ingests under a lease (server/engine/lease.py), so
 an ingestion its death interrupts is resumed by another replica.
 """
 
@@ -25,8 +25,8 @@ from ray import serve
 
 from cluster.asgi import ProxiedRequest, call
 from cluster.metrics import Publisher
-from server.app import create_app
-from server.settings import Settings
+from server.api.app import create_app
+from server.config.settings import Settings
 
 log = logging.getLogger("docqa.cluster")
 #: Document states a replica keeps hot (Serve's max_num_models_per_replica). Read at import, since

@@ -3,7 +3,7 @@ budget (least recently used snapshots are evicted, their text kept), and OSError
 
 A snapshot is most of a document's bytes (the KV cache of every prefix token), so an upload is
 accepted only when the free space covers the upload, its text, its token ids and the snapshot it
-will have (the memory planner's bytes per token, server/memory.py). With DOCQA_DISK_BUDGET_BYTES the
+will have (the memory planner's bytes per token, server/config/memory.py). With DOCQA_DISK_BUDGET_BYTES the
 documents directory is kept within the budget by evicting snapshots; an evicted document stays
 ``ready`` and is prefilled again when it is next asked about.
 """

@@ -1,6 +1,6 @@
 """Typed ingest errors. Each message names the problem and what the user can do about it.
 
-The server maps each class to one HTTP status in ``server/errors.py``.
+The server maps each class to one HTTP status in ``server/config/errors.py``.
 """
 
 from __future__ import annotations

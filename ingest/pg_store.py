@@ -25,6 +25,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 
+from ingest import schema
 from ingest.errors import DataDirUnusable, DiskFull, StoreBusy
 from ingest.files import DocFiles
 from ingest.store import COLUMNS, INGESTING, DocRecord, DocStore, DuplicateDocument, record
@@ -34,25 +35,7 @@ T = TypeVar("T")
 _SCHEMA_LOCK = 0x646F6371  # advisory lock key ("docq") held while the schema is created
 _CONNECT_TIMEOUT_S = 5
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS documents (
-    id          TEXT PRIMARY KEY,
-    name        TEXT NOT NULL,
-    sha256      TEXT NOT NULL UNIQUE,
-    kind        TEXT NOT NULL,
-    pages       INTEGER NOT NULL,
-    tokens      INTEGER NOT NULL,
-    chars       INTEGER NOT NULL,
-    status      TEXT NOT NULL CHECK (status IN ('ingesting', 'ready', 'failed')),
-    error       TEXT,
-    created_at  DOUBLE PRECISION NOT NULL,
-    text_rules  INTEGER NOT NULL DEFAULT 1,
-    encoding    TEXT,
-    warnings    TEXT NOT NULL DEFAULT '[]',
-    owner       TEXT,
-    lease_until DOUBLE PRECISION
-)
-"""
+_SCHEMA = schema.create_table("postgresql")
 
 
 class PostgresStore(DocStore):

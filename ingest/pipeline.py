@@ -4,7 +4,7 @@ extract -> normalise -> (cut) -> budget check -> lay out and tokenize -> store.
 Extraction (which normalises the text: ingest/extract.py, ingest/normalize.py) runs in the bounded
 worker process (ingest/worker.py); the rest runs in the server process, off the event loop and off
 the engine thread. The budget is checked before the text is tokenized in full (ingest/budget.py).
-The engine then prefills the stored prefix (server/ingestion.py). A document over the budget is
+The engine then prefills the stored prefix (server/engine/ingestion.py). A document over the budget is
 refused (413), or, with :class:`Segmenting`, split into segments that each fit (ingest/segments.py),
 each stored with its own prefix and prefilled on its own.
 

@@ -5,7 +5,7 @@ at a page start if one is near the end of the span, else at a paragraph start (a
 else at a sentence start, else between two pieces of a long sentence (after whitespace,
 ingest/budget.py ``pieces``). The next segment starts about ``overlap`` tokens before the previous
 one ends, so a sentence at a cut is whole in one of them. Every segment is laid out as a document of
-its own (ingest/prompt.py), prefilled once and snapshotted (server/ingestion.py); questions are
+its own (ingest/prompt.py), prefilled once and snapshotted (server/engine/ingestion.py); questions are
 answered from the segment that ranks best (ingest/index.py).
 
 :func:`plan` is the pure kernel: it takes a token counter for a character span, so it is tested with

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ingest import schema
 from ingest.errors import DataDirUnusable, DiskFull, StoreBusy
 from ingest.files import DocFiles
 from ingest.store import COLUMNS, INGESTING, DocRecord, DocStore, DuplicateDocument, record
@@ -35,34 +36,9 @@ _BACKOFF_S = (0.05, 1.0)  # first and longest pause between retries (doubling)
 #: Space kept for SQLite in ``data_dir/.reserve``, released when a write finds the disk full.
 RESERVE_FILE, RESERVE_BYTES = ".reserve", 1024**2
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS documents (
-    id         TEXT PRIMARY KEY,
-    name       TEXT NOT NULL,
-    sha256     TEXT NOT NULL UNIQUE,
-    kind       TEXT NOT NULL,
-    pages      INTEGER NOT NULL,
-    tokens     INTEGER NOT NULL,
-    chars      INTEGER NOT NULL,
-    status     TEXT NOT NULL CHECK (status IN ('ingesting', 'ready', 'failed')),
-    error      TEXT,
-    created_at REAL NOT NULL,
-    text_rules INTEGER NOT NULL DEFAULT 1,
-    encoding   TEXT,
-    warnings   TEXT NOT NULL DEFAULT '[]',
-    owner      TEXT,
-    lease_until REAL
-)
-"""
-# Columns added after the first release, as (name, definition): added to an existing database when
-# missing. Rows that predate text_rules were made by rules version 1, hence its default.
-_MIGRATIONS = (
-    ("text_rules", "INTEGER NOT NULL DEFAULT 1"),
-    ("encoding", "TEXT"),
-    ("warnings", "TEXT NOT NULL DEFAULT '[]'"),
-    ("owner", "TEXT"),
-    ("lease_until", "REAL"),
-)
+_SCHEMA = schema.create_table("sqlite")
+#: Columns added after the first release: added to an existing database when missing.
+_MIGRATIONS = schema.migrations("sqlite")
 
 
 class SqliteStore(DocStore):

@@ -23,16 +23,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from ingest import schema
 from ingest.extract import ExtractedText
 from ingest.files import DocFiles
 
 INGESTING, READY, FAILED = "ingesting", "ready", "failed"
 
-#: Columns of a row, in table order (both implementations share them).
-COLUMNS = (
-    "id", "name", "sha256", "kind", "pages", "tokens", "chars", "status", "error", "created_at", "text_rules",
-    "encoding", "warnings", "owner", "lease_until",
-)  # fmt: skip
+#: Columns of a row, in table order (both implementations share them: ingest/schema.py).
+COLUMNS = schema.NAMES
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +99,6 @@ class DocStore(DocFiles, ABC):
         if status == INGESTING and self.owner:
             columns |= {"owner": self.owner, "lease_until": time.time() + self.lease_s}
         self._update(doc_id, columns)
-
-    def set_tokens(self, doc_id: str, tokens: int) -> None:
-        self._update(doc_id, {"tokens": tokens})
 
     def set_text(self, doc_id: str, extracted: ExtractedText, tokens: int) -> None:
         """Record a new extraction of the document (reingest): its text columns and prefix length."""

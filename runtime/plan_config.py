@@ -28,7 +28,7 @@ class PlanConfig:
     ``n_ctx`` is the requested size (llama.cpp pads it); ``flash_attn`` True stands for "on" and
     "auto" (auto turns it on wherever the backend supports it, which CUDA and the CPU do);
     ``n_outputs_max`` 0 means n_batch (llama.cpp's default); ``mtp`` adds an MTP draft context with
-    the same n_ctx, types and n_ubatch (server/engine.py does that). ``n_gpu_layers`` -1 offloads
+    the same n_ctx, types and n_ubatch (server/engine/engine.py does that). ``n_gpu_layers`` -1 offloads
     every block and the output layer. ``backend`` "cpu" puts everything in host memory.
     """
 

@@ -120,13 +120,11 @@ class CostModel:
 
     ALPHA = 0.2
 
-    def __init__(self, seed: StepCosts | None = None, fixed: bool = False) -> None:
-        """``fixed``: take the seed's prices as the truth and learn nothing (a caller that gives exact
-        costs, as the offline tests do, wants its decisions not to depend on timing); otherwise the
-        level is unknown until the first one-row call."""
+    def __init__(self, seed: StepCosts | None = None) -> None:
+        """``seed``: the start-up calibration (default: :meth:`StepCosts.cpu_default`); the level is
+        unknown until the first one-row call."""
         self.seed = seed or StepCosts.cpu_default()
-        self.fixed = fixed
-        self.level: float | None = 1.0 if fixed else None  # None: no one-row call measured yet
+        self.level: float | None = None  # None: no one-row call measured yet
         self._shape: dict[int, float] = {1: 1.0}
         self._observed: list[int] = [1]  # the keys of _shape, sorted
 
@@ -137,8 +135,6 @@ class CostModel:
 
     def observe(self, rows: int, seconds: float) -> None:
         """One decode call of ``rows`` rows (all sequences) took ``seconds``, its accept work included."""
-        if self.fixed:
-            return
         if rows == 1:
             measured = seconds / self.seed.rows(1)
             if self.level is None:  # the first one-row call: the scale, keeping the prices measured so far
@@ -268,12 +264,3 @@ class DraftAcceptance:
             total += reach
             out.append(total)
         return out
-
-
-def expected_accepted(rate: float, k: int) -> float:
-    """a + a^2 + ... + a^k."""
-    if k <= 0:
-        return 0.0
-    if rate >= 1.0:
-        return float(k)
-    return rate * (1 - rate**k) / (1 - rate)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spec.cost import AcceptanceRate, CostModel, DraftAcceptance, StepCosts
+from spec.cost import AcceptanceRate, CostModel, DraftAcceptance
 from spec.limits import MAX_MTP_DRAFT, MAX_ROWS
 from spec.lookup import LookupDrafter
 from spec.mtp import MtpDrafter
@@ -61,13 +61,12 @@ class DraftPolicy:
         config: DraftConfig,
         lookup: LookupDrafter | None,
         mtp: MtpDrafter | None,
-        costs: CostModel | StepCosts | None = None,
+        costs: CostModel | None = None,
     ) -> None:
         self.config = config
         self.lookup = lookup if "lookup" in config.sources else None
         self.mtp = mtp if "mtp" in config.sources else None
-        # Costs given as numbers are taken as the truth; the server's CostModel learns them.
-        self.costs = costs if isinstance(costs, CostModel) else CostModel(costs, fixed=costs is not None)
+        self.costs = costs or CostModel()  # learns this machine's prices from the verify calls made
         # Per-token acceptance: MTP, and lookup split by match strength (a live copy cursor or a
         # full-length n-gram is far more reliable than a short match). A strong match's first token
         # starts optimistic, its later ones less so: they are learnt from the emitted text before any

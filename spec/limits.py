@@ -17,7 +17,8 @@ MAX_ROWS = MAX_WINDOW + 1
 #: ``ggml_tiled_min_batch``), and a row's logits differ from a one-row call by up to ~1.6 on Gemma 3 270M
 #: Q4_K_M (tests/spec/test_invariance.py). DOCQA_BATCH_INVARIANT turns that kernel off
 #: (runtime/numerics.py); where a start-up probe finds it still on, it keeps every decode call at this
-#: many rows or fewer instead (server/loading.py: draft window at most 6, batches split by server/runner.py).
+#: many rows or fewer instead (server/engine/loading.py: draft window at most 6, batches split by
+#: server/engine/runner.py).
 INVARIANT_MAX_ROWS = 7
 #: MTP draft tokens per step: acceptance falls with depth on a single nextn head (notes §2.2).
 MAX_MTP_DRAFT = 3

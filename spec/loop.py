@@ -5,7 +5,7 @@ Cursor invariant: at the top of each step the sequence holds every token up to p
 A verify step decodes ``[last, *draft]``; after accepting ``m`` drafts the cells at positions
 ``>= n_past + 1 + m`` are removed, and the target's own token becomes the new ``last``.
 
-The caller owns every decode call (server/runner.py batches many answers into one; bench/harness.py
+The caller owns every decode call (server/engine/runner.py batches many answers into one; testkit/harness.py
 drives one alone), including the MTP catch-up after each verify decode; :class:`Answer` owns the
 decisions. When a rollback fails, :meth:`Answer.accept` says so (``Step.rebuild``) and the caller
 rebuilds the sequence from the shared prefix, then checks that it ends at ``n_past - 1``.
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from runtime.llama import Context, Model
-from spec.cost import CostModel, StepCosts
-from spec.draft import Draft, DraftConfig, DraftPolicy
+from spec.cost import CostModel
+from spec.draft import SOURCES, Draft, DraftConfig, DraftPolicy
 from spec.limits import MAX_WINDOW
 from spec.lookup import LookupDrafter
 from spec.mtp import MtpDrafter
@@ -40,7 +40,7 @@ class AnswerParams:
     sampling: SamplingParams
     window: int | None  # draft tokens per verify step; None = adaptive; 0 = no speculation
     stops: tuple[str, ...] | None = None  # None: the prompt layout's default stop strings
-    sources: tuple[str, ...] = ("mtp", "lookup")  # drafters allowed to fill the window
+    sources: tuple[str, ...] = SOURCES  # drafters allowed to fill the window
     n_mtp: int = 2  # MTP draft tokens per step
 
     def __post_init__(self) -> None:
@@ -94,7 +94,7 @@ class AnswerRun:
     seq_id: int = 0
     mtp: MtpDrafter | None = None  # the model's MTP head, when it has one and it is enabled
     max_window: int = MAX_WINDOW  # rollback limit of the context (n_rs_seq on hybrid models)
-    costs: CostModel | StepCosts | None = None  # verify/MTP step costs, for the adaptive window
+    costs: CostModel | None = None  # verify/MTP step costs, for the adaptive window
     should_stop: Callable[[], bool] = lambda: False
 
 
@@ -173,6 +173,11 @@ class Answer:
         self._draft = None
         events = self._after_decided()
         return Step(events, rebuild=not rolled_back and not self.done)
+
+    def count_replay(self, n_tokens: int) -> None:
+        """The caller decoded ``n_tokens`` again (a rebuild after a failed rollback): they count as
+        prompt tokens of this answer."""
+        self.run.stats.prompt_tokens += n_tokens
 
     def replay_ids(self) -> list[int]:
         """The answer tokens the sequence holds after the question (all emitted but ``last``): what

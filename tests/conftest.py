@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.live import LOCAL
+from testkit.live import LOCAL
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT.parent / "shared" / "cases"
@@ -116,7 +116,7 @@ def gemma(gemma_path: Path):
 
 
 def make_settings(data_dir: Path, model_path: Path, **overrides):
-    from server.settings import Settings
+    from server.config.settings import Settings
 
     values = dict(data_dir=data_dir, model_path=model_path, n_ctx=8192, n_threads=THREADS)
     values.update(overrides)
@@ -128,7 +128,7 @@ def server(tmp_path: Path, gemma_path: Path) -> Callable:
     """``with server(**settings) as client:`` runs the real app (engine thread, model) in-process."""
     from fastapi.testclient import TestClient
 
-    from server.app import create_app
+    from server.api.app import create_app
 
     @contextmanager
     def start(data_dir: Path | None = None, **overrides) -> Iterator[TestClient]:
@@ -171,7 +171,7 @@ def sse_events(response) -> list[tuple[str, dict]]:
 @pytest.fixture(scope="session")
 def tiny_qwen35_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random-weight qwen35 GGUF with one MTP layer (fixed seed, no downloads)."""
-    from bench.tiny_qwen35 import write_tiny_qwen35
+    from testkit.tiny_qwen35 import write_tiny_qwen35
 
     return write_tiny_qwen35(tmp_path_factory.mktemp("tiny") / "tiny-qwen35-mtp.gguf", seed=0)
 

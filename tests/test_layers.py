@@ -1,25 +1,43 @@
-"""The layering of ARCHITECTURE.md, read from the source: who may import whom, and no import cycles."""
+"""The layering of ARCHITECTURE.md, read from the source: who may import whom, the order of the
+server's rooms, no web framework below the API room, and no import cycles."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("runtime", "ingest", "spec", "server", "cluster")
-#: package -> the packages of ours it may import
+PACKAGES = ("runtime", "ingest", "spec", "server", "cluster", "testkit")
+#: The server's rooms, in order: each may import the rooms before it (server/__init__.py).
+ROOMS = ("server.config", "server.engine", "server.api", "server.tools")
+BELOW = ("runtime", "ingest", "spec")
+#: package (or server room) -> the packages and rooms of ours it may import
 ALLOWED = {
     "runtime": set(),
     "ingest": {"runtime"},
     "spec": {"runtime"},
-    "server": {"runtime", "ingest", "spec"},
-    "cluster": {"runtime", "ingest", "spec", "server"},
-    "bench": {"runtime", "ingest", "spec", "server", "cluster", "bench"},
+    **{room: {*BELOW, *ROOMS[:i]} for i, room in enumerate(ROOMS)},
+    "server": {*BELOW, *ROOMS},  # server/__main__.py and server/__init__.py
+    "cluster": {*BELOW, *ROOMS},
+    "testkit": {*BELOW, *ROOMS},
+    "bench": {*BELOW, *ROOMS, "server", "cluster", "testkit"},
 }
+#: Web frameworks only the API room (and what sits above it) may import.
+WEB = ("fastapi", "starlette")
 
 
-def _imports() -> dict[str, set[str]]:
-    """Module name -> the modules of ours it imports (any import statement, at any depth)."""
+def _room(module: str) -> str:
+    """The package of a module, or its room for server/ (server/__main__.py, server/__init__.py: "server")."""
+    parts = module.split(".")
+    if parts[0] == "server" and len(parts) > 1 and f"server.{parts[1]}" in ROOMS:
+        return f"server.{parts[1]}"
+    return parts[0]
+
+
+def _imports(external: bool = False) -> dict[str, set[str]]:
+    """Module name -> the modules it imports (any import statement, at any depth): ours, or with
+    ``external`` every top-level package."""
     graph: dict[str, set[str]] = {}
     for package in (*PACKAGES, "bench"):
         for path in (ROOT / package).rglob("*.py"):
@@ -31,7 +49,8 @@ def _imports() -> dict[str, set[str]]:
                 elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                     targets.add(node.module)
                     targets |= {f"{node.module}.{alias.name}" for alias in node.names}
-            graph[module] = {t for t in targets if t.split(".")[0] in (*PACKAGES, "bench", "tests")}
+            ours = (*PACKAGES, "bench", "tests")
+            graph[module] = targets if external else {t for t in targets if t.split(".")[0] in ours}
     return graph
 
 
@@ -41,7 +60,21 @@ def test_each_layer_imports_only_the_layers_below_it():
         (module, target)
         for module, targets in graph.items()
         for target in targets
-        if target.split(".")[0] not in ALLOWED[module.split(".")[0]] | {module.split(".")[0]}
+        if _room(target) not in ALLOWED[_room(module)] | {_room(module)}
+    ]
+    assert not bad, bad
+
+
+def test_the_rooms_below_the_api_import_no_web_framework():
+    """The engine and the configuration never import FastAPI or Starlette: the API room maps their
+    errors to HTTP (server/api/handlers.py)."""
+    graph = _imports(external=True)
+    bad = [
+        (module, target)
+        for module, targets in graph.items()
+        if _room(module) in ("server.config", "server.engine", "ingest", "spec", "runtime")
+        for target in targets
+        if target.split(".")[0] in WEB
     ]
     assert not bad, bad
 
@@ -63,3 +96,15 @@ def test_no_import_cycles():
     for module in sorted(modules):
         if module not in state:
             visit(module, [module])
+
+
+def test_only_the_scheduler_writes_its_lists():
+    """The waiting queue, the running questions and the ingest slot are the scheduler's: they are
+    private to server/engine/scheduler.py, and nothing else reaches into them."""
+    private = re.compile(r"\._(waiting|running|ingesting)\b")
+    offenders = [
+        path.relative_to(ROOT)
+        for path in (ROOT / "server").rglob("*.py")
+        if path.name != "scheduler.py" and private.search(path.read_text(encoding="utf-8"))
+    ]
+    assert not offenders, offenders

@@ -30,11 +30,11 @@ def test_serve_configs_are_valid_and_name_the_deployments(name):
 def test_docqa_serve_cluster_runs_the_cluster_package(monkeypatch):
     from click.testing import CliRunner
 
-    from server import cli
+    from server.tools import cli
 
     calls = []
     monkeypatch.setattr(cli.os, "execv", lambda exe, argv: calls.append(argv))
-    monkeypatch.setattr("server.__main__.main", lambda: calls.append("single"))
+    monkeypatch.setattr("server.api.serve.main", lambda: calls.append("single"))
     result = CliRunner().invoke(cli.main, ["serve", "--cluster", "3", "--port", "8123"])
     assert result.exit_code == 0, result.output
     assert calls[0][1:] == ["-m", "cluster", "--readers", "3"]

@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bench.harness import open_ctx
 from ingest import snapshot
+from testkit.harness import open_ctx
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import Prompt, open_ctx, plain_greedy, prompt_tokens, speculative
 from runtime.llama import Model
 from spec.limits import INVARIANT_MAX_ROWS, MAX_WINDOW
+from testkit.harness import Prompt, open_ctx, plain_greedy, prompt_tokens, speculative
 
 SPEC03 = "synthetic/agreement-880-tokens.txt"
 QUESTIONS = [

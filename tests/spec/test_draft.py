@@ -5,6 +5,7 @@ import numpy as np
 from spec.cost import DraftAcceptance, StepCosts
 from spec.draft import DraftConfig, DraftPolicy
 from spec.lookup import LookupDrafter, NgramIndex
+from testkit.costs import FixedCosts
 
 DOC = list(range(10, 60))  # a document of distinct tokens: every 2-gram has one continuation
 
@@ -12,7 +13,7 @@ DOC = list(range(10, 60))  # a document of distinct tokens: every 2-gram has one
 def policy(window, costs, tail=(10, 11)) -> DraftPolicy:
     lookup = LookupDrafter(NgramIndex(np.array(DOC, dtype=np.int32), 2, 4))
     lookup.extend(list(tail))
-    return DraftPolicy(DraftConfig(window, ("lookup",)), lookup, None, costs)
+    return DraftPolicy(DraftConfig(window, ("lookup",)), lookup, None, FixedCosts(costs))
 
 
 CPU = StepCosts.cpu_default()  # 17 rows cost 7.8x one row

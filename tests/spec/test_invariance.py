@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.harness import open_ctx, prompt_tokens
 from runtime.llama import Model
 from runtime.numerics import TILED_ENV
 from spec.limits import INVARIANT_MAX_ROWS
+from testkit.harness import open_ctx, prompt_tokens
 from tests.spec.invariance_child import INVARIANT, QUESTIONS, SPEC03, prompts, speculative_mismatches
 
 
@@ -101,7 +101,7 @@ def test_speculative_equals_plain_greedy_on_q4_k_m_20_prompts(gemma_path, cases)
 
 
 def test_the_row_cap_fallback_keeps_speculation_equal_to_plain_decoding(gemma_path, cases):
-    """The fallback where the kernel switch cannot take effect (server/loading.py): every call at most
+    """The fallback where the kernel switch cannot take effect (server/engine/loading.py): every call at most
     INVARIANT_MAX_ROWS rows, in this process whatever its kernels."""
     model = Model(gemma_path, extra_bufts=False)
     try:
@@ -116,7 +116,7 @@ def test_a_rows_logits_depend_on_where_its_cells_lie_in_the_cache(gemma_path, ca
     sequence's rejected drafts or finished answer, on the unified cache) gets other logits than one
     whose cells lie in position order. The same question decoded twice, once with 20 freed cells below
     its suffix: the first steps agree, then they part by up to ~1 logit. Concurrent answers can
-    therefore part from solo ones at a near-tie (tests/server/test_batching.py). If this starts
+    therefore part from solo ones at a near-tie (tests/server/engine/test_batching.py). If this starts
     passing as equal, a llama.cpp upgrade made the reduction order-independent."""
     model = Model(gemma_path, extra_bufts=False)
     document, question = prompts(cases)[4]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.harness import Prompt, first_divergence, open_ctx, plain_greedy, prompt_tokens, speculative
+from testkit.harness import Prompt, first_divergence, open_ctx, plain_greedy, prompt_tokens, speculative
 
 NEAR_TIE = 0.5  # logits; ~4x the F16 row-count noise measured in notes §14
 N_TOKENS = 40

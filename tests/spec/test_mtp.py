@@ -1,5 +1,5 @@
 """MTP drafting, the combined MTP + lookup window, and hybrid rollback, on a tiny random-weight qwen35
-model with one MTP layer (bench/tiny_qwen35.py). The model is f32, so speculative output must equal
+model with one MTP layer (testkit/tiny_qwen35.py). The model is f32, so speculative output must equal
 plain greedy output exactly (notes §13-14)."""
 
 from __future__ import annotations
@@ -9,16 +9,17 @@ import time
 import numpy as np
 import pytest
 
-from bench.harness import TINY_N as N
-from bench.harness import TINY_PROMPTS as PROMPTS
-from bench.harness import TinyMtp as Tiny
-from bench.harness import generate, open_ctx
 from runtime.llama import LlamaError, Model
 from spec.cost import StepCosts
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats, RollbackFailed
 from spec.mtp import MtpDrafter
 from spec.sampling import SamplingParams
+from testkit.costs import FixedCosts
+from testkit.harness import TINY_N as N
+from testkit.harness import TINY_PROMPTS as PROMPTS
+from testkit.harness import TinyMtp as Tiny
+from testkit.harness import generate, open_ctx
 
 SOURCES = {"mtp": ("mtp",), "lookup": ("lookup",), "combined": ("mtp", "lookup")}
 
@@ -69,7 +70,7 @@ def test_adaptive_mode_equals_plain_and_uses_both_sources(tiny, prompts, plain_o
     """Fixed GPU-like costs (rows nearly free, an MTP step 5 % of a verify call), so which source pays
     does not depend on this machine's timing: the policy then mixes both."""
     used = {"mtp": 0, "lookup": 0}
-    flat = StepCosts(tuple([1.0] * 17), 0.05)
+    flat = FixedCosts(StepCosts(tuple([1.0] * 17), 0.05))
     for prompt, plain in zip(prompts, plain_outputs, strict=True):
         out, stats = tiny.speculative(prompt, None, costs=flat)
         assert out == plain
@@ -86,8 +87,8 @@ def test_mtp_drafts_are_sometimes_accepted_and_sometimes_rejected(tiny, prompts)
 @pytest.mark.parametrize("n_accepted", [0, 2, 5])
 def test_rollback_leaves_the_state_of_a_fresh_decode(tiny_model, prompts, n_accepted):
     """Verify 5 drafts, accept n, roll back both contexts; compare with decoding only the kept tokens."""
-    from bench.harness import verify
     from spec.sampling import Sampler
+    from testkit.harness import verify
 
     prompt, k = prompts[0], 5
     ref = Tiny(tiny_model)
@@ -231,7 +232,7 @@ def test_sampling_with_speculation_matches_plain_sampling(tiny, prompts):
 
 
 def test_mtp_context_without_mtp_layers_is_refused_not_aborted(tiny_qwen35_path, tmp_path):
-    from bench.tiny_qwen35 import write_tiny_qwen35
+    from testkit.tiny_qwen35 import write_tiny_qwen35
 
     skipped = Model(tiny_qwen35_path, load_mtp=False)  # layers present but not loaded
     with pytest.raises(LlamaError, match="no MTP layers"):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.policy_sim import TRACES, Trace, simulate
 from spec.cost import CostModel, DraftAcceptance, StepCosts
+from testkit.policy_sim import TRACES, Trace, simulate
 
 WINDOWS = (0, 1, 2, 4, 8, 16)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.harness import open_ctx, verify
 from spec.sampling import Sampler, SamplingParams
 from spec.verify import accept_greedy
+from testkit.harness import open_ctx, verify
 
 TEXT = (
     "The quick brown fox jumps over the lazy dog. The committee met on Tuesday to discuss the budget, "

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.live import Live
+from testkit.live import Live
 from tests.web.pages import API_KEY, DocqaPage
 
 CHROMIUM = os.environ.get("DOCQA_CHROMIUM", "/usr/bin/chromium")

@@ -9,7 +9,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.live import ROOT
+from testkit.live import ROOT
 
 ARTIFACTS = ROOT / "tests" / "artifacts"  # git-ignored; CI keeps them
 API_KEY = "page-test-key"

@@ -1,0 +1,142 @@
+"""Answering a question, as both question routes do it (POST /v1/documents/{id}/answers and the
+OpenAI chat route): the request's decoding parameters, the checks a document must pass, the question
+tokenized off the event loop and checked against the context before it queues, the job (or, for a
+segmented document, one job per chosen segment read as one stream), and the whole answer collected
+for a non-streaming response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import numpy as np
+from fastapi import Request
+
+from ingest.store import FAILED, INGESTING, DocRecord, DocStore
+from server.api import segmented, streams
+from server.api.schemas import AnswerRequest, AnswerStatsPublic, CitationPublic, SegmentAnswerPublic
+from server.config.errors import DocumentFailed, DocumentIngesting, GenerationFailed, InvalidRequest, QuestionTooLong
+from server.config.settings import Settings
+from server.engine.engine import Engine
+from server.engine.events import AnswerStream, EventKind
+from server.engine.jobs import AnswerJob
+from spec.draft import SOURCES
+from spec.limits import MAX_WINDOW
+from spec.loop import AnswerParams
+from spec.sampling import SamplingParams
+
+
+def answer_params(req: AnswerRequest, settings: Settings, layout_stops: tuple[str, ...]) -> AnswerParams:
+    """Request -> decoding parameters. verify16 wins over draft_tokens; neither = the server's choice.
+    ``stop`` replaces the prompt layout's stop strings (``layout_stops``); unset keeps them."""
+    if req.verify16:
+        window: int | None = MAX_WINDOW
+    elif req.draft_tokens is not None:
+        window = req.draft_tokens
+    else:
+        window = settings.default_draft_tokens  # None: adaptive
+    try:
+        seed = req.seed if req.seed is not None and req.seed >= 0 else None  # -1: unseeded (llama-server, vLLM)
+        sampling = SamplingParams(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=seed)
+        return AnswerParams(
+            max_tokens=req.max_tokens or settings.default_max_tokens,
+            sampling=sampling,
+            window=window,
+            stops=tuple(req.stop) if req.stop is not None else layout_stops,
+            sources=SOURCES if req.draft_source == "both" else (req.draft_source,),
+            n_mtp=settings.mtp_draft_tokens,
+        )
+    except ValueError as exc:
+        raise InvalidRequest(str(exc)) from exc
+
+
+def check_answerable(doc: DocRecord, engine: Engine) -> None:
+    """Raise a 409 naming the reason when ``doc`` cannot be asked about yet (or at all)."""
+    if doc.status == INGESTING:
+        pct = engine.progress.get(doc.id, 0.0) * 100
+        raise DocumentIngesting(f"document {doc.id} is still being ingested ({pct:.0f}%); retry soon")
+    if doc.status == FAILED:
+        raise DocumentFailed(f"document {doc.id} failed to ingest: {doc.error}; upload it again")
+
+
+async def submit(
+    engine: Engine,
+    store: DocStore,
+    settings: Settings,
+    doc: DocRecord,
+    question: str,
+    params: AnswerParams,
+    history: tuple[tuple[str, str], ...] = (),
+) -> tuple[AnswerStream, int]:
+    """Tokenize the question (off the event loop and the engine thread: tokenizer calls are read-only
+    and thread-safe), refuse it with 413 if it cannot fit the context next to its document, and queue
+    it: one job, or for a segmented document the jobs of the segments it ranks best for
+    (server/api/segmented.py), read as one stream. Returns (stream, jobs waiting ahead of it)."""
+    loop = asyncio.get_running_loop()
+    planned, suffix = await asyncio.gather(
+        asyncio.to_thread(segmented.plan, store, doc, question, settings.segment_close_ratio),
+        asyncio.to_thread(engine.layout.question_suffix, engine.model, question, history),
+    )
+    if planned is None:
+        _check_fits(engine, suffix, doc.tokens, "the document")
+        job = AnswerJob(doc.id, question, params, loop, suffix, doc.tokens, history=history)
+        return job, engine.submit_answer(job)
+    for s in planned.segments:
+        _check_fits(engine, suffix, s.n_tokens, f"the part it is answered from (pages {s.pages[0]}-{s.pages[1]})")
+    by_index = {s.index: s for s in planned.segments}
+    return segmented.submit(
+        engine,
+        planned,
+        lambda i: AnswerJob(doc.id, question, params, loop, suffix, by_index[i].n_tokens, history=history, segment=i),
+    )
+
+
+def _check_fits(engine: Engine, suffix: np.ndarray, n_prefix: int, what: str) -> None:
+    """QuestionTooLong (413) unless the prefix, the suffix and the first answer token fit n_ctx."""
+    n_ctx = engine.n_ctx
+    if n_prefix + len(suffix) + 1 > n_ctx:
+        raise QuestionTooLong(
+            f"the question (with the conversation before it) is {len(suffix)} tokens; with {what} "
+            f"({n_prefix} tokens) that exceeds the context of {n_ctx} tokens; ask a shorter question, "
+            f"or start a new conversation"
+        )
+
+
+@dataclass
+class Collected:
+    text: str
+    citations: list[CitationPublic]
+    stats: AnswerStatsPublic
+    answers: list[SegmentAnswerPublic] | None = None
+
+
+async def collect(stream: AnswerStream, request: Request) -> Collected:
+    """Read a queued answer's events to the end: the whole answer, its citations and stats; an engine
+    error is raised. The job is cancelled if the client disconnects meanwhile, queued or not."""
+    parts: list[str] = []
+    citations: list[CitationPublic] = []
+    stats: AnswerStatsPublic | None = None
+    answers: list[SegmentAnswerPublic] | None = None
+    watcher = asyncio.create_task(streams.cancel_on_disconnect(request, stream))
+    try:
+        while True:
+            event = await stream.events.get()
+            if event.kind is EventKind.TOKEN:
+                parts.append(event.data["text"])
+            elif event.kind is EventKind.CITATIONS:
+                citations = [CitationPublic(**c) for c in event.data["citations"]]
+            elif event.kind is EventKind.ANSWERS:
+                answers = [SegmentAnswerPublic(**a) for a in event.data["answers"]]
+            elif event.kind is EventKind.STATS:
+                stats = AnswerStatsPublic(**event.data)
+            elif event.kind is EventKind.ERROR:
+                raise event.data
+            elif event.kind is EventKind.DONE:
+                break
+    finally:
+        watcher.cancel()
+        stream.cancel()
+    if stats is None:
+        raise GenerationFailed("the engine finished without stats")
+    return Collected("".join(parts), citations, stats, answers)

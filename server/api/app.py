@@ -1,0 +1,139 @@
+"""create_app(settings): FastAPI app whose lifespan opens the store (sweeping what no row owns) and
+starts and stops the engine thread.
+
+Middleware, outermost first: request metrics; the Host check (server/api/hosts.py); CORS, when
+configured; the guard (request id, Origin, API key, body size and timeout: server/api/guard.py), all
+before routing and body parsing; HEAD as GET (server/api/head.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import FileResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from ingest.errors import DataDirUnusable
+from ingest.store import DocStore
+from ingest.stores import open_store as open_rows
+from ingest.worker import ExtractionWorker
+from server.api import handlers
+from server.api.guard import Guard
+from server.api.head import HeadAsGet
+from server.api.hosts import TrustedHosts
+from server.api.metrics import CONTENT_TYPE, Metrics, RequestMetrics
+from server.api.routes import answers, documents, health, openai
+from server.config.memory import snapshot_estimate, with_preset
+from server.config.settings import Settings
+from server.engine.engine import Engine
+from server.engine.lease import Leases, owner_name
+from server.engine.selftest import SelfTest
+from server.engine.traffic import TrafficLog
+
+log = logging.getLogger("docqa.store")
+WEB_DIR = Path(__file__).resolve().parents[2] / "web"
+
+
+def create_app(settings: Settings | None = None, selftest: SelfTest | None = None) -> FastAPI:
+    """The app for ``settings``; ``selftest``: the start-up self-test's result, shown by /health."""
+    settings = with_preset(settings or Settings())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = open_store(settings.data_dir, settings.database_url, sweep=settings.startup_sweep)
+        if settings.ingest_lease_s:  # servers sharing the database: ingest under leases (server/engine/lease.py)
+            store.share(owner_name(settings.replica_name), settings.ingest_lease_s)
+        traffic = TrafficLog(settings) if settings.traffic_log else None
+        engine = Engine(settings, store, observer=metrics, traffic=traffic)
+        leases = Leases(store, engine.submit_ingest) if settings.ingest_lease_s else None
+        app.state.store = store
+        app.state.engine = engine
+        extractor = app.state.extractor = ExtractionWorker(
+            settings.extract_timeout_s,
+            settings.extract_memory_bytes,
+            settings.text_rules,
+            workers=settings.extract_workers,
+            queue=settings.extract_queue,
+        )
+        extractor.prestart()
+        await asyncio.to_thread(engine.start)
+        app.state.snapshot_bytes = snapshot_estimate(settings, engine.model.path)  # for the free-space check
+        await asyncio.to_thread(lambda: engine.model.max_token_chars)  # read the vocabulary once, now
+        metrics.bind(engine, store)
+        if leases is not None:
+            leases.start()
+        try:
+            yield
+        finally:
+            if leases is not None:
+                leases.stop()
+            app.state.extractor.close()
+            await asyncio.to_thread(engine.stop)
+            if traffic is not None:
+                traffic.close()
+            store.close()
+
+    app = FastAPI(title="docqa", version="0.1.0", lifespan=lifespan)
+    app.state.settings = settings
+    app.state.selftest = selftest
+    metrics = app.state.metrics = Metrics()
+    handlers.install(app)
+    app.include_router(health.router)
+    app.include_router(documents.router)
+    app.include_router(answers.router)
+    app.include_router(openai.router)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    add_page_and_guards(app, settings, metrics)
+    return app
+
+
+def add_page_and_guards(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
+    """The web page, and the middleware every request passes before routing (also the cluster's
+    ingress, cluster/ingress.py). Call after the routes."""
+    app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        return FileResponse(WEB_DIR / "index.html")
+
+    app.add_middleware(HeadAsGet)  # the last added runs first
+    app.add_middleware(Guard, settings=settings)
+    if settings.cors_origins:  # off unless configured
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
+        )
+    app.add_middleware(TrustedHosts, settings=settings)
+    app.add_middleware(RequestMetrics, metrics=metrics)
+
+
+def open_store(data_dir: Path, database_url: str | None = None, sweep: bool = True) -> DocStore:
+    """The document store (PostgreSQL at ``database_url``, else SQLite in ``data_dir``), after the
+    sweep of directories without a row and stray temp files (a crash, a full disk), reported in the
+    log. Raises DataDirUnusable naming the directory."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataDirUnusable(
+            f"cannot create the data directory {data_dir.resolve()} ({exc.strerror}); create it, or set DOCQA_DATA_DIR"
+        ) from exc
+    store = open_rows(data_dir, database_url)
+    if not sweep:  # servers sharing the data directory: another one may be writing right now
+        return store
+    swept = store.sweep(doc.id for doc in store.list())
+    if swept.dirs or swept.tmp_files:
+        log.warning(
+            "start-up sweep freed %d bytes: %d document directories without a row (%s), %d temp files (%s)",
+            swept.bytes_freed, len(swept.dirs), ", ".join(swept.dirs), len(swept.tmp_files),
+            ", ".join(str(p) for p in swept.tmp_files),
+        )  # fmt: skip
+    return store

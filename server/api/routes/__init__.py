@@ -1,0 +1,1 @@
+"""The routes, one module per resource: documents, answers, the OpenAI-compatible chat, health."""

@@ -1,0 +1,188 @@
+"""OpenAI-compatible chat: ``POST /v1/chat/completions`` (JSON or SSE) and ``GET /v1/models``.
+
+Follows the OpenAI Chat Completions API (https://platform.openai.com/docs/api-reference/chat) closely
+enough for the official ``openai`` client to work unchanged. The conversation is about one loaded
+document, named by the extra body field ``document_id`` or by ``model`` (``doc:<id>``, the bare id, or
+the document's file name when it is unique). The document's saved state is reused for every turn:
+only the conversation after the document is prefilled, and ``usage.prompt_tokens_details.
+cached_tokens`` counts the document tokens that were not.
+
+Differences, by design:
+
+* ``temperature`` defaults to the server's greedy decoding (0), not 1.
+* ``n`` must be 1; tools, logprobs and response formats other than text are not supported (422).
+* ``stop`` adds to the prompt layout's own stop strings (the end of a turn for a base model).
+* System and developer messages are placed at the start of the first user turn, after the document:
+  the document prefix is fixed, so nothing can precede it without prefilling it again.
+* Extra response fields: ``citations`` (the document spans the answer quotes; in the final chunk when
+  streaming) and ``docqa`` (the answer's decoding statistics).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
+
+from ingest.store import DocRecord, DocStore
+from server.api import streams
+from server.api.answering import answer_params, check_answerable, collect, submit
+from server.api.chat import ChatCompletionRequest, answer_request, conversation
+from server.api.deps import EngineDep, SettingsDep, StoreDep
+from server.api.routes.answers import SSE_HEADERS
+from server.config.errors import AmbiguousModel, DocumentNotFound, DocumentRequired, payload
+from server.engine.events import AnswerStream, EventKind
+
+router = APIRouter(prefix="/v1")
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: str = "model"
+    created: int
+    owned_by: str = "docqa"
+    name: str  # docqa: the document's file name
+    status: str
+
+
+class ModelList(BaseModel):
+    object: str = "list"
+    data: list[ModelCard]
+
+
+def _card(doc: DocRecord) -> ModelCard:
+    return ModelCard(id=f"doc:{doc.id}", created=int(doc.created_at), name=doc.name, status=doc.status)
+
+
+@router.get("/models", response_model=ModelList)
+async def models(store: StoreDep) -> ModelList:
+    """Every loaded document as a model id ``doc:<id>``."""
+    return ModelList(data=[_card(d) for d in store.list()])
+
+
+@router.get("/models/{model_id}", response_model=ModelCard)
+async def model(model_id: str, store: StoreDep) -> ModelCard:
+    """One document as a model (``client.models.retrieve("doc:<id>")``)."""
+    doc_id = model_id.removeprefix("doc:")
+    doc = store.get(doc_id) if doc_id.isalnum() else None
+    if doc is None:
+        raise DocumentNotFound(f"no model {model_id!r}; GET /v1/models lists them")
+    return _card(doc)
+
+
+def resolve_document(store: DocStore, req: ChatCompletionRequest) -> DocRecord:
+    """The document a request names: ``document_id``, else ``model`` as ``doc:<id>``, an id or a file name."""
+    if req.document_id is not None:
+        doc = store.get(req.document_id) if req.document_id.isalnum() else None
+        if doc is None:
+            raise DocumentNotFound(f"no document with id {req.document_id!r}; see GET /v1/models")
+        return doc
+    name = req.model.removeprefix("doc:")
+    doc = store.get(name) if name.isalnum() else None
+    if doc is not None:
+        return doc
+    if req.model.startswith("doc:"):
+        raise DocumentNotFound(f"no document with id {name!r}; see GET /v1/models")
+    named = [d for d in store.list() if d.name == req.model]
+    if len(named) == 1:
+        return named[0]
+    if len(named) > 1:
+        ids = ", ".join(f"doc:{d.id}" for d in named)
+        raise AmbiguousModel(f"{len(named)} documents are named {req.model!r}; use one of {ids}")
+    raise DocumentRequired(
+        f"model {req.model!r} names no loaded document: pass the extra body field document_id, or use "
+        "model 'doc:<id>' (GET /v1/models lists them)",
+    )
+
+
+def _usage(stats: dict) -> dict:
+    prompt = stats["prompt_tokens"] + stats["cached_tokens"]
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": stats["completion_tokens"],
+        "total_tokens": prompt + stats["completion_tokens"],
+        "prompt_tokens_details": {"cached_tokens": stats["cached_tokens"]},
+    }
+
+
+def _finish_reason(reason: str) -> str:
+    return "length" if reason == "length" else "stop"
+
+
+@router.post("/chat/completions")
+async def chat_completions(
+    req: ChatCompletionRequest, request: Request, store: StoreDep, engine: EngineDep, settings: SettingsDep
+):
+    doc = resolve_document(store, req)
+    check_answerable(doc, engine)
+    history, question = conversation(req.messages)
+    params = answer_params(answer_request(req, question), settings, engine.layout.stops)
+    if params.stops != engine.layout.stops:  # OpenAI's stop adds to the end of the turn, not replaces it
+        params = replace(params, stops=(*engine.layout.stops, *params.stops))
+    # A segmented document: the latest user turn picks the segment(s); the earlier turns go along as
+    # history, whichever segment they were answered from (server/api/segmented.py).
+    stream, position = await submit(engine, store, settings, doc, question, params, history)
+    base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": req.model}
+    if req.stream:  # the first chunk goes out now, however long the queue
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        chunks = _chunks(stream, base, include_usage, position, settings.sse_heartbeat_s)
+        return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
+    answer = await collect(stream, request)
+    stats = answer.stats.model_dump()
+    return {
+        **base,
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": answer.text},
+                "finish_reason": _finish_reason(answer.stats.finish_reason),
+                "logprobs": None,
+            }
+        ],
+        "usage": _usage(stats),
+        "citations": [c.model_dump() for c in answer.citations],
+        "docqa": stats,
+    }
+
+
+def _data(payload: dict | str) -> str:
+    text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return f"data: {text}\n\n"
+
+
+async def _chunks(
+    stream: AnswerStream, base: dict, include_usage: bool, position: int, heartbeat_s: float
+) -> AsyncIterator[str]:
+    """chat.completion.chunk frames, then ``[DONE]``: the role-only first chunk at once (with the extra
+    field ``queue_position``: jobs ahead), SSE comment heartbeats until the first token (clients skip
+    comments), then the answer. Closing the generator (client gone) cancels the job."""
+    chunk = {**base, "object": "chat.completion.chunk"}
+
+    def delta(d: dict, finish: str | None = None, **extra) -> str:
+        return _data({**chunk, "choices": [{"index": 0, "delta": d, "finish_reason": finish}], **extra})
+
+    yield delta({"role": "assistant", "content": ""}, queue_position=position)
+    citations: list[dict] = []
+    async for event in streams.events(stream, heartbeat_s):
+        kind, data = event.kind, event.data
+        if kind is EventKind.HEARTBEAT:
+            yield ": keep-alive\n\n"
+        elif kind is EventKind.TOKEN:
+            yield delta({"content": data["text"]})
+        elif kind is EventKind.CITATIONS:
+            citations = data["citations"]
+        elif kind is EventKind.STATS:
+            yield delta({}, _finish_reason(data["finish_reason"]), citations=citations, docqa=data)
+            if include_usage:
+                yield _data({**chunk, "choices": [], "usage": _usage(data)})
+        elif kind is EventKind.ERROR:  # the openai client raises APIError on an `error` payload
+            yield _data(payload(data))
+            return
+    yield _data("[DONE]")

@@ -1,0 +1,154 @@
+"""Request and response bodies of the HTTP API."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from spec.draft import SOURCES
+from spec.limits import MAX_WINDOW
+
+#: Which drafters may fill the draft window: all ("both") or one (spec/draft.py SOURCES).
+DraftSource = Literal[("both", *SOURCES)]
+#: Longest question, in characters (both question routes).
+MAX_QUESTION_CHARS = 20_000
+#: Longest conversation (every message together), in characters, on the chat route.
+MAX_CONVERSATION_CHARS = 100_000
+#: Largest max_tokens a request may ask for (both question routes).
+MAX_ANSWER_TOKENS = 32_768
+
+
+class PageWarning(BaseModel):
+    """A page of a document that could not be read well; the rest of the document was."""
+
+    page: int  # 1-based
+    message: str
+
+
+class SegmentPublic(BaseModel):
+    """A segment of a document longer than the context: prefilled and snapshotted on its own."""
+
+    index: int  # 0-based
+    pages: list[int]  # [first, last], as printed
+    start: int  # character offsets into the document text, [start, end); neighbours overlap a little
+    end: int
+    tokens: int  # its prefix tokens
+
+
+class DocumentPublic(BaseModel):
+    """A document as the API shows it."""
+
+    id: str
+    name: str
+    status: str  # ingesting | ready | failed
+    progress: float  # prefill progress 0..1
+    pages: int
+    tokens: int
+    error: str | None
+    created_at: float
+    kind: str  # pdf | docx | epub | html | text
+    text_rules: int  # the text rules version that made the stored text (1 = raw lines; see reingest)
+    encoding: str | None  # text and HTML uploads: the codec their bytes were decoded with
+    warnings: list[PageWarning] = []  # pages that could not be read, or read as garbage
+    segments: list[SegmentPublic] | None = None  # a document longer than the context: its segments
+
+
+class DocumentCreated(BaseModel):
+    """Answer to an upload (202 new, 200 already known) or a re-ingest."""
+
+    id: str
+    name: str
+    status: str
+    note: str | None = None  # re-ingest: why the stored text was kept instead of extracted again
+
+
+class ReingestRequest(BaseModel):
+    """Optional body of a re-ingest: an encrypted PDF's password (passwords are never stored)."""
+
+    password: str | None = Field(default=None, max_length=1024)
+
+
+class DocumentList(BaseModel):
+    documents: list[DocumentPublic]
+
+
+class PageSpan(BaseModel):
+    page: int  # 1-based
+    start: int  # character offsets into `text`, [start, end)
+    end: int
+
+
+class DocumentText(BaseModel):
+    id: str
+    text: str
+    pages: list[PageSpan]
+
+
+class AnswerRequest(BaseModel):
+    """A question about one document. Only `question` is required."""
+
+    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_ANSWER_TOKENS)
+    temperature: float = Field(default=0.0, ge=0.0, le=5.0)
+    top_k: int = Field(default=0, ge=0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)  # negative (-1): unseeded
+    stop: list[str] | None = Field(default=None, max_length=16)
+    verify16: bool = False  # 16-token verification mode; wins over draft_tokens
+    draft_tokens: int | None = Field(default=None, ge=0, le=MAX_WINDOW)  # 0 = no speculation
+    draft_source: DraftSource = "both"  # which drafters may fill the window
+    stream: bool = False
+
+
+class SegmentUsed(BaseModel):
+    """A segment of a long document that an answer came from (ingest/segments.py)."""
+
+    index: int  # 0-based
+    pages: list[int]  # [first, last], as printed
+    score: float | None = None  # its BM25 score for the question (higher is better)
+
+
+class AnswerStatsPublic(BaseModel):
+    prompt_tokens: int  # tokens evaluated for this answer (question suffix, plus any replay)
+    cached_tokens: int  # document prefix tokens reused from the saved state (not prefilled again)
+    completion_tokens: int
+    ttft_ms: float
+    decode_tokens_per_s: float
+    drafted_tokens: int
+    accepted_tokens: int
+    verify_steps: int
+    finish_reason: str  # stop | length | cancelled
+    drafted_by_source: dict[str, int]  # {"mtp": n, "lookup": n}
+    accepted_by_source: dict[str, int]
+    mean_accepted_per_step: float  # accepted draft tokens per verify step
+    segments: list[SegmentUsed] | None = None  # a segmented document: the segments answered from ([]: none matched)
+    replica: str | None = None  # the server that answered (DOCQA_REPLICA_NAME; a reader replica in a cluster)
+    document_state: str = "hot"  # hot (in RAM) | restored (from its snapshot on disk) | prefilled (just ingested)
+
+
+class CitationPublic(BaseModel):
+    """A document span the answer quotes."""
+
+    start: int  # character offsets into the document text (GET /v1/documents/{id}/text), [start, end)
+    end: int
+    page: int  # 1-based page of `start`
+    page_end: int  # 1-based page of the last cited character
+    text: str
+    source: str  # lookup (accepted copied drafts) | match (answer n-grams) | lookup+match
+
+
+class SegmentAnswerPublic(BaseModel):
+    """One of the answers from a segmented document whose two best segments ranked close."""
+
+    index: int
+    pages: list[int]
+    text: str
+    citations: list[CitationPublic]
+
+
+class AnswerResponse(BaseModel):
+    answer: str
+    citations: list[CitationPublic]
+    stats: AnswerStatsPublic
+    answers: list[SegmentAnswerPublic] | None = None  # each segment's answer, when two were answered from

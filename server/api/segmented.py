@@ -1,0 +1,148 @@
+"""Answering from a segmented document (ingest/segments.py): rank its segments for the question,
+answer from the best one (or the best two), and give the route one stream of events, as one job.
+
+The rule (ingest/index.py ``chosen``): the segments are ranked by FTS5 BM25 over their text. The best
+one is answered from; the second best too when its score is at least DOCQA_SEGMENT_CLOSE_RATIO x the
+best's (default 0.8: they hold the question's words about equally well), and both answers are given,
+each after a "From pages X–Y:" line, with their citations. When no segment holds any of the question's
+words (less stopwords), the answer says that the document does not seem to contain it, and no model
+time is spent: answering from an arbitrary segment would only invite a made-up answer.
+
+Events, in addition to an answer job's: ``segment`` ({index, pages}) before each segment's tokens, and,
+with two segments, ``answers`` ([{index, pages, text, citations}]) before ``stats``. ``stats`` gains
+``segments`` ([{index, pages, score}]); its counts are the sums over the answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from ingest import index
+from ingest.segments import Segment
+from ingest.store import DocRecord, DocStore
+from server.engine.events import Event, EventKind
+from server.engine.jobs import AnswerJob
+
+NOT_FOUND = (
+    "The document does not seem to contain this: none of its parts mentions any of the words of the "
+    "question. Try asking with the words the document would use."
+)
+_SUMMED = ("prompt_tokens", "cached_tokens", "completion_tokens", "drafted_tokens", "accepted_tokens", "verify_steps")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The segments to answer from, best first, with their BM25 scores ([] : not in the document)."""
+
+    segments: list[Segment]
+    scores: list[float]
+
+
+def plan(store: DocStore, doc: DocRecord, question: str, close: float) -> Plan | None:
+    """Rank ``doc``'s segments for ``question``; None for a document answered whole. Runs off the
+    event loop (a small SQLite read)."""
+    segments = store.read_segments(doc.id)
+    if segments is None:
+        return None
+    ranked = index.rank(store.dir(doc.id), question)
+    scores = dict(ranked)
+    picked = index.chosen(ranked, close)
+    return Plan([segments[i] for i in picked], [scores[i] for i in picked])
+
+
+def _stats_zero() -> dict[str, Any]:
+    return {
+        "prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0, "ttft_ms": 0.0, "decode_tokens_per_s": 0.0,
+        "drafted_tokens": 0, "accepted_tokens": 0, "verify_steps": 0, "finish_reason": "not_found",
+        "drafted_by_source": {}, "accepted_by_source": {}, "mean_accepted_per_step": 0.0,
+    }  # fmt: skip
+
+
+@dataclass(eq=False)
+class SegmentedAnswer:
+    """The answer jobs of one question (one per chosen segment, run one after the other by the
+    engine: each needs its own segment in the document sequence) read as one answer stream
+    (server/engine/events.py ``AnswerStream``), as the routes read an AnswerJob."""
+
+    jobs: list[AnswerJob]
+    plan: Plan
+    events: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    _task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._pump())
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        for job in self.jobs:
+            job.cancel()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    async def _pump(self) -> None:
+        def put(kind: EventKind, data: Any) -> None:
+            self.events.put_nowait(Event(kind, data))
+
+        if not self.jobs:
+            put(EventKind.TOKEN, {"text": NOT_FOUND})
+            put(EventKind.CITATIONS, {"citations": []})
+            put(EventKind.STATS, {**_stats_zero(), "segments": []})
+            put(EventKind.DONE, {})
+            return
+        many = len(self.jobs) > 1
+        parts: list[dict[str, Any]] = []
+        all_stats: list[dict[str, Any]] = []
+        for i, (job, segment) in enumerate(zip(self.jobs, self.plan.segments, strict=True)):
+            where = {"index": segment.index, "pages": segment.pages}
+            put(EventKind.SEGMENT, where)
+            part: dict[str, Any] = {**where, "text": "", "citations": []}
+            if many:
+                a, b = segment.pages
+                put(EventKind.TOKEN, {"text": f"{chr(10) * 2 if i else ''}From pages {a}–{b}: "})
+            while True:
+                event = await job.events.get()
+                if event.kind is EventKind.TOKEN:
+                    part["text"] += event.data["text"]
+                    self.events.put_nowait(event)
+                elif event.kind is EventKind.CITATIONS:
+                    part["citations"] = event.data["citations"]
+                elif event.kind is EventKind.STATS:
+                    all_stats.append(event.data)
+                elif event.kind is EventKind.ERROR:
+                    for other in self.jobs:
+                        other.cancel()
+                    self.events.put_nowait(event)
+                    return
+                elif event.kind is EventKind.DONE:
+                    break
+            parts.append(part)
+        put(EventKind.CITATIONS, {"citations": [c for p in parts for c in p["citations"]]})
+        if many:
+            put(EventKind.ANSWERS, {"answers": parts})
+        put(EventKind.STATS, self._stats(all_stats))
+        put(EventKind.DONE, {})
+
+    def _stats(self, all_stats: list[dict[str, Any]]) -> dict[str, Any]:
+        """The first answer's stats, its counts summed over all answers, and the segments used."""
+        stats = dict(all_stats[0])
+        for name in _SUMMED:
+            stats[name] = sum(s[name] for s in all_stats)
+        stats["segments"] = [
+            {"index": s.index, "pages": s.pages, "score": round(score, 4)}
+            for s, score in zip(self.plan.segments, self.plan.scores, strict=True)
+        ]
+        return stats
+
+
+def submit(engine, plan: Plan, make_job) -> tuple[SegmentedAnswer, int]:
+    """Queue a job per planned segment (``make_job(segment index)`` -> AnswerJob) and start reading
+    them; returns the answer and the queue position of its first job."""
+    jobs = [make_job(s.index) for s in plan.segments]
+    positions = [engine.submit_answer(job) for job in jobs]
+    answer = SegmentedAnswer(jobs, plan)
+    answer.start()
+    return answer, positions[0] if positions else 0

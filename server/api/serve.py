@@ -1,0 +1,81 @@
+"""Serving: read settings from the environment, run the start-up self-test, and serve the app with
+uvicorn on 127.0.0.1:8000 by default (``python -m server``, ``docqa serve``)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import uvicorn
+from pydantic import ValidationError
+
+from server.config.settings import Settings
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ingest.errors import DataDirUnusable
+    from server.api.app import create_app, open_store
+    from server.api.protocol import with_header_timeout
+    from server.config.memory import with_preset
+    from server.config.tuned import SETTINGS_FILE, describe
+    from server.engine import selftest
+
+    try:
+        settings = with_preset(Settings())
+    except (ValidationError, ValueError) as exc:
+        sys.exit(f"docqa: invalid settings (DOCQA_* environment variables, DATA_DIR/{SETTINGS_FILE}):\n{exc}")
+    if tuned := describe(settings.data_dir, Settings.model_fields):
+        logging.getLogger("docqa").info("%s", tuned)
+
+    try:
+        # A missing or read-only data directory (or an unreachable database): one line naming it.
+        open_store(settings.data_dir, settings.database_url, sweep=False).close()
+    except DataDirUnusable as exc:
+        sys.exit(f"docqa: {exc}")
+    if not settings.loopback and not settings.allowed_hosts:
+        logging.getLogger("docqa").warning(
+            "bound to %s without DOCQA_ALLOWED_HOSTS: any Host header is accepted (a DNS-rebinding page could "
+            "reach this server); set DOCQA_ALLOWED_HOSTS to the names it is reached by",
+            settings.host,
+        )
+    try:
+        result = selftest.check(settings)
+    except selftest.SelfTestFailed as exc:
+        sys.exit(str(exc))
+    if result.extra_bufts is False and settings.cpu_repack == "auto":  # a fallback, now or cached
+        settings = settings.model_copy(update={"cpu_repack": "off"})
+    logging.getLogger("docqa").info(
+        "self-test %s; serving on http://%s:%d", result.status, settings.host, settings.port
+    )
+    app = create_app(settings, result)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        http=with_header_timeout(settings.header_timeout_s),
+        # Connections still open this long after SIGTERM (a reader that stopped reading) are closed.
+        timeout_graceful_shutdown=settings.shutdown_timeout_s + GRACE_S,
+    )
+    GracefulServer(config, app).run()
+
+
+#: Seconds past DOCQA_SHUTDOWN_TIMEOUT_S for the last events of cut-off answers to reach their clients.
+GRACE_S = 2.0
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn, telling the engine when a shutdown signal arrives: it stops admitting, lets the answers
+    in flight finish for DOCQA_SHUTDOWN_TIMEOUT_S, then ends them with an error event, while uvicorn
+    waits for their connections to close (and closes the rest after GRACE_S more)."""
+
+    def __init__(self, config: uvicorn.Config, app) -> None:
+        super().__init__(config)
+        self.app = app
+
+    def handle_exit(self, sig: int, frame) -> None:
+        engine = getattr(self.app.state, "engine", None)
+        if engine is not None and not self.should_exit:
+            engine.begin_shutdown(self.app.state.settings.shutdown_timeout_s)
+        super().handle_exit(sig, frame)

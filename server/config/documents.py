@@ -1,0 +1,84 @@
+"""The settings of documents: where they are stored and how much disk and RAM their states may take,
+how uploads are read (the extraction worker's limits, the text rules), and how a document longer than
+the context is split. A part of :class:`server.config.settings.Settings`; every field is documented in
+README.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings
+
+from ingest.normalize import TEXT_RULES
+from runtime.plan_fit import parse_size
+
+
+class DocumentSettings(BaseSettings):
+    """Storage, extraction and segments."""
+
+    data_dir: Path = Field(default=Path("data"), description="Database, uploads, model copy and snapshots.")
+    snapshot_ram_bytes: int = Field(
+        default=2 * 1024**3, ge=0, description="RAM kept for hot document snapshots (LRU, bytes)."
+    )
+    disk_budget_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Bytes the documents directory may take (or 50GiB / 500MB): the least recently used snapshots "
+            "are evicted to stay within it (texts kept; prefilled again when asked about). Unset: no budget."
+        ),
+    )
+    traffic_log: bool = Field(
+        default=True,
+        description="One JSON line per answer (lengths, concurrency, window, timings) in DATA_DIR/traffic.jsonl.",
+    )
+    traffic_log_bytes: int = Field(
+        default=8 * 1024**2, ge=4096, description="Size at which traffic.jsonl rotates (two older files are kept)."
+    )
+
+    # -- extraction --------------------------------------------------------------------------
+    extract_timeout_s: float = Field(default=60.0, gt=0, description="Wall-clock limit of one text extraction.")
+    extract_workers: int = Field(default=2, ge=1, le=64, description="Files read at once, each in a worker process.")
+    extract_queue: int = Field(
+        default=8, ge=0, description="Uploads that may wait for an extraction worker; more get 503 with Retry-After."
+    )
+    extract_memory_bytes: int = Field(
+        default=1024**3, ge=64 * 1024**2, description="Address-space limit of the extraction worker process."
+    )
+    text_rules: int = Field(
+        default=TEXT_RULES,
+        ge=1,
+        le=TEXT_RULES,
+        description="Text rules version for new extractions (ingest/normalize.py); 1 = the old raw lines.",
+    )
+
+    # -- long documents ----------------------------------------------------------------------
+    long_documents: Literal["segment", "refuse"] = Field(
+        default="segment",
+        description=(
+            "A document over the budget: segment = split into segments that each fit (each prefilled and "
+            "snapshotted; questions answered from the best-ranked one); refuse = 413 document_too_long."
+        ),
+    )
+    segment_overlap_tokens: int = Field(
+        default=256, ge=0, description="Tokens neighbouring segments share, so a passage at a cut is whole in one."
+    )
+    max_segments: int = Field(
+        default=16, ge=1, description="Most segments a document may have; a longer one gets 413 document_too_long."
+    )
+    segment_close_ratio: float = Field(
+        default=0.8,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Answer from the second-best segment too when its BM25 score is at least this x the best's (0: never)."
+        ),
+    )
+
+    @field_validator("disk_budget_bytes", "traffic_log_bytes", mode="before")
+    @classmethod
+    def _bytes(cls, value: object) -> object:
+        return parse_size(value) if isinstance(value, str) else value

@@ -1,0 +1,171 @@
+"""The settings of the model and how it decodes: the GGUF, its contexts (n_ctx, batches, threads,
+KV cache types), concurrency, MTP, the draft window and the batch-invariant mode. A part of
+:class:`server.config.settings.Settings`; every field is documented in README.md.
+
+Defaults suit the embedded Gemma 3 270M model on a CPU: its full 32k context, ``n_ubatch`` large
+enough that a 17-row verify call (16 drafts + 1) fits in one ubatch, and one thread per core.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings
+
+from runtime.kvtypes import GGML, KV_TYPES
+from runtime.plan_fit import parse_size
+from spec.limits import MAX_MTP_DRAFT, MAX_ROWS, MAX_WINDOW
+
+KvType = Literal[KV_TYPES]  # runtime/kvtypes.py
+#: Most questions answered at once (sequences besides the document's); llama.cpp allows 256 in all.
+MAX_SEQS = 64
+
+
+class ModelSettings(BaseSettings):
+    """The model, its contexts, and decoding."""
+
+    model_path: Path | None = Field(
+        default=None,
+        description="GGUF file to serve. Unset: the embedded Gemma 3 270M Q4_K_M, assembled into data_dir.",
+    )
+    n_ctx: int = Field(default=32768, ge=256, description="Context size in tokens (document + question + answer).")
+    n_batch: int = Field(default=512, ge=32, description="Tokens per llama_decode call during prefill.")
+    n_ubatch: int = Field(default=512, ge=MAX_ROWS, description="Physical micro-batch; must hold a verify call.")
+    n_threads: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, description="Decode threads.")
+    n_threads_batch: int | None = Field(default=None, ge=1, description="Prefill threads (default: n_threads).")
+    n_gpu_layers: int = Field(default=-1, description="Layers offloaded to the GPU (-1 = all; ignored on CPU builds).")
+    type_k: KvType = Field(default="f16", description="KV cache type for K.")
+    type_v: KvType = Field(default="f16", description="KV cache type for V (quantized V needs flash attention).")
+    flash_attn: Literal["auto", "on", "off"] = Field(default="auto", description="Flash attention.")
+    swa_full: bool = Field(
+        default=False,
+        description="Keep full-size sliding-window caches (lets answers be truncated instead of restored).",
+    )
+    cpu_repack: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description=(
+            "llama.cpp's extra CPU buffer types (repacked weights, AMX): auto = on unless the build has AMX "
+            "kernels or the start-up self-test crashed with them; off = llama-server's --no-repack."
+        ),
+    )
+    selftest: bool = Field(
+        default=True,
+        description="Before binding the port, load the model in a child process and decode once (cached per build).",
+    )
+    selftest_timeout_s: float = Field(default=600.0, gt=0, description="Time limit of one self-test child.")
+    mtp: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="Draft with the model's MTP head: auto = when the GGUF has MTP layers; on = require them.",
+    )
+    mtp_draft_tokens: int = Field(default=2, ge=1, le=MAX_MTP_DRAFT, description="MTP draft tokens per verify step.")
+    n_rs_seq: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_WINDOW,
+        description="Recurrent-state snapshots for rollback on hybrid models (default: 16, the widest window).",
+    )
+    n_seq_max: int = Field(
+        default=4,
+        ge=1,
+        le=MAX_SEQS,
+        description="Questions answered concurrently, batched into one decode call per step (continuous batching).",
+    )
+    batch_invariant: bool = Field(
+        default=False,
+        description=(
+            "Answers that do not depend on what else is decoded at the same time: a quantized KV cache, "
+            "flash attention, no CPU repack, and ggml-cpu's per-row matmul kernels at every row count "
+            "(GGML_CPU_TILED_MM=0, runtime/numerics.py; where a start-up probe finds them not in force, "
+            "decode calls of at most spec/limits.py INVARIANT_MAX_ROWS rows instead). The README gives "
+            "the measured cost."
+        ),
+    )
+    parallel_ingest: bool = Field(
+        default=True,
+        description=(
+            "Prefill a new document in a sequence of its own while questions about another are answered "
+            "(needs KV room for both; hybrid models hold one more recurrent state). Off: ingestion waits for "
+            "the running questions to finish."
+        ),
+    )
+    answer_reserve: int = Field(
+        default=1024, ge=16, description="Tokens kept free for the question and answer; documents get n_ctx - this."
+    )
+    vram_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        description="GPU memory budget (bytes, or 24GiB / 24000MiB / 24GB); the model is checked against it at load.",
+    )
+    preset: Literal["rtx3090-27b"] | None = Field(
+        default=None,
+        description="Fill unset settings for a known GPU + model (rtx3090-27b: Qwen3.6-27B Q4_K_M on 24 GiB).",
+    )
+
+    # -- decoding ----------------------------------------------------------------------------
+    default_draft_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_WINDOW,
+        description="Draft window when a request names none: unset = adaptive (cost-calibrated), 0 = off.",
+    )
+    max_ngram: int = Field(default=4, ge=1, le=16, description="Longest n-gram the lookup drafter matches.")
+    min_ngram: int = Field(default=2, ge=1, le=16, description="Shortest n-gram the lookup drafter accepts.")
+    default_max_tokens: int = Field(default=256, ge=1, description="max_tokens when a request names none.")
+
+    @field_validator("vram_bytes", mode="before")
+    @classmethod
+    def _size(cls, value: object) -> object:
+        return parse_size(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _check_model(self) -> ModelSettings:
+        if self.batch_invariant:
+            self._make_batch_invariant()
+        if self.min_ngram > self.max_ngram:
+            raise ValueError(f"min_ngram ({self.min_ngram}) must be <= max_ngram ({self.max_ngram})")
+        if self.n_ubatch > self.n_batch:
+            raise ValueError(f"n_ubatch ({self.n_ubatch}) must be <= n_batch ({self.n_batch})")
+        if self.type_v not in ("f32", "f16", "bf16") and self.flash_attn == "off":
+            raise ValueError(
+                f"type_v={self.type_v} is a quantized V cache, which llama.cpp supports only with flash "
+                "attention: set DOCQA_FLASH_ATTN=on (or auto), or DOCQA_TYPE_V=f16"
+            )
+        if self.answer_reserve >= self.n_ctx:
+            raise ValueError(f"answer_reserve ({self.answer_reserve}) must be < n_ctx ({self.n_ctx})")
+        return self
+
+    def _make_batch_invariant(self) -> None:
+        """Fill the settings under which a row's logits do not depend on the other rows of its decode
+        call nor on other sequences' cells (measured on the CPU backend, bench/results/invariance.md):
+        a quantized KV cache and flash attention, so ggml-cpu's flash attention takes its one-row
+        reference path (ops.cpp ``ggml_compute_forward_flash_attn_ext_f16_one_chunk``: no KV split,
+        no query tiling, masked cells skipped), and no CPU repack (whose gemm and gemv differ). What
+        the user set explicitly is kept, unless it contradicts the mode. The matmul kernel is chosen
+        at load (server/engine/loading.py, runtime/numerics.py)."""
+        explicit = self.model_fields_set
+        if GGML[self.type_k].quantized is False:
+            if "type_k" in explicit:
+                raise ValueError(f"batch_invariant needs a quantized K cache (q8_0, q4_0, ...), not {self.type_k}")
+            self.type_k = "q8_0"
+        if GGML[self.type_v].quantized is False:
+            if "type_v" in explicit:
+                raise ValueError(f"batch_invariant needs a quantized V cache (q8_0, q4_0, ...), not {self.type_v}")
+            self.type_v = "q8_0"
+        for name, value in (("flash_attn", "on"), ("cpu_repack", "off")):
+            if getattr(self, name) != value:
+                if name in explicit:
+                    raise ValueError(f"batch_invariant needs {name}={value}, not {getattr(self, name)}")
+                setattr(self, name, value)
+
+    @property
+    def extra_bufts(self) -> bool | None:
+        """``cpu_repack`` as runtime.llama.Model's ``extra_bufts`` (None: the build decides)."""
+        return {"auto": None, "on": True, "off": False}[self.cpu_repack]
+
+    @property
+    def document_budget(self) -> int:
+        """Largest document prefix, in tokens: n_ctx minus the answer reserve."""
+        return self.n_ctx - self.answer_reserve

@@ -1,0 +1,73 @@
+"""Citations of finished answers, computed on a worker thread so the model thread goes straight on
+to the next decode step. The worker then sends the answer's last events in order: ``citations``,
+``stats``, ``done``.
+
+A document's citation index (spec/cite.py) is built at its first answer and kept on its HotDoc;
+citing one answer is O(answer words). One worker, so an index is never built twice at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from ingest.prompt import PromptLayout
+from ingest.segments import parse_key
+from ingest.store import DocStore
+from runtime.llama import Model
+from server.engine.events import EventKind
+from server.engine.hot import HotDoc
+from server.engine.sequence import Sequence
+from spec.cite import CitationIndex, TokenOffsets
+
+log = logging.getLogger("docqa.engine")
+
+
+class Citations:
+    def __init__(self, store: DocStore, model: Model, layout: PromptLayout) -> None:
+        self.store, self.model, self.layout = store, model, layout
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docqa-cite")
+
+    def finish(self, seq: Sequence, stats: dict) -> None:
+        """Cite ``seq``'s answer off the model thread, then send citations, stats and done."""
+        copied = list(seq.lookup.copied)  # document token ranges of accepted lookup drafts
+        self._pool.submit(self._cite_and_send, seq.job, seq.job.key, seq.hot, "".join(seq.parts), copied, stats)
+
+    def close(self) -> None:
+        """Finish what was submitted, then stop the worker."""
+        self._pool.shutdown(wait=True)
+
+    def _cite_and_send(self, job, key: str, hot: HotDoc, text: str, copied: list[tuple[int, int]], stats: dict):
+        try:
+            index, offsets, shift = self.index(key, hot)
+            citations = [c.as_dict() for c in index.cite(text, [offsets.chars(a, b) for a, b in copied])]
+            for c in citations:  # a segment's offsets -> the whole document's
+                c["start"], c["end"] = c["start"] + shift, c["end"] + shift
+        except Exception:  # citations are a courtesy; never lose the answer over them
+            log.exception("citations failed for %s", key)
+            citations = []
+        job.emit(EventKind.CITATIONS, {"citations": citations})
+        job.emit(EventKind.STATS, stats)
+        job.emit(EventKind.DONE, {})
+
+    def index(self, key: str, hot: HotDoc) -> tuple[CitationIndex, TokenOffsets, int]:
+        """The citation index and token offsets of a document or segment (``key``: ingest/segments.key),
+        built at its first answer, and the character offset of its text in the document's. A
+        segment's index holds the segment's text and pages, so its citations name the document's
+        pages; their offsets are shifted by that offset."""
+        doc_id, segment = parse_key(key)
+        if hot.citations is None:
+            extracted = self.store.read_text(doc_id)
+            text, page_starts, first_page = extracted.text, extracted.page_starts, extracted.first_page
+            if segment is not None:
+                part = self.store.read_segments(doc_id)[segment]
+                text = text[part.start : part.end]
+                page_starts = [0] + [p - part.start for p in page_starts if part.start < p < part.end]
+                first_page = part.first_page
+            n_head, n_between = self.layout.n_head(self.model), self.layout.n_between(self.model)
+            n_doc = len(hot.prefix) - n_head - n_between
+            offsets = TokenOffsets(hot.prefix, n_head, n_doc, text, self.model.piece)
+            index = CitationIndex(text, page_starts, first_page=first_page)
+            hot.citations = index, offsets
+        shift = 0 if segment is None else self.store.read_segments(doc_id)[segment].start
+        return (*hot.citations, shift)

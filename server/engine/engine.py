@@ -1,0 +1,315 @@
+"""The engine: one thread owns the model and its contexts; jobs queue behind it.
+
+Continuous batching. Sequence ``DOC_SEQ`` holds exactly the prefix of the document in use
+(server/engine/hot.py), and each question gets a sequence of its own that shares that prefix
+(server/engine/runner.py). Every iteration of the thread is one :meth:`Engine.step`, as in
+nano-vllm's ``LLMEngine.step``: the scheduler admits waiting jobs (server/engine/scheduler.py, the
+only writer of the waiting, running and ingesting state), the runner decodes one verify step for
+every question that is answering in one ``llama_decode``, the results go to the clients, and then
+one prefill chunk (at most ``n_ubatch`` tokens) of a question being admitted or of a document being
+ingested is decoded, so a long prompt delays the running streams by one chunk per step at most, as
+llama-server and vLLM schedule prefill next to decode.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import socket
+import threading
+import time
+from dataclasses import asdict
+from typing import Protocol
+
+from ingest.store import DocStore
+from server.config import errors
+from server.config.settings import Settings
+from server.engine.admission import Admission
+from server.engine.citations import Citations
+from server.engine.events import EventKind
+from server.engine.hot import HotDocs
+from server.engine.ingestion import Ingestions, resume_interrupted
+from server.engine.jobs import AnswerJob, Deleted, IngestJob, Job, ingest_jobs
+from server.engine.loading import Loaded, load
+from server.engine.runner import Runner, StepReport
+from server.engine.scheduler import Scheduler
+from server.engine.sequence import DOC_SEQ, Sequence
+from server.engine.traffic import TrafficLog
+
+log = logging.getLogger("docqa.engine")
+_WAKE = object()  # wakes the engine thread (a shutdown began) without a job
+
+
+class Observer(Protocol):
+    """What the engine reports as it goes (server/api/metrics.py implements it). Called on the engine
+    thread; an implementation must not block it."""
+
+    def observe_answer(self, stats: dict) -> None: ...
+    def observe_step(self, n_seqs: int, mtp_batched: int) -> None: ...
+    def observe_rebuild(self) -> None: ...
+
+
+class Engine:
+    def __init__(
+        self, settings: Settings, store: DocStore, observer: Observer | None = None, traffic: TrafficLog | None = None
+    ) -> None:
+        self.settings, self.store, self.observer, self.traffic = settings, store, observer, traffic
+        self.replica = settings.replica_name or socket.gethostname()  # named in every answer's stats
+        self.loaded: Loaded | None = None
+        self.load_error: str | None = None
+        self.ready = threading.Event()
+        self.progress: dict[str, float] = {}  # doc id -> prefill progress 0..1 (engine writes, routes read)
+        self.deleted = Deleted()  # documents deleted since the last step (routes add, the engine drops)
+        self.evicted = Deleted()  # documents whose RAM state to free (a cluster replica gave them up)
+        self._jobs: queue.Queue[Job | object | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="docqa-engine", daemon=True)
+        self._turn = 0  # alternates prefill chunks between questions and the ingestion
+        self._closing_at: float | None = None  # monotonic deadline of a graceful shutdown
+        # After load (engine thread): the scheduler, the document sequence and RAM cache, the runner,
+        # admission, the ingestions and the citation worker.
+        self.scheduler: Scheduler | None = None
+        self.docs: HotDocs | None = None
+        self.runner: Runner | None = None
+        self.admission: Admission | None = None
+        self.ingest: Ingestions | None = None
+        self.citations: Citations | None = None
+
+    # -- lifecycle and the calls routes make (thread-safe) -------------------------------------------
+    def start(self, timeout: float = 600.0) -> None:
+        """Start the thread and wait for the model; raise RuntimeError with the reason on failure."""
+        self._thread.start()
+        if not self.ready.wait(timeout):
+            raise RuntimeError(f"the model did not load within {timeout:.0f} s")
+        if self.load_error:
+            raise RuntimeError(self.load_error)
+
+    def stop(self) -> None:
+        """Stop the thread (after :meth:`begin_shutdown`, once the answers had their time) and wait for
+        it: every step is bounded (one decode and one prefill chunk), so this is prompt."""
+        self._jobs.put(None)
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def begin_shutdown(self, timeout_s: float) -> None:
+        """Stop admitting; answers in flight get ``timeout_s`` to finish, then end with an error event.
+        An ingestion stops between chunks and stays ``ingesting`` (resumed at the next start)."""
+        self._closing_at = time.monotonic() + timeout_s
+        self._jobs.put(_WAKE)
+
+    @property
+    def model(self):
+        return self.loaded.model if self.loaded else None
+
+    @property
+    def layout(self):
+        return self.loaded.layout if self.loaded else None
+
+    @property
+    def n_ctx(self) -> int:
+        return self.loaded.ctx.n_ctx if self.loaded else 0
+
+    @property
+    def queue_depth(self) -> int:
+        """Jobs waiting (not yet answering or ingesting)."""
+        return self._jobs.qsize() + (self.scheduler.n_waiting if self.scheduler else 0)
+
+    @property
+    def active_answers(self) -> int:
+        return self.scheduler.n_running if self.scheduler else 0
+
+    def submit_ingest(self, doc_id: str, n_tokens: int) -> None:
+        """Queue the prefill of a stored document (``n_tokens``: its prefix length), or of each of its
+        segments (a segment whose snapshot is complete is skipped when its turn comes)."""
+        self.progress[doc_id] = 0.0
+        for job in ingest_jobs(doc_id, n_tokens, self.store.read_segments(doc_id)):
+            self._jobs.put(job)
+
+    def submit_answer(self, job: AnswerJob) -> int:
+        """Queue a question (tokenized: ``job.suffix``); returns how many jobs are waiting ahead of it."""
+        ahead = self.queue_depth
+        self._jobs.put(job)
+        return ahead
+
+    def evict(self, doc_id: str) -> None:
+        """Free the document's RAM state at the next step (it stays answerable, from disk)."""
+        self.evicted.add(doc_id)
+        self._jobs.put(_WAKE)
+
+    def forget(self, doc_id: str) -> None:
+        """A document was deleted: stop its ingestion and drop its RAM state at the next chance."""
+        self.deleted.add(doc_id)
+        self.progress.pop(doc_id, None)
+
+    # -- the engine thread ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._load()
+        except Exception as exc:
+            log.exception("model load failed")
+            self.load_error = str(exc)
+            self.ready.set()
+            return
+        self.ready.set()
+        resume_interrupted(self.store, self.submit_ingest)
+        while self._pull(block=self.scheduler.idle):
+            self.step()
+        self._close_down(force=True)
+        self.citations.close()
+        self.loaded.close()
+
+    def _load(self) -> None:
+        s = self.settings
+        loaded = self.loaded = load(s, DOC_SEQ)
+        self.scheduler = Scheduler(
+            s.n_seq_max, loaded.ctx.n_ctx, s.answer_reserve, loaded.max_window, s.parallel_ingest
+        )
+        self.docs = HotDocs(s, self.store, loaded.model, loaded.ctx, loaded.mtp_ctx, DOC_SEQ)
+        self.runner = Runner(loaded.ctx, loaded.mtp_ctx, DOC_SEQ, loaded.max_rows, loaded.costs)
+        self.admission = Admission(self.store, self.docs, self.runner, loaded, self.deleted, self.submit_ingest)
+        self.citations = Citations(self.store, loaded.model, loaded.layout)
+        self.ingest = Ingestions(self.store, self.docs, self.progress, self.deleted, self.scheduler.ingest_seq)
+
+    def _pull(self, block: bool) -> bool:
+        """Move submitted jobs to the scheduler; wait for one if ``block``. False once stop() was called."""
+        try:
+            job = self._jobs.get() if block else self._jobs.get_nowait()
+        except queue.Empty:
+            return True
+        while job is not None:
+            if job is not _WAKE:
+                self.scheduler.add(job)
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return True
+        return False
+
+    def step(self) -> None:
+        """One iteration: schedule -> run -> postprocess, then one prefill chunk."""
+        for doc_id in self.deleted.take():
+            self.docs.drop(doc_id)
+        for doc_id in self.evicted.take():
+            self.docs.evict(doc_id)
+        if self._closing_at is not None:
+            self._close_down(force=time.monotonic() >= self._closing_at)
+        sched = self.scheduler
+        sched.drop_cancelled()  # questions whose client hung up while they waited
+        while (job := sched.next_job(self.docs.loaded, self._n_loaded())) is not None:
+            self._start(job)  # a question starts its prefill; an ingestion claims the ingest slot
+        if answering := sched.answering():
+            report = self.runner.step(answering)  # one llama_decode for every answering question
+            if self.observer is not None:
+                self.observer.observe_step(len(answering), report.mtp_batched)
+            self._postprocess(report)
+        self._prefill_next_chunk()
+
+    def _postprocess(self, report: StepReport) -> None:
+        """Send each question its tokens; then rebuild the sequences whose rollback failed (after every
+        sequence has read its rows of the step) and finish the answers that are done."""
+        rebuild: list[Sequence] = []
+        for seq, outcome in report.outcomes:
+            if isinstance(outcome, Exception):
+                self._abort(seq, outcome)
+                continue
+            self._deliver(seq, outcome.events)
+            if outcome.rebuild:
+                rebuild.append(seq)
+        for seq in rebuild:
+            try:
+                self.runner.rebuild(seq)
+                if self.observer is not None:
+                    self.observer.observe_rebuild()
+            except Exception as exc:
+                self._abort(seq, exc)
+        for seq, _ in report.outcomes:
+            if seq.answer.done and self.scheduler.holds(seq):
+                self._finish(seq)
+
+    def _start(self, job: Job) -> None:
+        sched = self.scheduler
+        try:
+            if isinstance(job, IngestJob):
+                if (work := self.ingest.start(job, idle=not sched.n_running)) is not None:
+                    sched.begin_ingest(work)
+            else:
+                seq_id, cells = sched.free_seq_id(), sched.cells_needed(job)
+                try:
+                    sched.start(self.admission.admit(job, seq_id, cells, sched.n_running))
+                except Exception:
+                    self.runner.release(seq_id)  # it may have shared the prefix before failing
+                    raise
+        except Exception as exc:  # keep serving; tell the waiting request what happened
+            if not isinstance(exc, errors.ApiError):
+                log.exception("engine job failed")
+            if isinstance(job, AnswerJob):
+                job.fail(errors.from_engine(exc))
+
+    def _prefill_next_chunk(self) -> None:
+        """Decode one chunk of prefill (at most ``n_ubatch`` tokens): of the questions still prefilling,
+        oldest first, or of the ingestion, taking turns when both wait."""
+        sched, n_ubatch = self.scheduler, self.loaded.ctx.config.n_ubatch
+        for seq in [s for s in sched.prefilling() if s.job.cancelled.is_set()]:
+            self._release(seq)  # the client hung up before its first token
+        prefilling, work = sched.prefilling(), sched.ingesting
+        if prefilling and (work is None or self._turn % 2 == 0):
+            try:
+                started = self.runner.prefill_chunks(prefilling, n_ubatch)
+            except Exception as exc:
+                for seq in prefilling:
+                    self._abort(seq, exc)
+                return
+            for seq, row in started:
+                if row is not None:
+                    seq.lookup.extend(seq.suffix.tolist())
+                    self._deliver(seq, seq.answer.begin(row))
+                    if seq.answer.done:
+                        self._finish(seq)
+        elif work is not None and self.ingest.step(work, n_ubatch, idle=not sched.n_running):
+            sched.end_ingest()
+        self._turn += 1
+
+    def _close_down(self, force: bool) -> None:
+        """Shutting down: refuse what waits, stop the ingestion (it stays resumable), and once ``force``
+        end the running answers with an error event."""
+        stopped = errors.EngineStopped("the server is shutting down; ask again after it restarts")
+        self.scheduler.refuse_waiting(stopped)
+        if (work := self.scheduler.end_ingest()) is not None:
+            work.abandon()
+        for seq in self.scheduler.running() if force else []:
+            seq.job.fail(stopped)
+            self._release(seq)
+
+    def _deliver(self, seq: Sequence, events) -> None:
+        for event in events:
+            if event.text:
+                seq.parts.append(event.text)
+                seq.job.emit(EventKind.TOKEN, {"text": event.text})
+
+    def _finish(self, seq: Sequence) -> None:
+        """The answer is done: free its sequence and count it, then cite it off-thread (citations,
+        stats and done follow), so what the client asks next (/health, /metrics) sees both."""
+        seq.answer.close()
+        stats = asdict(seq.answer.run.stats) | {"replica": self.replica, "document_state": seq.document_state}
+        self._release(seq)
+        if self.observer is not None:
+            try:
+                self.observer.observe_answer(stats)
+            except Exception:
+                log.exception("answer observer failed")
+        if self.traffic is not None:
+            self.traffic.record(seq, stats)  # one line of DATA_DIR/traffic.jsonl, for docqa tune
+        self.citations.finish(seq, stats)
+
+    def _abort(self, seq: Sequence, exc: Exception) -> None:
+        log.error("answer on seq %d failed: %s: %s", seq.seq_id, type(exc).__name__, exc)
+        seq.job.fail(errors.from_engine(exc))
+        self._release(seq)
+
+    def _release(self, seq: Sequence) -> None:
+        if self.scheduler.release(seq):
+            self.runner.release(seq.seq_id)
+
+    def _n_loaded(self) -> int:
+        """Prefix tokens of the document the document sequence holds (0 for none)."""
+        hot = self.docs.get(self.docs.loaded) if self.docs.loaded else None
+        return len(hot.prefix) if hot is not None else 0

@@ -1,0 +1,111 @@
+"""Jobs handed from the asyncio side to the engine thread, and the event channel back.
+
+The engine thread never touches asyncio objects directly: it calls ``loop.call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ingest.segments import key as segment_key
+from server.engine.events import Event, EventKind
+from spec.loop import AnswerParams
+
+
+@dataclass(eq=False)
+class IngestJob:
+    """The prefill of a document, or of one segment of it (``key``: ingest/segments.key)."""
+
+    doc_id: str
+    n_tokens: int  # its prefix tokens: the KV cells its prefill needs
+    key: str = ""  # the document (default) or one of its segments
+    tokens_before: int = 0  # progress: prefix tokens of the segments before this one
+    tokens_total: int = 0  # progress: prefix tokens of every segment (0: this job's own)
+
+    def __post_init__(self) -> None:
+        self.key = self.key or self.doc_id
+        self.tokens_total = self.tokens_total or self.n_tokens
+
+
+def ingest_jobs(doc_id: str, n_tokens: int, segments: list | None) -> list[IngestJob]:
+    """The prefill jobs of a stored document: one (``n_tokens``: its prefix length), or one per segment
+    (``segments``: ingest/segments.Segment records) with their share of the progress."""
+    if segments is None:
+        return [IngestJob(doc_id, n_tokens)]
+    total, before, jobs = sum(s.n_tokens for s in segments), 0, []
+    for s in segments:
+        jobs.append(IngestJob(doc_id, s.n_tokens, segment_key(doc_id, s.index), before, total))
+        before += s.n_tokens
+    return jobs
+
+
+@dataclass(eq=False)
+class AnswerJob:
+    """One question, tokenized by the route: its events (server/engine/events.py) go to ``events``.
+
+    ``suffix``: the token ids after the document prefix (the earlier turns, the question, and the
+    scaffolding the answer follows: ingest/prompt.py ``question_suffix``), so the scheduler reserves
+    exactly its KV cells. ``n_prefix``: the document's (or segment's) prefix tokens.
+    ``history``: earlier (question, answer) turns of a conversation about the same document.
+    ``segment``: the segment of a segmented document to answer from (server/api/segmented.py).
+    """
+
+    doc_id: str
+    question: str
+    params: AnswerParams
+    loop: asyncio.AbstractEventLoop
+    suffix: np.ndarray  # int32 [n_suffix]
+    n_prefix: int
+    history: tuple[tuple[str, str], ...] = ()
+    segment: int | None = None
+    t_start: float = field(default_factory=time.perf_counter)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    events: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)
+
+    @property
+    def key(self) -> str:
+        """What the document sequence must hold for it: the document, or its segment."""
+        return self.doc_id if self.segment is None else segment_key(self.doc_id, self.segment)
+
+    def emit(self, kind: EventKind, data: dict[str, Any]) -> None:
+        """Called from the engine thread (or the citation worker)."""
+        self.loop.call_soon_threadsafe(self.events.put_nowait, Event(kind, data))
+
+    def fail(self, error: Exception) -> None:
+        """End the job with ``error`` (an ApiError, or an error server/config/errors.STATUS maps: a full
+        disk); the route raises it, or sends it as an SSE ``error`` event."""
+        self.loop.call_soon_threadsafe(self.events.put_nowait, Event(EventKind.ERROR, error))
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+
+Job = IngestJob | AnswerJob
+
+
+class Deleted:
+    """Documents deleted since the engine last looked: routes add, the engine thread takes. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+        self._lock = threading.Lock()
+
+    def add(self, doc_id: str) -> None:
+        with self._lock:
+            self._ids.add(doc_id)
+
+    def __contains__(self, doc_id: object) -> bool:
+        with self._lock:
+            return doc_id in self._ids
+
+    def take(self) -> set[str]:
+        """The ids added since the last call (the set is emptied)."""
+        with self._lock:
+            ids, self._ids = self._ids, set()
+        return ids

@@ -1,0 +1,109 @@
+"""What the engine thread loads at start: the model, its contexts and what depends on them."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ingest.prompt import PromptLayout, layout_for
+from runtime.embedded import embedded_model_path
+from runtime.llama import Context, Model
+from runtime.numerics import PROBE_TEXT, TILED_ENV, restore_kernels_env, rows_agree, use_row_invariant_kernels
+from server.config.memory import check_fits, context_config
+from server.config.settings import Settings
+from server.engine.calibration import step_costs
+from spec.cost import CostModel
+from spec.limits import INVARIANT_MAX_ROWS, MAX_WINDOW
+
+log = logging.getLogger("docqa.engine")
+
+
+class LoadError(Exception):
+    """The model or its contexts cannot be loaded with these settings; the message says why."""
+
+
+@dataclass(slots=True)
+class Loaded:
+    model: Model
+    ctx: Context  # the target context: the document sequence plus one per question
+    mtp_ctx: Context | None  # the MTP draft context, when the model drafts with its MTP head
+    max_window: int  # widest draft window: rollback limit (n_rs_seq on hybrid models), batch-invariant cap
+    max_rows: int  # rows per decode call (n_batch; INVARIANT_MAX_ROWS under DOCQA_BATCH_INVARIANT's fallback)
+    costs: CostModel  # verify and MTP step costs (adaptive window): calibrated, corrected by real steps
+    layout: PromptLayout
+
+    def close(self) -> None:
+        if self.mtp_ctx is not None:
+            self.mtp_ctx.close()
+        self.ctx.close()
+        self.model.close()
+
+
+def load(settings: Settings, doc_seq: int) -> Loaded:
+    """Load the model and create the contexts ``settings`` describe; measure (or read back) the step
+    costs on ``doc_seq``, which is left empty. Raises LoadError with a reason a user can act on."""
+    s = settings
+    path = s.model_path or embedded_model_path(s.data_dir)
+    try:
+        check_fits(s, path)  # DOCQA_VRAM_BYTES: refuse a configuration that cannot fit, with the numbers
+    except ValueError as exc:
+        raise LoadError(str(exc)) from None
+    if not s.batch_invariant:
+        return _load(s, path, doc_seq)
+    previous = use_row_invariant_kernels()  # before the first decode of this process (runtime/numerics.py)
+    try:
+        return _load(s, path, doc_seq)
+    finally:
+        restore_kernels_env(previous)  # latched by the probe's decodes
+
+
+def _load(s: Settings, path: Path, doc_seq: int) -> Loaded:
+    model = Model(path, n_gpu_layers=s.n_gpu_layers, load_mtp=s.mtp != "off", extra_bufts=s.extra_bufts)
+    if s.mtp == "on" and not model.mtp_loaded:
+        model.close()
+        raise LoadError(
+            f"DOCQA_MTP=on but {path.name} has no MTP layers (nextn_predict_layers is 0); use a GGUF "
+            "with MTP layers, or set DOCQA_MTP=auto (lookup drafts only) or off"
+        )
+    if s.n_ctx > model.n_ctx_train > 0:
+        log.warning(
+            "DOCQA_N_CTX %d is more than %s was trained for (%d tokens): answers about text past that length "
+            "may degrade; DOCQA_N_CTX=%d is the most it supports as trained",
+            s.n_ctx, path.name, model.n_ctx_train, model.n_ctx_train,
+        )  # fmt: skip
+    config = context_config(s, model.is_recurrent)
+    ctx = Context(model, config)
+    # The effective n_rs_seq: some architectures clamp it to 0 (notes §5).
+    max_window = ctx.n_rs_seq if model.is_recurrent else MAX_WINDOW
+    max_rows = config.n_batch
+    if s.batch_invariant and not rows_agree(
+        ctx, model.tokenize(PROBE_TEXT, parse_special=False, add_bos=True), doc_seq
+    ):
+        # The per-row kernels could not be chosen (a decode ran in this process before, or another
+        # llama.cpp build): keep every call in the few-rows regime instead (spec/limits.py).
+        log.warning(
+            "DOCQA_BATCH_INVARIANT: a row's logits differ between calls of 1 and of 8+ rows in this process "
+            "(%s=0 was set too late, or this llama.cpp has another kernel switch); decode calls are capped "
+            "at %d rows and the draft window at %d, which costs speed",
+            TILED_ENV, INVARIANT_MAX_ROWS, INVARIANT_MAX_ROWS - 1,
+        )  # fmt: skip
+        max_rows = min(max_rows, INVARIANT_MAX_ROWS)
+        max_window = min(max_window, INVARIANT_MAX_ROWS - 1)
+    mtp_ctx = None
+    if model.mtp_loaded:
+        mtp_ctx = Context(model, replace(config, mtp=True, n_rs_seq=0))
+        ctx.export_hidden(masked=False)  # the target's h for every row feeds the MTP head (notes §2.2)
+        mtp_ctx.export_hidden(masked=True)  # the MTP's own h of its output rows chains its drafts
+    costs = CostModel(step_costs(ctx, model, mtp_ctx, s.data_dir, doc_seq))
+    loaded = Loaded(model, ctx, mtp_ctx, max_window, max_rows, costs, layout_for(model))
+    log.info(
+        "model %s loaded (%s layout, n_ctx %d, %d concurrent questions, MTP %s, max window %d)",
+        model.description,
+        loaded.layout.kind,
+        ctx.n_ctx,
+        s.n_seq_max,
+        "on" if mtp_ctx else "off",
+        max_window,
+    )
+    return loaded

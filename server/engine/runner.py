@@ -1,0 +1,222 @@
+"""The decode calls of the running batch: one ``llama_decode`` per step over every running sequence.
+
+Each step, every running question adds its verify rows ``[last, *draft]`` to one batch (per-row
+seq ids; notes §4.1), and reads its own slice of the logits. With an MTP head, the drafts of several
+questions come from one MTP decode per depth, and their catch-up after the verify call from one MTP
+decode (spec/mtp.py ``draft_many`` / ``process_many``): n_mtp + 1 MTP calls per step instead of
+(n_mtp + 1) x questions. A question's sequence shares the document prefix by ``seq_cp`` (unified KV;
+a recurrent state is shared copy-on-write, notes §6). Engine thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from runtime.llama import Context, DecodeError
+from server.engine.hot import HotDoc
+from server.engine.sequence import Sequence
+from spec.cost import CostModel
+from spec.loop import RollbackFailed, Step
+from spec.mtp import MtpDrafter, draft_many, process_many
+
+log = logging.getLogger("docqa.engine")
+
+Outcome = Step | Exception  # what a step did for one sequence
+
+
+@dataclass(slots=True)
+class StepReport:
+    """One step's outcome per sequence, and how many MTP decodes served several sequences at once."""
+
+    outcomes: list[tuple[Sequence, Outcome]] = field(default_factory=list)
+    mtp_batched: int = 0
+
+
+class Runner:
+    def __init__(
+        self,
+        ctx: Context,
+        mtp_ctx: Context | None,
+        doc_seq: int,
+        max_rows: int | None = None,
+        costs: CostModel | None = None,
+    ) -> None:
+        """``max_rows``: rows per verify call (default ``n_batch``); DOCQA_BATCH_INVARIANT's fallback
+        (server/engine/loading.py) sets spec/limits.py ``INVARIANT_MAX_ROWS``, so a row's logits do not depend
+        on how many other sequences share the step. ``costs``: told the wall time of every verify call (decode, MTP
+        catch-up and accept), which the adaptive window prices its drafts with."""
+        self.ctx, self.mtp_ctx, self.doc_seq, self.costs = ctx, mtp_ctx, doc_seq, costs
+        self.max_rows = min(max_rows or ctx.n_batch, ctx.n_batch)
+        self.invariant = self.max_rows < ctx.n_batch  # DOCQA_BATCH_INVARIANT's row-cap fallback is on
+
+    # -- a sequence's life --------------------------------------------------------------------------
+    def share_prefix(self, seq_id: int, hot: HotDoc, mtp: MtpDrafter | None = None) -> MtpDrafter | None:
+        """Make ``seq_id`` hold exactly the document prefix (shared cells of the document sequence), in
+        the MTP context too; returns the sequence's MTP drafter (``mtp``, or a new one), reset to the
+        prefix's last hidden state."""
+        n = len(hot.prefix)
+        self.ctx.seq_rm(seq_id, 0)
+        self.ctx.seq_cp(self.doc_seq, seq_id, 0, n)
+        if self.mtp_ctx is None:
+            return None
+        self.mtp_ctx.seq_rm(seq_id, 0)
+        self.mtp_ctx.seq_cp(self.doc_seq, seq_id, 0, n)
+        mtp = mtp or MtpDrafter(self.ctx, self.mtp_ctx, seq_id)
+        mtp.reset(hot.mtp_h)
+        return mtp
+
+    def prefill_chunks(self, seqs: list[Sequence], budget: int) -> list[tuple[Sequence, np.ndarray | None]]:
+        """Decode the next pieces of the questions' suffixes in one call, oldest first, ``budget``
+        tokens in all (a long question takes the whole budget; short ones share it), with the MTP
+        catch-up. Returns each sequence decoded with the logits row of its first answer token (a copy)
+        once its whole suffix is in, else None."""
+        pieces, full = [], budget
+        for seq in seqs:
+            if budget <= 0:
+                break
+            chunk = seq.suffix[seq.n_prefilled : seq.n_prefilled + budget]
+            if self.invariant and pieces and len(chunk) < min(full, len(seq.suffix) - seq.n_prefilled):
+                # DOCQA_BATCH_INVARIANT: cut a suffix only where it is cut when asked alone, so no piece
+                # lands in the other row-count regime (spec/limits.py); it waits for the next step.
+                break
+            pieces.append((seq, chunk, seq.n_prefix + seq.n_prefilled))
+            budget -= len(chunk)
+        ends = [seq.n_prefilled + len(chunk) >= len(seq.suffix) for seq, chunk, _ in pieces]
+        offsets = np.cumsum([0] + [len(c) for _, c, _ in pieces]).tolist()
+        tokens = np.concatenate([c for _, c, _ in pieces]).astype(np.int32)
+        pos = np.concatenate([np.arange(p, p + len(c), dtype=np.int32) for _, c, p in pieces])
+        seq_ids = np.concatenate([np.full(len(c), s.seq_id, dtype=np.int32) for s, c, _ in pieces])
+        outputs = np.zeros(len(tokens), dtype=np.int8)
+        outputs[[offsets[i + 1] - 1 for i, end in enumerate(ends) if end]] = 1  # each finished suffix's last row
+        self.ctx.decode_rows(tokens, pos, seq_ids, outputs)
+        if self.mtp_ctx is not None:
+            hidden = self.ctx.hidden()
+            slices = [hidden[offsets[i] : offsets[i + 1]] for i in range(len(pieces))]
+            process_many([s.mtp for s, _, _ in pieces], [c for _, c, _ in pieces], [p for _, _, p in pieces], slices)
+        logits = self.ctx.logits() if any(ends) else None
+        out, row = [], 0
+        for (seq, chunk, _), end in zip(pieces, ends, strict=True):
+            seq.n_prefilled += len(chunk)
+            out.append((seq, logits[row].copy() if end else None))
+            row += int(end)
+        return out
+
+    def prefill(self, seq: Sequence, tokens: np.ndarray, should_stop=None) -> bool:
+        """Decode ``tokens`` after the prefix of ``seq`` (the question, or a replay), with the MTP
+        catch-up; the last row's logits are then ready. False if ``should_stop()`` turned true."""
+        on_chunk = seq.mtp.process if seq.mtp is not None else None
+        return self.ctx.prefill(tokens, seq.n_prefix, seq_id=seq.seq_id, should_stop=should_stop, on_chunk=on_chunk)
+
+    def rebuild(self, seq: Sequence) -> None:
+        """A rollback failed (a recurrent state refuses rollbacks past n_rs_seq, notes §6): share the
+        prefix again and decode the question and the answer so far. Raises RollbackFailed unless the
+        sequence then ends exactly where the answer expects it (``n_past - 1``)."""
+        log.warning("rollback failed on %s (seq %d); rebuilding it from the prefix", seq.job.doc_id, seq.seq_id)
+        self.share_prefix(seq.seq_id, seq.hot, seq.mtp)
+        replay = np.concatenate([seq.suffix, np.asarray(seq.answer.replay_ids(), dtype=np.int32)])
+        self.prefill(seq, replay)
+        seq.answer.count_replay(len(replay))
+        expected, actual = seq.answer.n_past - 1, self.ctx.pos_max(seq.seq_id)
+        if actual != expected:
+            raise RollbackFailed(f"sequence {seq.seq_id} was rebuilt to position {actual}, expected {expected}")
+
+    def release(self, seq_id: int) -> None:
+        """Free a question's own cells (the shared prefix stays in the document sequence)."""
+        self.ctx.seq_rm(seq_id, 0)
+        if self.mtp_ctx is not None:
+            self.mtp_ctx.seq_rm(seq_id, 0)
+
+    # -- the batched step ---------------------------------------------------------------------------
+    def step(self, seqs: list[Sequence]) -> StepReport:
+        """One verify step for every sequence in ``seqs``: draft, decode together (in as few calls as
+        ``max_rows`` allows), MTP catch-up, accept."""
+        report = StepReport()
+        load = len(seqs)
+        mtp_drafts = self._draft_mtp_together(seqs, report)
+        planned: list[tuple[Sequence, list[int]]] = []
+        for seq in seqs:
+            try:
+                planned.append((seq, seq.answer.draft(load, mtp_drafts.get(seq.seq_id))))
+            except Exception as exc:
+                report.outcomes.append((seq, exc))
+        group: list[tuple[Sequence, list[int]]] = []
+        for seq, rows in planned:
+            if group and sum(len(r) for _, r in group) + len(rows) > self.max_rows:
+                self._verify(group, report)
+                group = []
+            group.append((seq, rows))
+        if group:
+            self._verify(group, report)
+        return report
+
+    def _draft_mtp_together(self, seqs: list[Sequence], report: StepReport) -> dict[int, list[int]]:
+        """MTP drafts for every question that may use them, one MTP decode per depth for all (only
+        worth it for two or more); {} leaves each policy to draft on its own."""
+        want = [s for s in seqs if s.mtp is not None and s.answer.wants_mtp]
+        if self.mtp_ctx is None or len(want) < 2:
+            return {}
+        depth = max(s.answer.params.n_mtp for s in want)
+        drafters = [s.mtp for s in want]
+        try:
+            drafts = draft_many(drafters, [s.answer.last for s in want], [s.answer.n_past for s in want], depth)
+        except Exception:
+            log.exception("batched MTP drafting failed; drafting per sequence")
+            for d in drafters:
+                d.reset(d.pending_h)
+            return {}
+        report.mtp_batched += depth
+        return {s.seq_id: d for s, d in zip(want, drafts, strict=True)}
+
+    def _verify(self, group: list[tuple[Sequence, list[int]]], report: StepReport) -> None:
+        """Decode the rows of ``group`` in one call, feed them to the MTP context, accept per sequence."""
+        tokens = np.concatenate([np.asarray(rows, dtype=np.int32) for _, rows in group])
+        pos = np.concatenate([np.arange(s.answer.n_past, s.answer.n_past + len(r), dtype=np.int32) for s, r in group])
+        seq_ids = np.concatenate([np.full(len(r), s.seq_id, dtype=np.int32) for s, r in group])
+        t0 = time.perf_counter()
+        try:
+            self.ctx.decode_rows(tokens, pos, seq_ids, np.ones(len(tokens), dtype=np.int8))
+        except DecodeError as exc:
+            for seq, _ in group:  # rc 1: no free KV cells; the shared cache is full, as a full context
+                report.outcomes.append((seq, Step(seq.answer.stop("length")) if exc.rc == 1 else exc))
+            return
+        except Exception as exc:
+            report.outcomes.extend((seq, exc) for seq, _ in group)
+            return
+        logits = self.ctx.logits()
+        offsets = np.cumsum([0] + [len(rows) for _, rows in group]).tolist()
+        failed = self._catch_up_mtp(group, offsets, report)
+        for i, (seq, _) in enumerate(group):
+            try:
+                if seq.seq_id in failed:
+                    raise failed[seq.seq_id]
+                report.outcomes.append((seq, seq.answer.accept(logits[offsets[i] : offsets[i + 1]])))
+            except Exception as exc:
+                report.outcomes.append((seq, exc))
+        if self.costs is not None:
+            self.costs.observe(len(tokens), time.perf_counter() - t0)
+
+    def _catch_up_mtp(self, group, offsets: list[int], report: StepReport) -> dict[int, Exception]:
+        """Feed the verified rows with the target's hidden states to the MTP context: one decode for
+        the whole group, or per sequence if that fails. Returns the sequences it failed for."""
+        if self.mtp_ctx is None:
+            return {}
+        hidden = self.ctx.hidden()
+        slices = [hidden[offsets[i] : offsets[i + 1]] for i in range(len(group))]
+        args = ([s.mtp for s, _ in group], [r for _, r in group], [s.answer.n_past for s, _ in group], slices)
+        try:
+            process_many(*args)
+            report.mtp_batched += int(len(group) > 1)
+            return {}
+        except Exception:
+            log.exception("batched MTP catch-up failed; processing per sequence")
+        failed: dict[int, Exception] = {}
+        for (seq, rows), h in zip(group, slices, strict=True):
+            try:
+                seq.mtp.process(rows, seq.answer.n_past, h)
+            except Exception as exc:
+                failed[seq.seq_id] = exc
+        return failed

@@ -1,0 +1,175 @@
+"""Which job runs next, and the sequences' lifecycle: the waiting queue, the running questions, the
+ingest slot, and KV-cell accounting. Only the scheduler writes these; the engine asks it.
+
+Admission is FIFO, with one exception. A question about the document in use joins the running batch
+while a sequence and enough KV cells are free. A question about another document waits until the
+running questions have finished (they share the document sequence), and everything behind it waits
+too, so nothing starves. An ingestion starts as soon as it has room in the KV cache next to the
+document in use and its questions (``parallel_ingest``; otherwise, or without room, once the batch
+has drained, and nothing behind it is admitted meanwhile); while one ingestion runs, the next waits
+without holding up the questions behind it. Engine thread only, as nano-vllm's ``Scheduler``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Protocol
+
+from server.engine.jobs import AnswerJob, IngestJob, Job
+from server.engine.sequence import DOC_SEQ, Sequence
+
+
+class Ingesting(Protocol):
+    n_tokens: int  # the document's prefix tokens, all of them held in its sequence by the end
+    seq_id: int
+
+
+class Scheduler:
+    """``n_seqs`` question sequences (ids 1..n_seqs; ``DOC_SEQ`` is the document's) in a KV cache of
+    ``n_ctx`` cells. A question reserves its suffix (exact: the route tokenized it), its answer up to
+    ``answer_reserve`` tokens and one draft window (``max_window`` + 1) beyond the shared prefix; an
+    ingestion in a sequence of its own reserves its whole prefix."""
+
+    def __init__(self, n_seqs: int, n_ctx: int, answer_reserve: int, max_window: int, parallel_ingest: bool) -> None:
+        self.n_seqs, self.n_ctx = n_seqs, n_ctx
+        self.answer_reserve, self.max_window = answer_reserve, max_window
+        self.parallel_ingest = parallel_ingest
+        self._waiting: deque[Job] = deque()
+        self._running: dict[int, Sequence] = {}  # seq_id -> question, in admission order
+        self._ingesting: Ingesting | None = None
+
+    # -- what the engine reads ------------------------------------------------------------------------
+    @property
+    def ingest_seq(self) -> int:
+        """The sequence an ingestion prefills: its own, or the document sequence."""
+        return self.n_seqs + 1 if self.parallel_ingest else DOC_SEQ
+
+    @property
+    def ingesting(self) -> Ingesting | None:
+        """The ingestion in the ingest slot, if any."""
+        return self._ingesting
+
+    @property
+    def n_waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def n_running(self) -> int:
+        return len(self._running)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing waits, runs or ingests: the engine thread may block for the next job."""
+        return not self._running and not self._waiting and self._ingesting is None
+
+    def running(self) -> list[Sequence]:
+        """The running questions, in admission order (a copy: the engine may release while iterating)."""
+        return list(self._running.values())
+
+    def answering(self) -> list[Sequence]:
+        """The running questions whose suffix is in: each decodes one verify step per engine step."""
+        return [seq for seq in self._running.values() if not seq.prefilling]
+
+    def prefilling(self) -> list[Sequence]:
+        """The running questions whose suffix is still being prefilled, oldest first."""
+        return [seq for seq in self._running.values() if seq.prefilling]
+
+    def holds(self, seq: Sequence) -> bool:
+        """``seq`` is still running (not released)."""
+        return self._running.get(seq.seq_id) is seq
+
+    # -- the waiting queue ----------------------------------------------------------------------------
+    def add(self, job: Job) -> None:
+        self._waiting.append(job)
+
+    def refuse_waiting(self, error: Exception) -> None:
+        """Empty the queue, failing its questions with ``error`` (ingestions stay resumable)."""
+        for job in self._waiting:
+            if isinstance(job, AnswerJob):
+                job.fail(error)
+        self._waiting.clear()
+
+    def drop_cancelled(self) -> None:
+        """Forget waiting questions whose client has gone."""
+        if any(isinstance(j, AnswerJob) and j.cancelled.is_set() for j in self._waiting):
+            self._waiting = deque(j for j in self._waiting if not (isinstance(j, AnswerJob) and j.cancelled.is_set()))
+
+    def next_job(self, loaded: str | None, n_loaded: int) -> Job | None:
+        """The next waiting job that may start now, removed from the queue; None if none may.
+        ``loaded``: the document (or segment, ingest/segments.key) the document sequence holds, and
+        ``n_loaded`` its prefix length in tokens."""
+        for i, job in enumerate(self._waiting):
+            if isinstance(job, IngestJob):
+                if self._ingesting is not None:
+                    continue  # one ingestion at a time; the questions behind it go on
+                if not self._ingest_fits(job, n_loaded):
+                    return None  # it waits for the batch to drain, and so does everything behind it
+            elif not self._question_fits(job, loaded):
+                return None
+            del self._waiting[i]
+            return job
+        return None
+
+    # -- a sequence's life ----------------------------------------------------------------------------
+    def free_seq_id(self) -> int:
+        """A question sequence id no running question holds (next_job admitted only with one free)."""
+        return next(i for i in range(1, self.n_seqs + 1) if i not in self._running)
+
+    def start(self, seq: Sequence) -> None:
+        """``seq`` was admitted: it runs from the next step (its reserved cells count from now)."""
+        if seq.seq_id in self._running or not 1 <= seq.seq_id <= self.n_seqs:
+            raise ValueError(f"sequence {seq.seq_id} is taken or not a question sequence")
+        self._running[seq.seq_id] = seq
+
+    def release(self, seq: Sequence) -> bool:
+        """``seq`` is done (finished, failed or cancelled): its sequence is free. False if it was not
+        running (released before)."""
+        if self._running.get(seq.seq_id) is not seq:
+            return False
+        del self._running[seq.seq_id]
+        return True
+
+    def begin_ingest(self, work: Ingesting) -> None:
+        """An ingestion takes the ingest slot."""
+        if self._ingesting is not None:
+            raise ValueError("an ingestion is already running")
+        self._ingesting = work
+
+    def end_ingest(self) -> Ingesting | None:
+        """The ingestion left the slot (finished, failed or stopped); returns it."""
+        work, self._ingesting = self._ingesting, None
+        return work
+
+    # -- KV cells -------------------------------------------------------------------------------------
+    def cells_needed(self, job: AnswerJob) -> int:
+        """KV cells reserved for a question beyond the shared prefix: its suffix (the route tokenized
+        it), a draft window, and its answer up to ``answer_reserve`` tokens. A longer answer competes
+        for the free cells; if they run out it ends with finish_reason "length"
+        (server/engine/runner.py), so one huge ``max_tokens`` cannot hold every other question back."""
+        return len(job.suffix) + min(job.params.max_tokens, self.answer_reserve) + self.max_window + 1
+
+    def cells_in_use(self) -> int:
+        """Cells reserved beyond the document prefix: the running questions', and an ingestion's in a
+        sequence of its own."""
+        work = self._ingesting
+        ingest = work.n_tokens if work is not None and work.seq_id != DOC_SEQ else 0
+        return ingest + sum(seq.cells for seq in self._running.values())
+
+    def _ingest_fits(self, job: IngestJob, n_loaded: int) -> bool:
+        if not self._running:
+            return True  # the document sequence may be cleared to make room
+        return self.parallel_ingest and n_loaded + self.cells_in_use() + job.n_tokens <= self.n_ctx
+
+    def _question_fits(self, job: AnswerJob, loaded: str | None) -> bool:
+        """A question starts when its document's prefix, the cells in use (an ingestion's included)
+        and its own reservation fit the cache; alone (nothing running, nothing ingesting) it always
+        starts, and ends with finish_reason "length" if its answer outgrows the room. ``job.n_prefix``:
+        its document's (or segment's) prefix tokens, which the document sequence will hold."""
+        work = self._ingesting
+        if work is not None and work.seq_id == DOC_SEQ:
+            return False  # the document sequence is being prefilled
+        if self._running and (job.key != loaded or len(self._running) >= self.n_seqs):
+            return False  # another document: it waits for the batch to drain
+        if not self._running and work is None:
+            return True
+        return job.n_prefix + self.cells_in_use() + self.cells_needed(job) <= self.n_ctx

@@ -1,0 +1,64 @@
+"""A question being answered: its sequence in the KV cache and everything decoding it needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from server.engine.hot import HotDoc
+from server.engine.jobs import AnswerJob
+from spec.lookup import LookupDrafter
+from spec.loop import Answer, AnswerRun, AnswerStats
+from spec.mtp import MtpDrafter
+
+#: The sequence that holds the prefix of the document in use (server/engine/hot.py); questions get
+#: sequences 1..n_seq_max, and a parallel ingestion the one after them (server/engine/scheduler.py).
+DOC_SEQ = 0
+
+
+@dataclass(eq=False)
+class Sequence:
+    """Question ``job`` in ``seq_id``, which holds the document prefix (shared cells of the document
+    sequence), then the question's suffix (``job.suffix``), then the answer so far.
+
+    The suffix is prefilled a chunk per engine step (``n_prefilled`` of it so far); the answer starts
+    once it is all in (:attr:`prefilling` false)."""
+
+    job: AnswerJob
+    seq_id: int
+    hot: HotDoc  # the document: prefix ids, lookup index, citation index
+    lookup: LookupDrafter
+    mtp: MtpDrafter | None
+    answer: Answer
+    cells: int  # KV cells reserved beyond the shared prefix (question + answer + a window)
+    parts: list[str] = field(default_factory=list)  # the answer's text, as sent
+    n_prefilled: int = 0  # suffix tokens decoded so far
+    n_running: int = 0  # other answers running (or prefilling) when it was admitted
+    document_state: str = "hot"  # where admission found the document: hot / restored / prefilled
+
+    @property
+    def suffix(self) -> np.ndarray:
+        """The question's token ids after the prefix, int32 [n_suffix]."""
+        return self.job.suffix
+
+    @property
+    def prefilling(self) -> bool:
+        return self.n_prefilled < len(self.job.suffix)
+
+    @property
+    def n_prefix(self) -> int:
+        return len(self.hot.prefix)
+
+
+def open_sequence(job: AnswerJob, hot: HotDoc, seq_id: int, loaded, mtp: MtpDrafter | None, cells: int) -> Sequence:
+    """The Sequence of question ``job`` in ``seq_id``, which holds ``hot``'s prefix; its suffix is
+    still to be prefilled. ``loaded``: the engine's model and contexts (server/engine/loading.py)."""
+    model = loaded.model
+    lookup = LookupDrafter(hot.index, model.piece, model.unspaced)
+    stats = AnswerStats(prompt_tokens=len(job.suffix), cached_tokens=len(hot.prefix))
+    run = AnswerRun(
+        loaded.ctx, model, lookup, len(hot.prefix) + len(job.suffix), stats, job.t_start, seq_id, mtp,
+        loaded.max_window, loaded.costs, job.cancelled.is_set,
+    )  # fmt: skip
+    return Sequence(job, seq_id, hot, lookup, mtp, Answer(run, job.params), cells)

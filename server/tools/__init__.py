@@ -1,0 +1,1 @@
+"""Operator tools: the ``docqa`` command line, ``docqa tune`` and the traffic replay it measures with."""

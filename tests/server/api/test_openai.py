@@ -1,0 +1,151 @@
+"""The official ``openai`` client against POST /v1/chat/completions on a real server process."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from testkit.live import Live
+
+ALICE = "text/gutenberg/alice-in-wonderland-pg11.txt"
+QUESTION = "What did the Rabbit say to itself? Quote it."
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, gemma_path, cases):
+    server = Live(tmp_path_factory.mktemp("openai") / "data", gemma_path).start()
+    try:
+        text = (cases / ALICE).read_bytes().decode("utf-8-sig")[:6000]
+        status, doc = server.upload("alice.txt", text.encode())
+        assert status == 202, doc
+        doc = server.wait_ready(doc["id"])
+        assert doc["status"] == "ready"
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.port}/v1", api_key="unused", max_retries=0)
+        yield server, client, doc
+    finally:
+        server.stop()
+
+
+def test_models_lists_documents(served):
+    _, client, doc = served
+    ids = [m.id for m in client.models.list()]
+    assert f"doc:{doc['id']}" in ids
+    for model_id in ids:  # every listed id can be retrieved
+        assert client.models.retrieve(model_id).id == model_id
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("doc:0000000000000000")
+
+
+def test_seed_minus_one_means_unseeded(served):
+    """-1 is "no fixed seed" in llama-server and vLLM; the OpenAI schema allows any int64."""
+    _, client, doc = served
+    messages = [{"role": "user", "content": QUESTION}]
+    reply = client.chat.completions.create(
+        model=f"doc:{doc['id']}", messages=messages, seed=-1, temperature=0.9, max_tokens=4
+    )
+    assert reply.choices[0].finish_reason in ("stop", "length")
+
+
+def test_non_streaming_answer_with_usage_and_citations(served):
+    _, client, doc = served
+    r = client.chat.completions.create(
+        model=f"doc:{doc['id']}", messages=[{"role": "user", "content": QUESTION}], max_tokens=24
+    )
+    choice = r.choices[0]
+    assert choice.message.role == "assistant"
+    assert choice.message.content.strip()
+    assert choice.finish_reason in ("stop", "length")
+    # The document was not prefilled again: all its tokens are counted as cached.
+    assert r.usage.prompt_tokens_details.cached_tokens == doc["tokens"]
+    assert r.usage.prompt_tokens > doc["tokens"]
+    assert r.usage.completion_tokens == r.model_extra["docqa"]["completion_tokens"] > 0
+    # The answer quotes the document ("Oh dear! Oh dear! I shall be late!"): it comes back cited.
+    citations = r.model_extra["citations"]
+    assert citations, choice.message.content
+    text = served[0].get(f"/v1/documents/{doc['id']}/text")[1]["text"]
+    for c in citations:
+        assert c["page"] == 1 and c["end"] > c["start"]
+        assert text[c["start"] : c["end"]] == c["text"]
+        assert c["source"] in ("lookup", "match", "lookup+match")
+
+
+def test_streaming_matches_non_streaming(served):
+    _, client, doc = served
+    body = dict(messages=[{"role": "user", "content": QUESTION}], max_tokens=24)
+    whole = client.chat.completions.create(model=f"doc:{doc['id']}", **body).choices[0].message.content
+    chunks = list(
+        client.chat.completions.create(
+            model="docqa",
+            extra_body={"document_id": doc["id"]},
+            stream=True,
+            stream_options={"include_usage": True},
+            **body,
+        )
+    )
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole  # greedy: the same tokens, streamed
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes in (["stop"], ["length"])
+    assert chunks[-1].choices == [] and chunks[-1].usage.prompt_tokens_details.cached_tokens == doc["tokens"]
+    assert len(text) > 0 and len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 1
+
+
+def test_later_turns_reuse_the_document_state(served):
+    _, client, doc = served
+    messages = [
+        {"role": "system", "content": "Answer in a few words."},
+        {"role": "user", "content": QUESTION},
+    ]
+    first = client.chat.completions.create(model=f"doc:{doc['id']}", messages=messages, max_tokens=16)
+    messages += [
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "Where did Alice fall?"},
+    ]
+    second = client.chat.completions.create(model=f"doc:{doc['id']}", messages=messages, max_tokens=16)
+    stats = second.model_extra["docqa"]
+    assert stats["cached_tokens"] == doc["tokens"]  # the document prefix came from its saved state
+    assert stats["prompt_tokens"] > first.model_extra["docqa"]["prompt_tokens"]  # only the turns were prefilled
+    assert stats["prompt_tokens"] < 200
+    assert second.choices[0].message.content.strip()
+
+
+def test_errors_are_openai_errors(served):
+    _, client, doc = served
+    with pytest.raises(openai.BadRequestError, match="names no loaded document"):
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.NotFoundError, match="no document"):
+        client.chat.completions.create(
+            model="docqa", messages=[{"role": "user", "content": "hi"}], extra_body={"document_id": "ffff0000"}
+        )
+    with pytest.raises(openai.UnprocessableEntityError, match="last message must be a user message"):
+        client.chat.completions.create(
+            model=f"doc:{doc['id']}",
+            messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+        )
+    with pytest.raises(openai.UnprocessableEntityError, match="n must be 1"):
+        client.chat.completions.create(model=f"doc:{doc['id']}", messages=[{"role": "user", "content": "hi"}], n=2)
+    with pytest.raises(openai.NotFoundError, match="no document with id 'ffff0000'"):
+        client.chat.completions.create(model="doc:ffff0000", messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.UnprocessableEntityError, match="response_format"):
+        client.chat.completions.create(
+            model=f"doc:{doc['id']}",
+            messages=[{"role": "user", "content": "hi"}],
+            response_format={"type": "json_object"},
+        )
+    too_many = r"^Error code: 422 - stop: List should have at most 16 items after validation, not 17$"
+    with pytest.raises(openai.UnprocessableEntityError, match=too_many):
+        client.chat.completions.create(
+            model=f"doc:{doc['id']}", messages=[{"role": "user", "content": "hi"}], stop=[f"s{i}" for i in range(17)]
+        )
+
+
+def test_stop_adds_to_the_end_of_turn_stops(served):
+    """OpenAI's `stop` adds stop sequences; the base model's own end-of-turn stops stay."""
+    _, client, doc = served
+    body = dict(model=f"doc:{doc['id']}", messages=[{"role": "user", "content": "Who is Alice?"}], max_tokens=40)
+    plain = client.chat.completions.create(**body)
+    extra = client.chat.completions.create(**body, stop=["zzz-never"])
+    assert extra.choices[0].message.content == plain.choices[0].message.content
+    assert extra.choices[0].finish_reason == plain.choices[0].finish_reason
+    assert "\nQuestion:" not in extra.choices[0].message.content

@@ -1,0 +1,95 @@
+"""The start-up self-test: a child that dies by a signal becomes a fallback or a clear exit, never a
+bare segfault (issue 11). The probes below really kill their child process; the last test runs the
+real probe on the embedded model."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from server.engine import selftest
+from tests.conftest import ROOT, make_settings
+
+
+def crash_with_extra_bufts(settings, model_path, extra_bufts) -> None:
+    """Dies as the AMX kernels do (SIGSEGV on the first decode), unless extra buffer types are off."""
+    if extra_bufts is not False:
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def always_crash(settings, model_path, extra_bufts) -> None:
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def hang(settings, model_path, extra_bufts) -> None:
+    time.sleep(3600)
+
+
+def must_not_run(settings, model_path, extra_bufts) -> None:
+    raise AssertionError("the self-test ran although its result was cached")
+
+
+def test_crash_falls_back_logs_and_caches(tmp_path, gemma_path, caplog):
+    settings = make_settings(tmp_path, gemma_path)
+    with caplog.at_level(logging.WARNING, logger="docqa.selftest"):
+        result = selftest.check(settings, crash_with_extra_bufts)
+    assert (result.status, result.extra_bufts) == ("fallback", False)
+    warning = " ".join(r.getMessage() for r in caplog.records)
+    assert "SIGSEGV" in warning and "DOCQA_CPU_REPACK=off" in warning
+    assert "AMX_INT8" in warning or "CPU_REPACK" in warning  # the CPU feature it blames
+    cached = json.loads((tmp_path / selftest.CACHE_FILE).read_text())
+    assert [entry["extra_bufts"] for entry in cached.values()] == [False]
+    again = selftest.check(settings, must_not_run)  # a restart starts no child
+    assert (again.status, again.extra_bufts) == ("cached", False)
+
+
+def test_explicit_setting_is_not_overridden(tmp_path, gemma_path):
+    settings = make_settings(tmp_path, gemma_path, cpu_repack="on")
+    with pytest.raises(selftest.SelfTestFailed, match="SIGSEGV"):
+        selftest.check(settings, crash_with_extra_bufts)
+
+
+def test_fallback_that_crashes_too_is_a_clear_message(tmp_path, gemma_path):
+    settings = make_settings(tmp_path, gemma_path)
+    with pytest.raises(selftest.SelfTestFailed) as info:
+        selftest.check(settings, always_crash)
+    message = str(info.value)
+    assert gemma_path.name in message and "n_ctx 8192" in message and "SIGSEGV" in message
+    assert not (tmp_path / selftest.CACHE_FILE).exists()  # a failure is tried again at the next start
+
+
+def test_hanging_child_is_killed(tmp_path, gemma_path):
+    settings = make_settings(tmp_path, gemma_path, selftest_timeout_s=1.0)
+    t0 = time.monotonic()
+    with pytest.raises(selftest.SelfTestFailed, match="no result within 1 s"):
+        selftest.check(settings, hang)
+    assert time.monotonic() - t0 < 30
+
+
+def test_server_exits_non_zero_with_the_reason(tmp_path, gemma_path):
+    """`python -m server` with a probe that always dies: exit code 1 and the message, before binding."""
+    code = (
+        "import server.engine.selftest as st; from tests.server.engine import test_selftest as t; "
+        "st.probe = t.always_crash; from server.__main__ import main; main()"
+    )
+    env = dict(os.environ, DOCQA_DATA_DIR=str(tmp_path), DOCQA_MODEL_PATH=str(gemma_path), DOCQA_N_THREADS="2")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "self-test" in done.stderr and "SIGSEGV" in done.stderr and gemma_path.name in done.stderr
+    assert "Segmentation fault" not in done.stderr  # no bare crash reaches the user
+
+
+def test_real_probe_passes_and_is_cached(tmp_path, gemma_path):
+    settings = make_settings(tmp_path, gemma_path)
+    result = selftest.check(settings)
+    assert result.status == "passed", result.note
+    assert selftest.check(settings, must_not_run).status == "cached"
+    changed = make_settings(tmp_path, gemma_path, n_ctx=4096)  # other context settings: tested again
+    assert selftest.check(changed).status == "passed"
