@@ -1,0 +1,86 @@
+"""A segmented answer read as one stream (server/api/segmented.py), with stand-in jobs: the order of
+its events, the summed stats, an error that stops the rest, and the not-found answer."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import SimpleNamespace
+
+from server.api.segmented import NOT_FOUND, Plan, SegmentedAnswer
+from server.engine.events import Event, EventKind
+
+STATS = {
+    "prompt_tokens": 5, "cached_tokens": 100, "completion_tokens": 3, "ttft_ms": 10.0, "decode_tokens_per_s": 1.0,
+    "drafted_tokens": 2, "accepted_tokens": 1, "verify_steps": 2, "finish_reason": "stop",
+    "drafted_by_source": {}, "accepted_by_source": {}, "mean_accepted_per_step": 0.5,
+}  # fmt: skip
+
+
+class Job:
+    """Stands in for an AnswerJob: its events are queued up front."""
+
+    def __init__(self, *events: Event) -> None:
+        self.events: asyncio.Queue[Event] = asyncio.Queue()
+        for e in events:
+            self.events.put_nowait(e)
+        self.cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+
+def answered(text: str, citation: dict) -> Job:
+    return Job(
+        Event(EventKind.TOKEN, {"text": text}),
+        Event(EventKind.CITATIONS, {"citations": [citation]}),
+        Event(EventKind.STATS, dict(STATS)),
+        Event(EventKind.DONE, {}),
+    )
+
+
+def segment(index: int, pages: list[int]) -> SimpleNamespace:
+    return SimpleNamespace(index=index, pages=pages)
+
+
+async def read(answer: SegmentedAnswer) -> list[Event]:
+    answer.start()
+    out = []
+    while not out or out[-1].kind not in (EventKind.DONE, EventKind.ERROR):
+        out.append(await asyncio.wait_for(answer.events.get(), 5))
+    return out
+
+
+def test_two_segments_answer_in_turn_with_their_pages_and_summed_stats():
+    jobs = [answered("Lyon.", {"start": 1}), answered("Paris.", {"start": 2})]
+    plan = Plan([segment(3, [7, 9]), segment(0, [1, 2])], [2.0, 1.8])
+    events = asyncio.run(read(SegmentedAnswer(jobs, plan)))
+    kinds = [e.kind for e in events]
+    assert kinds == [
+        EventKind.SEGMENT, EventKind.TOKEN, EventKind.TOKEN, EventKind.SEGMENT, EventKind.TOKEN, EventKind.TOKEN,
+        EventKind.CITATIONS, EventKind.ANSWERS, EventKind.STATS, EventKind.DONE,
+    ]  # fmt: skip
+    text = "".join(e.data["text"] for e in events if e.kind is EventKind.TOKEN)
+    assert text == "From pages 7–9: Lyon.\n\nFrom pages 1–2: Paris."
+    assert [c["start"] for c in events[6].data["citations"]] == [1, 2]
+    assert [a["text"] for a in events[7].data["answers"]] == ["Lyon.", "Paris."]
+    stats = events[8].data
+    assert stats["completion_tokens"] == 6 and stats["cached_tokens"] == 200
+    assert stats["segments"] == [
+        {"index": 3, "pages": [7, 9], "score": 2.0},
+        {"index": 0, "pages": [1, 2], "score": 1.8},
+    ]
+
+
+def test_an_error_in_one_segment_ends_the_stream_and_cancels_the_others():
+    failing = Job(Event(EventKind.ERROR, RuntimeError("boom")))
+    later = answered("never", {"start": 0})
+    events = asyncio.run(
+        read(SegmentedAnswer([failing, later], Plan([segment(0, [1, 1]), segment(1, [2, 2])], [1, 1])))
+    )
+    assert events[-1].kind is EventKind.ERROR and later.cancelled.is_set()
+
+
+def test_no_matching_segment_answers_not_found_without_a_job():
+    events = asyncio.run(read(SegmentedAnswer([], Plan([], []))))
+    assert events[0].data["text"] == NOT_FOUND and events[-2].data["finish_reason"] == "not_found"

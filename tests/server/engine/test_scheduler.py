@@ -1,0 +1,171 @@
+"""The scheduler as a table: which job starts next, given what runs, what waits and what is ingesting
+(pure Python, no model). server/engine/scheduler.py."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from server.engine.jobs import AnswerJob, IngestJob
+from server.engine.scheduler import Scheduler
+from server.engine.sequence import DOC_SEQ
+from spec.loop import AnswerParams
+from spec.sampling import SamplingParams
+
+N_CTX, RESERVE, WINDOW = 4096, 256, 16
+
+
+class Loop:
+    """Stands in for the asyncio loop a job sends its events through: runs the callback at once."""
+
+    def call_soon_threadsafe(self, fn, *args):
+        fn(*args)
+
+
+def question(doc="a", n_suffix=20, n_prefix=1000, max_tokens=100, segment=None) -> AnswerJob:
+    params = AnswerParams(max_tokens=max_tokens, sampling=SamplingParams(), window=None)
+    return AnswerJob(doc, "q", params, Loop(), np.zeros(n_suffix, np.int32), n_prefix, segment=segment)
+
+
+def running(sched: Scheduler, job: AnswerJob, prefilling: bool = False) -> SimpleNamespace:
+    """Admit ``job`` as the engine does: next_job gave it, a free sequence with its reserved cells."""
+    seq = SimpleNamespace(job=job, seq_id=sched.free_seq_id(), cells=sched.cells_needed(job), prefilling=prefilling)
+    sched.start(seq)
+    return seq
+
+
+def ingesting(n_tokens: int, seq_id: int) -> SimpleNamespace:
+    return SimpleNamespace(n_tokens=n_tokens, seq_id=seq_id, abandon=lambda: None)
+
+
+def sched(n_seqs=4, parallel_ingest=True) -> Scheduler:
+    return Scheduler(n_seqs, N_CTX, RESERVE, WINDOW, parallel_ingest)
+
+
+def test_a_question_reserves_its_suffix_answer_and_one_window_exactly():
+    # 20 suffix tokens (tokenized by the route), min(max_tokens, reserve) answer cells, window + 1
+    assert sched().cells_needed(question(n_suffix=20, max_tokens=100)) == 20 + 100 + WINDOW + 1
+    assert sched().cells_needed(question(n_suffix=20, max_tokens=5000)) == 20 + RESERVE + WINDOW + 1
+
+
+@pytest.mark.parametrize(
+    ("why", "runs", "waits", "starts"),
+    [
+        # nothing runs: the first question starts, whatever its document
+        ("first come", [], ["b"], "b"),
+        # the batch holds document a: another question about a joins it
+        ("same document joins", ["a"], ["a"], "a"),
+        # a question about b waits for the batch on a to drain ...
+        ("other document waits", ["a"], ["b"], None),
+        # ... and so does everything behind it, so it is not starved by later questions about a
+        ("no overtaking", ["a"], ["b", "a"], None),
+        # all question sequences taken: it waits
+        ("sequences full", ["a", "a", "a", "a"], ["a"], None),
+    ],
+)
+def test_admission_order(why, runs, waits, starts):
+    s = sched()
+    for doc in runs:
+        running(s, question(doc))
+    for doc in waits:
+        s.add(question(doc))
+    job = s.next_job(runs[0] if runs else None, 1000 if runs else 0)
+    assert (job.doc_id if job else None) == starts, why
+
+
+def test_a_question_waits_until_its_cells_are_free():
+    s = sched()
+    big = question(n_suffix=1500, n_prefix=1000)  # 1500 + 100 + 17 next to a 1000-token prefix
+    running(s, big)
+    s.add(question(n_suffix=1500, n_prefix=1000))  # 1000 + 1617 in use + 1617 > 4096
+    assert s.next_job("a", 1000) is None
+    s.add(question(n_suffix=10))
+    assert s.next_job("a", 1000) is None, "FIFO: the small one behind does not overtake"
+    s.release(s.running()[0])
+    assert s.next_job("a", 1000).n_prefix == 1000
+
+
+def test_a_question_counts_the_cells_of_an_ingestion_next_to_it():
+    """With nothing running, a question still shares the cache with an ingestion in a sequence of its
+    own: it waits rather than filling the context under it (issue 27: the ingestion died with "the
+    context is full")."""
+    s = sched()
+    s.begin_ingest(ingesting(n_tokens=2400, seq_id=s.ingest_seq))
+    s.add(question(n_prefix=2400, n_suffix=20))  # 2400 + 2400 + 137 > 4096
+    assert s.next_job(None, 0) is None
+    s.end_ingest()
+    assert s.next_job(None, 0) is not None
+    s.begin_ingest(ingesting(n_tokens=1000, seq_id=s.ingest_seq))
+    s.add(question(n_prefix=1000, n_suffix=20))  # 1000 + 1000 + 137 fits
+    assert s.next_job(None, 0) is not None
+
+
+def test_no_question_starts_while_the_document_sequence_is_being_prefilled():
+    s = sched(parallel_ingest=False)
+    assert s.ingest_seq == DOC_SEQ
+    s.begin_ingest(ingesting(n_tokens=100, seq_id=DOC_SEQ))
+    s.add(question())
+    assert s.next_job(None, 0) is None
+
+
+def test_an_ingestion_starts_next_to_the_batch_when_it_fits_else_everything_waits():
+    s = sched()
+    running(s, question())
+    s.add(IngestJob("b", n_tokens=1000))
+    assert isinstance(s.next_job("a", 1000), IngestJob)  # 1000 + 137 + 1000 fits
+    s2 = sched()
+    running(s2, question())
+    s2.add(IngestJob("b", n_tokens=3500))
+    s2.add(question())
+    assert s2.next_job("a", 1000) is None, "too big next to the batch: it waits, and the question behind it"
+    s3 = sched(parallel_ingest=False)
+    running(s3, question())
+    s3.add(IngestJob("b", n_tokens=10))
+    assert s3.next_job("a", 1000) is None, "without parallel ingestion it waits for the batch to drain"
+
+
+def test_one_ingestion_at_a_time_and_the_questions_behind_the_second_go_on():
+    s = sched()
+    s.begin_ingest(ingesting(n_tokens=500, seq_id=s.ingest_seq))
+    s.add(IngestJob("c", n_tokens=500))
+    s.add(question("a", n_prefix=500))
+    job = s.next_job(None, 0)
+    assert isinstance(job, AnswerJob), "the waiting ingestion is skipped, not a wall"
+    assert s.n_waiting == 1
+    with pytest.raises(ValueError):
+        s.begin_ingest(ingesting(n_tokens=1, seq_id=s.ingest_seq))
+
+
+def test_sequences_start_and_release_once():
+    s = sched(n_seqs=2)
+    a = running(s, question())
+    b = running(s, question())
+    assert (a.seq_id, b.seq_id) == (1, 2) and s.n_running == 2 and not s.idle
+    with pytest.raises(ValueError):
+        s.start(SimpleNamespace(job=question(), seq_id=1, cells=1, prefilling=False))  # taken
+    assert s.release(a) and not s.release(a), "a second release of the same sequence does nothing"
+    assert s.free_seq_id() == 1 and s.holds(b) and not s.holds(a)
+    s.release(b)
+    assert s.idle
+
+
+def test_answering_and_prefilling_are_disjoint_in_admission_order():
+    s = sched()
+    first = running(s, question(), prefilling=True)
+    second = running(s, question())
+    assert s.prefilling() == [first] and s.answering() == [second]
+
+
+def test_waiting_questions_of_gone_clients_are_dropped_and_a_shutdown_refuses_the_rest():
+    s = sched()
+    gone, stays = question(), question()
+    gone.cancel()
+    s.add(gone)
+    s.add(stays)
+    s.add(IngestJob("b", n_tokens=10))
+    s.drop_cancelled()
+    assert s.n_waiting == 2
+    s.refuse_waiting(RuntimeError("stopping"))
+    assert s.n_waiting == 0 and stays.events.get_nowait().data.args == ("stopping",)
