@@ -11,11 +11,8 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
-
 from runtime.llama import Model
 from testkit.harness import Prompt, first_divergence, open_ctx, plain_greedy
-from testkit.live import Live
 from tests.conftest import batch_steps, metric, upload
 
 CRAZY = "pdf/pypdf-resources/crazyones.pdf"
@@ -86,61 +83,6 @@ def test_eight_concurrent_greedy_answers_equal_alone_on_f16(server, cases, gemma
     # Past the near-ties the answers are not guaranteed equal, but on F16 they nearly always are: a
     # crossed wire between sequences would show up here as early disagreement.
     assert agreed >= total // 2, (agreed, total)
-
-
-@pytest.mark.slow  # a possible failure: it reports, it cannot fail the suite
-@pytest.mark.xfail(
-    strict=False,
-    reason="parts from the solo answers in some runs ('What do they push forward?' parted late): on the "
-    "unified KV cache a sequence's later cells can land in cells another sequence freed below its earlier "
-    "ones (rejected drafts, finished answers), and flash attention sums in cell order "
-    "(tests/spec/test_invariance.py::test_a_rows_logits_depend_on_where_its_cells_lie_in_the_cache)",
-)
-def test_eight_concurrent_answers_equal_alone_on_q4_k_m_when_batch_invariant(tmp_path, gemma_path, cases):
-    """DOCQA_BATCH_INVARIANT (quantized KV cache, flash attention, no CPU repack, per-row matmul kernels
-    at every row count: runtime/numerics.py): on the shipped Q4_K_M, every one of 8 concurrent greedy
-    answers is exactly the answer to the question asked alone, with speculation on, in calls of any
-    row count (tests/spec/test_invariance.py has the row-level evidence). A server process of its own:
-    ggml reads the kernel switch once per process, and this one may have decoded before."""
-    server = Live(tmp_path / "data", gemma_path, DOCQA_BATCH_INVARIANT="true", DOCQA_N_SEQ_MAX="8").start()
-    try:
-        doc = server.ingest("crazyones.pdf", (cases / CRAZY).read_bytes())
-
-        def ask(q: str) -> dict:
-            status, body = server.post_json(f"/v1/documents/{doc}/answers", {"question": q, "max_tokens": MAX_TOKENS})
-            assert status == 200, body
-            return body
-
-        alone = {q: ask(q)["answer"] for q in QUESTIONS}
-        before = _live_batch_steps(server)
-        start = threading.Barrier(len(QUESTIONS))
-
-        def together(q: str) -> dict:
-            start.wait(30)
-            return ask(q)
-
-        with ThreadPoolExecutor(len(QUESTIONS)) as pool:
-            results = dict(zip(QUESTIONS, pool.map(together, QUESTIONS), strict=True))
-        after = _live_batch_steps(server)
-        log = server.log.read_text()
-    finally:
-        server.stop()
-    assert "decode calls are capped" not in log  # the per-row kernels were in force, not the fallback
-    assert {q: r["answer"] for q, r in results.items()} == alone
-    assert sum(r["stats"]["drafted_tokens"] for r in results.values()) > 0  # with speculation
-    assert after[6] - before[6] < after[8] - before[8], after  # steps really carried all eight
-
-
-def _live_batch_steps(server: Live) -> dict[float, float]:
-    """:func:`tests.conftest.batch_steps` of a server process, from its /metrics text."""
-    c = server.conn(10)
-    c.request("GET", "/metrics")
-    out = {}
-    for line in c.getresponse().read().decode().splitlines():
-        if line.startswith("docqa_batch_sequences_bucket{"):
-            le = line.split('le="', 1)[1].split('"', 1)[0]
-            out[float(le)] = float(line.rsplit(" ", 1)[1])
-    return out
 
 
 def test_questions_about_another_document_wait_for_the_batch(server, cases):
