@@ -14,7 +14,7 @@ rebuilds the sequence from the shared prefix, then checks that it ends at ``n_pa
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -124,8 +124,12 @@ class Answer:
         self._max_draft = 0  # draft tokens the next step may verify (room left, rollback limit)
         self._t_first = 0.0
 
-    def begin(self, row: np.ndarray) -> list[TokenEvent]:
-        """Choose the first answer token from ``row`` (float32 [n_vocab]), the last prefill row."""
+    def begin(self, row: np.ndarray, prompt_ids: Sequence[int] = ()) -> list[TokenEvent]:
+        """Choose the first answer token from ``row`` (float32 [n_vocab]), the last prefill row.
+        ``prompt_ids``: the tokens prefilled after the document (the question), which the drafter
+        continues from."""
+        if self.run.drafter is not None and len(prompt_ids):
+            self.run.drafter.extend(prompt_ids)
         self._decided = [self.sampler.choose(row)]
         self._t_first = time.perf_counter()
         self.run.stats.ttft_ms = (self._t_first - self.run.t_start) * 1000.0

@@ -1,25 +1,27 @@
 """Answering a question, as both question routes do it (POST /v1/documents/{id}/answers and the
 OpenAI chat route): the request's decoding parameters, the checks a document must pass, the question
 tokenized off the event loop and checked against the context before it queues, the job (or, for a
-segmented document, one job per chosen segment read as one stream), and the whole answer collected
-for a non-streaming response.
+segmented document, one job per chosen segment read as one stream), and its answer stream read back:
+event by event with heartbeats while no token has come (a streamed response), or collected whole.
+Whichever way, the job is cancelled as soon as its reader goes away.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import numpy as np
 from fastapi import Request
 
 from ingest.store import FAILED, INGESTING, DocRecord, DocStore
-from server.api import segmented, streams
+from server.api import segmented
 from server.api.schemas import AnswerRequest, AnswerStatsPublic, CitationPublic, SegmentAnswerPublic
 from server.config.errors import DocumentFailed, DocumentIngesting, GenerationFailed, InvalidRequest, QuestionTooLong
 from server.config.settings import Settings
 from server.engine.engine import Engine
-from server.engine.events import AnswerStream, EventKind
+from server.engine.events import FINAL, AnswerStream, Event, EventKind
 from server.engine.jobs import AnswerJob
 from spec.draft import SOURCES
 from spec.limits import MAX_WINDOW
@@ -27,9 +29,13 @@ from spec.loop import AnswerParams
 from spec.sampling import SamplingParams
 
 
-def answer_params(req: AnswerRequest, settings: Settings, layout_stops: tuple[str, ...]) -> AnswerParams:
+def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_adds: bool = False) -> AnswerParams:
     """Request -> decoding parameters. verify16 wins over draft_tokens; neither = the server's choice.
-    ``stop`` replaces the prompt layout's stop strings (``layout_stops``); unset keeps them."""
+    ``stop`` replaces the prompt layout's stop strings (the loaded model's), or with ``stop_adds`` (the
+    OpenAI route: a client's stop adds to the end of the turn) comes after them; unset keeps them."""
+    layout_stops = engine.layout.stops
+    if stop_adds and req.stop is not None:
+        req = req.model_copy(update={"stop": [*layout_stops, *req.stop]})
     if req.verify16:
         window: int | None = MAX_WINDOW
     elif req.draft_tokens is not None:
@@ -118,7 +124,7 @@ async def collect(stream: AnswerStream, request: Request) -> Collected:
     citations: list[CitationPublic] = []
     stats: AnswerStatsPublic | None = None
     answers: list[SegmentAnswerPublic] | None = None
-    watcher = asyncio.create_task(streams.cancel_on_disconnect(request, stream))
+    watcher = asyncio.create_task(cancel_on_disconnect(request, stream))
     try:
         while True:
             event = await stream.events.get()
@@ -140,3 +146,38 @@ async def collect(stream: AnswerStream, request: Request) -> Collected:
     if stats is None:
         raise GenerationFailed("the engine finished without stats")
     return Collected("".join(parts), citations, stats, answers)
+
+
+POLL_S = 0.25  # how often a non-streaming request checks that its client is still there
+
+
+async def events(stream: AnswerStream, heartbeat_s: float) -> AsyncIterator[Event]:
+    """``stream``'s events up to DONE or ERROR, and a HEARTBEAT every ``heartbeat_s`` while no token
+    has come yet (queued, or prefilling). Closing the iterator (the client went away) cancels the
+    job, wherever it is: waiting, prefilling or decoding."""
+    started = False
+    try:
+        while True:
+            if started:
+                event = await stream.events.get()
+            else:
+                try:
+                    event = await asyncio.wait_for(stream.events.get(), heartbeat_s)
+                except TimeoutError:
+                    yield Event(EventKind.HEARTBEAT)
+                    continue
+            started = started or event.kind is EventKind.TOKEN
+            yield event
+            if event.kind in FINAL:
+                return
+    finally:
+        stream.cancel()
+
+
+async def cancel_on_disconnect(request: Request, stream: AnswerStream) -> None:
+    """A non-streaming client that hangs up cancels its job (polled; Starlette gives no callback)."""
+    while not stream.cancelled.is_set():
+        if await request.is_disconnected():
+            stream.cancel()
+            return
+        await asyncio.sleep(POLL_S)

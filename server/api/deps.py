@@ -1,4 +1,4 @@
-"""Typed dependencies read from ``app.state``."""
+"""Typed dependencies read from ``app.state``, and a document looked up by the id a request names."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from ingest.store import DocStore
+from ingest.store import DocRecord, DocStore
 from ingest.worker import ExtractionWorker
-from server.config.errors import EngineUnavailable
+from server.config.errors import DocumentNotFound, EngineUnavailable
 from server.config.settings import Settings
 from server.engine.engine import Engine
 
@@ -39,3 +39,16 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 StoreDep = Annotated[DocStore, Depends(_store)]
 EngineDep = Annotated[Engine, Depends(_engine)]
 ExtractorDep = Annotated[ExtractionWorker, Depends(_extractor)]
+
+
+def find_document(store: DocStore, doc_id: str) -> DocRecord | None:
+    """The document with this id, or None (an id is alphanumeric: anything else is no id of ours)."""
+    return store.get(doc_id) if doc_id.isalnum() else None
+
+
+def existing_document(store: DocStore, doc_id: str) -> DocRecord:
+    """The document with this id; DocumentNotFound (404) naming how to list them otherwise."""
+    doc = find_document(store, doc_id)
+    if doc is None:
+        raise DocumentNotFound(f"no document with id {doc_id!r}; list them with GET /v1/documents")
+    return doc

@@ -18,8 +18,6 @@ import queue
 import socket
 import threading
 import time
-from dataclasses import asdict
-from typing import Protocol
 
 from ingest.store import DocStore
 from server.config import errors
@@ -27,6 +25,7 @@ from server.config.settings import Settings
 from server.engine.admission import Admission
 from server.engine.citations import Citations
 from server.engine.events import EventKind
+from server.engine.finish import Finisher, Observer
 from server.engine.hot import HotDocs
 from server.engine.ingestion import Ingestions, resume_interrupted
 from server.engine.jobs import AnswerJob, Deleted, IngestJob, Job, ingest_jobs
@@ -38,15 +37,6 @@ from server.engine.traffic import TrafficLog
 
 log = logging.getLogger("docqa.engine")
 _WAKE = object()  # wakes the engine thread (a shutdown began) without a job
-
-
-class Observer(Protocol):
-    """What the engine reports as it goes (server/api/metrics.py implements it). Called on the engine
-    thread; an implementation must not block it."""
-
-    def observe_answer(self, stats: dict) -> None: ...
-    def observe_step(self, n_seqs: int, mtp_batched: int) -> None: ...
-    def observe_rebuild(self) -> None: ...
 
 
 class Engine:
@@ -73,6 +63,7 @@ class Engine:
         self.admission: Admission | None = None
         self.ingest: Ingestions | None = None
         self.citations: Citations | None = None
+        self.finisher: Finisher | None = None
 
     # -- lifecycle and the calls routes make (thread-safe) -------------------------------------------
     def start(self, timeout: float = 600.0) -> None:
@@ -167,6 +158,7 @@ class Engine:
         self.runner = Runner(loaded.ctx, loaded.mtp_ctx, DOC_SEQ, loaded.max_rows, loaded.costs)
         self.admission = Admission(self.store, self.docs, self.runner, loaded, self.deleted, self.submit_ingest)
         self.citations = Citations(self.store, loaded.model, loaded.layout)
+        self.finisher = Finisher(self.citations, self.replica, self.observer, self.traffic)
         self.ingest = Ingestions(self.store, self.docs, self.progress, self.deleted, self.scheduler.ingest_seq)
 
     def _pull(self, block: bool) -> bool:
@@ -194,7 +186,7 @@ class Engine:
             self._close_down(force=time.monotonic() >= self._closing_at)
         sched = self.scheduler
         sched.drop_cancelled()  # questions whose client hung up while they waited
-        while (job := sched.next_job(self.docs.loaded, self._n_loaded())) is not None:
+        while (job := sched.next_job(self.docs.loaded, self.docs.n_loaded)) is not None:
             self._start(job)  # a question starts its prefill; an ingestion claims the ingest slot
         if answering := sched.answering():
             report = self.runner.step(answering)  # one llama_decode for every answering question
@@ -260,8 +252,7 @@ class Engine:
                 return
             for seq, row in started:
                 if row is not None:
-                    seq.lookup.extend(seq.suffix.tolist())
-                    self._deliver(seq, seq.answer.begin(row))
+                    self._deliver(seq, seq.answer.begin(row, seq.suffix.tolist()))
                     if seq.answer.done:
                         self._finish(seq)
         elif work is not None and self.ingest.step(work, n_ubatch, idle=not sched.n_running):
@@ -286,19 +277,9 @@ class Engine:
                 seq.job.emit(EventKind.TOKEN, {"text": event.text})
 
     def _finish(self, seq: Sequence) -> None:
-        """The answer is done: free its sequence and count it, then cite it off-thread (citations,
-        stats and done follow), so what the client asks next (/health, /metrics) sees both."""
-        seq.answer.close()
-        stats = asdict(seq.answer.run.stats) | {"replica": self.replica, "document_state": seq.document_state}
+        """The answer is done: free its sequence, then report and cite it (server/engine/finish.py)."""
         self._release(seq)
-        if self.observer is not None:
-            try:
-                self.observer.observe_answer(stats)
-            except Exception:
-                log.exception("answer observer failed")
-        if self.traffic is not None:
-            self.traffic.record(seq, stats)  # one line of DATA_DIR/traffic.jsonl, for docqa tune
-        self.citations.finish(seq, stats)
+        self.finisher.finish(seq)
 
     def _abort(self, seq: Sequence, exc: Exception) -> None:
         log.error("answer on seq %d failed: %s: %s", seq.seq_id, type(exc).__name__, exc)
@@ -308,8 +289,3 @@ class Engine:
     def _release(self, seq: Sequence) -> None:
         if self.scheduler.release(seq):
             self.runner.release(seq.seq_id)
-
-    def _n_loaded(self) -> int:
-        """Prefix tokens of the document the document sequence holds (0 for none)."""
-        hot = self.docs.get(self.docs.loaded) if self.docs.loaded else None
-        return len(hot.prefix) if hot is not None else 0

@@ -52,8 +52,14 @@ class HotDocs:
     ) -> None:
         self.settings, self.store, self.model = settings, store, model
         self.ctx, self.mtp_ctx, self.seq_id = ctx, mtp_ctx, seq_id
-        self.loaded: str | None = None  # the document whose prefix the sequence holds, exactly
+        self.loaded: str | None = None  # the document whose prefix the sequence holds, exactly (see hold())
+        self.n_loaded = 0  # its prefix tokens (0: none)
         self._hot: OrderedDict[str, HotDoc] = OrderedDict()
+
+    def hold(self, key: str | None, n_tokens: int = 0) -> None:
+        """Record what the document sequence now holds: ``key``'s prefix of ``n_tokens`` (None: nothing
+        the engine may reuse)."""
+        self.loaded, self.n_loaded = key, (n_tokens if key is not None else 0)
 
     def adopt(self, doc_id: str, seq_id: int) -> None:
         """Make the document sequence hold what ``seq_id`` holds (the prefix of ``doc_id``, just
@@ -62,11 +68,11 @@ class HotDocs:
         self.ctx.seq_cp(seq_id, self.seq_id, 0, -1)
         if self.mtp_ctx is not None:
             self.mtp_ctx.seq_cp(seq_id, self.seq_id, 0, -1)
-        self.loaded = doc_id
+        self.hold(doc_id, len(self._hot[doc_id].prefix))
 
     def clear(self) -> None:
         """Empty the document sequence in both contexts."""
-        self.loaded = None
+        self.hold(None)
         self.ctx.seq_rm(self.seq_id, 0)
         if self.mtp_ctx is not None:
             self.mtp_ctx.seq_rm(self.seq_id, 0)
@@ -80,7 +86,7 @@ class HotDocs:
         for key in [k for k in self._hot if parse_key(k)[0] == doc_id]:
             del self._hot[key]
         if self.loaded is not None and parse_key(self.loaded)[0] == doc_id:
-            self.loaded = None
+            self.hold(None)
 
     def evict(self, doc_id: str) -> None:
         """Free the document's RAM states, its segments' too; the sequence keeps it if it holds it (no
@@ -135,13 +141,13 @@ class HotDocs:
         if self.loaded == doc_id:
             return hot, source
         n = len(hot.prefix)
-        self.loaded = None
+        self.hold(None)
         if hot.state is not None:
             ctx.state_set(hot.state, seq)
             if self.mtp_ctx is not None and hot.mtp_state is not None:
                 self.mtp_ctx.state_set(hot.mtp_state, seq)
             if self.holds_prefix(n):
-                self.loaded = doc_id
+                self.hold(doc_id, n)
                 return hot, source
             hot.state = hot.mtp_state = None  # unusable; fall back to disk
         with self.store.holding(parse_key(doc_id)[0]):  # not evicted nor deleted while it loads
@@ -149,7 +155,7 @@ class HotDocs:
         if not self.holds_prefix(n):
             raise snapshot.SnapshotIncompatible("the restored state does not end at the document prefix")
         self.remember(doc_id, hot.prefix, *self.states_for_ram(), mtp_h)
-        self.loaded = doc_id
+        self.hold(doc_id, n)
         return hot, "restored"
 
     def states_for_ram(self, seq: int | None = None) -> tuple[bytes | None, bytes | None]:

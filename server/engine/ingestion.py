@@ -100,7 +100,7 @@ class Ingestion:
         # last n_swa cells, so the first question restores it instead.
         keep = docs.model.n_swa == 0 or docs.settings.swa_full
         if seq == docs.seq_id:
-            docs.loaded = self.key if keep else None
+            docs.hold(self.key, self.n_tokens) if keep else docs.hold(None)
         elif idle and keep:
             docs.adopt(self.key, seq)
         self.release()
@@ -162,8 +162,7 @@ class Ingestions:
                 self.progress.pop(doc.id, None)
                 self.store.set_status(doc.id, READY)
             return None
-        n_loaded = len(docs.get(docs.loaded).prefix) if docs.loaded and docs.get(docs.loaded) else 0
-        if idle and n_loaded + job.n_tokens > docs.ctx.n_ctx:
+        if idle and docs.n_loaded + job.n_tokens > docs.ctx.n_ctx:
             docs.clear()
         counted = (job.tokens_before, job.tokens_total)
         return Ingestion(doc.id, prefix, self.seq_id, docs, self.progress, job.key, counted)

@@ -67,11 +67,10 @@ class AnswerJob:
     t_start: float = field(default_factory=time.perf_counter)
     cancelled: threading.Event = field(default_factory=threading.Event)
     events: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)
+    key: str = field(init=False)  # what the document sequence must hold for it: the document, or its segment
 
-    @property
-    def key(self) -> str:
-        """What the document sequence must hold for it: the document, or its segment."""
-        return self.doc_id if self.segment is None else segment_key(self.doc_id, self.segment)
+    def __post_init__(self) -> None:
+        self.key = self.doc_id if self.segment is None else segment_key(self.doc_id, self.segment)
 
     def emit(self, kind: EventKind, data: dict[str, Any]) -> None:
         """Called from the engine thread (or the citation worker)."""

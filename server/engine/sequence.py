@@ -28,6 +28,8 @@ class Sequence:
     job: AnswerJob
     seq_id: int
     hot: HotDoc  # the document: prefix ids, lookup index, citation index
+    n_prefix: int  # the document prefix's tokens, shared from the document sequence
+    suffix: np.ndarray  # int32 [n_suffix]: the question's token ids after the prefix (job.suffix)
     lookup: LookupDrafter
     mtp: MtpDrafter | None
     answer: Answer
@@ -38,17 +40,8 @@ class Sequence:
     document_state: str = "hot"  # where admission found the document: hot / restored / prefilled
 
     @property
-    def suffix(self) -> np.ndarray:
-        """The question's token ids after the prefix, int32 [n_suffix]."""
-        return self.job.suffix
-
-    @property
     def prefilling(self) -> bool:
-        return self.n_prefilled < len(self.job.suffix)
-
-    @property
-    def n_prefix(self) -> int:
-        return len(self.hot.prefix)
+        return self.n_prefilled < len(self.suffix)
 
 
 def open_sequence(job: AnswerJob, hot: HotDoc, seq_id: int, loaded, mtp: MtpDrafter | None, cells: int) -> Sequence:
@@ -61,4 +54,4 @@ def open_sequence(job: AnswerJob, hot: HotDoc, seq_id: int, loaded, mtp: MtpDraf
         loaded.ctx, model, lookup, len(hot.prefix) + len(job.suffix), stats, job.t_start, seq_id, mtp,
         loaded.max_window, loaded.costs, job.cancelled.is_set,
     )  # fmt: skip
-    return Sequence(job, seq_id, hot, lookup, mtp, Answer(run, job.params), cells)
+    return Sequence(job, seq_id, hot, len(hot.prefix), job.suffix, lookup, mtp, Answer(run, job.params), cells)

@@ -8,10 +8,8 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from server.api import streams
-from server.api.answering import answer_params, check_answerable, collect, submit
-from server.api.deps import EngineDep, SettingsDep, StoreDep
-from server.api.routes.documents import get_or_404
+from server.api.answering import answer_params, check_answerable, collect, events, submit
+from server.api.deps import EngineDep, SettingsDep, StoreDep, existing_document
 from server.api.schemas import AnswerRequest, AnswerResponse
 from server.config.errors import payload
 from server.engine.events import AnswerStream, EventKind
@@ -28,7 +26,7 @@ async def _sse_frames(stream: AnswerStream, position: int, heartbeat_s: float) -
     """SSE frames: ``queued`` at once (with the jobs ahead), comment heartbeats until the first token,
     then the stream's events until done or error. Closing the generator (client gone) cancels it."""
     yield _sse(EventKind.QUEUED, {"position": position})
-    async for event in streams.events(stream, heartbeat_s):
+    async for event in events(stream, heartbeat_s):
         if event.kind is EventKind.HEARTBEAT:
             yield ": keep-alive\n\n"
         else:
@@ -39,9 +37,9 @@ async def _sse_frames(stream: AnswerStream, position: int, heartbeat_s: float) -
 async def answer(
     doc_id: str, req: AnswerRequest, request: Request, store: StoreDep, engine: EngineDep, settings: SettingsDep
 ):
-    doc = get_or_404(store, doc_id)
+    doc = existing_document(store, doc_id)
     check_answerable(doc, engine)
-    params = answer_params(req, settings, engine.layout.stops)
+    params = answer_params(req, settings, engine)
     stream, position = await submit(engine, store, settings, doc, req.question, params)
     if req.stream:  # headers and a first event go out now, however long the queue
         frames = _sse_frames(stream, position, settings.sse_heartbeat_s)

@@ -11,7 +11,7 @@ from ingest import pipeline
 from ingest.reingest import reextract
 from ingest.store import FAILED, INGESTING, READY, DocRecord
 from server.api import uploads
-from server.api.deps import EngineDep, ExtractorDep, SettingsDep, StoreDep
+from server.api.deps import EngineDep, ExtractorDep, SettingsDep, StoreDep, existing_document
 from server.api.schemas import (
     DocumentCreated,
     DocumentList,
@@ -22,7 +22,7 @@ from server.api.schemas import (
     ReingestRequest,
     SegmentPublic,
 )
-from server.config.errors import DocumentFailed, DocumentIngesting, DocumentNotFound
+from server.config.errors import DocumentFailed, DocumentIngesting
 from server.engine.engine import Engine
 
 router = APIRouter(prefix="/v1")
@@ -56,13 +56,6 @@ def _segments(doc: DocRecord, engine: Engine | None) -> list[SegmentPublic] | No
     if segments is None:
         return None
     return [SegmentPublic(index=s.index, pages=s.pages, start=s.start, end=s.end, tokens=s.n_tokens) for s in segments]
-
-
-def get_or_404(store, doc_id: str) -> DocRecord:
-    doc = store.get(doc_id) if doc_id.isalnum() else None
-    if doc is None:
-        raise DocumentNotFound(f"no document with id {doc_id!r}; list them with GET /v1/documents")
-    return doc
 
 
 @router.post("/documents", status_code=202, response_model=DocumentCreated)
@@ -107,13 +100,13 @@ async def list_documents(store: StoreDep, engine: EngineDep) -> DocumentList:
 
 @router.get("/documents/{doc_id}", response_model=DocumentPublic)
 async def get_document(doc_id: str, store: StoreDep, engine: EngineDep) -> DocumentPublic:
-    return public(get_or_404(store, doc_id), engine)
+    return public(existing_document(store, doc_id), engine)
 
 
 @router.get("/documents/{doc_id}/text", response_model=DocumentText)
 async def get_text(doc_id: str, store: StoreDep) -> DocumentText:
     """The stored text and its page map, numbered as in the upload (a part keeps its page numbers)."""
-    doc = get_or_404(store, doc_id)
+    doc = existing_document(store, doc_id)
     try:
         extracted = await asyncio.to_thread(store.read_text, doc.id)
     except FileNotFoundError:
@@ -129,7 +122,7 @@ async def get_text(doc_id: str, store: StoreDep) -> DocumentText:
 async def delete_document(doc_id: str, store: StoreDep, engine: EngineDep) -> Response:
     """Remove the document: its files first (that works on a full disk, and waits for a snapshot
     being written), then its row."""
-    doc = get_or_404(store, doc_id)
+    doc = existing_document(store, doc_id)
     engine.forget(doc.id)
     await asyncio.to_thread(store.delete, doc.id)
     return Response(status_code=204)
@@ -147,7 +140,7 @@ async def reingest(
 ) -> DocumentCreated:
     """Extract the stored upload again with the current text rules (ingest/reingest.py), then
     prefill with the current model (after an upgrade, or a model or cache-type change)."""
-    doc = get_or_404(store, doc_id)
+    doc = existing_document(store, doc_id)
     if doc.status == INGESTING:
         raise DocumentIngesting(f"document {doc.id} is already being ingested")
     upload, stored = await asyncio.gather(

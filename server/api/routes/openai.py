@@ -24,17 +24,15 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import replace
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from ingest.store import DocRecord, DocStore
-from server.api import streams
-from server.api.answering import answer_params, check_answerable, collect, submit
+from server.api.answering import answer_params, check_answerable, collect, events, submit
 from server.api.chat import ChatCompletionRequest, answer_request, conversation
-from server.api.deps import EngineDep, SettingsDep, StoreDep
+from server.api.deps import EngineDep, SettingsDep, StoreDep, find_document
 from server.api.routes.answers import SSE_HEADERS
 from server.config.errors import AmbiguousModel, DocumentNotFound, DocumentRequired, payload
 from server.engine.events import AnswerStream, EventKind
@@ -70,7 +68,7 @@ async def models(store: StoreDep) -> ModelList:
 async def model(model_id: str, store: StoreDep) -> ModelCard:
     """One document as a model (``client.models.retrieve("doc:<id>")``)."""
     doc_id = model_id.removeprefix("doc:")
-    doc = store.get(doc_id) if doc_id.isalnum() else None
+    doc = find_document(store, doc_id)
     if doc is None:
         raise DocumentNotFound(f"no model {model_id!r}; GET /v1/models lists them")
     return _card(doc)
@@ -79,12 +77,12 @@ async def model(model_id: str, store: StoreDep) -> ModelCard:
 def resolve_document(store: DocStore, req: ChatCompletionRequest) -> DocRecord:
     """The document a request names: ``document_id``, else ``model`` as ``doc:<id>``, an id or a file name."""
     if req.document_id is not None:
-        doc = store.get(req.document_id) if req.document_id.isalnum() else None
+        doc = find_document(store, req.document_id)
         if doc is None:
             raise DocumentNotFound(f"no document with id {req.document_id!r}; see GET /v1/models")
         return doc
     name = req.model.removeprefix("doc:")
-    doc = store.get(name) if name.isalnum() else None
+    doc = find_document(store, name)
     if doc is not None:
         return doc
     if req.model.startswith("doc:"):
@@ -122,9 +120,7 @@ async def chat_completions(
     doc = resolve_document(store, req)
     check_answerable(doc, engine)
     history, question = conversation(req.messages)
-    params = answer_params(answer_request(req, question), settings, engine.layout.stops)
-    if params.stops != engine.layout.stops:  # OpenAI's stop adds to the end of the turn, not replaces it
-        params = replace(params, stops=(*engine.layout.stops, *params.stops))
+    params = answer_params(answer_request(req, question), settings, engine, stop_adds=True)
     # A segmented document: the latest user turn picks the segment(s); the earlier turns go along as
     # history, whichever segment they were answered from (server/api/segmented.py).
     stream, position = await submit(engine, store, settings, doc, question, params, history)
@@ -170,7 +166,7 @@ async def _chunks(
 
     yield delta({"role": "assistant", "content": ""}, queue_position=position)
     citations: list[dict] = []
-    async for event in streams.events(stream, heartbeat_s):
+    async for event in events(stream, heartbeat_s):
         kind, data = event.kind, event.data
         if kind is EventKind.HEARTBEAT:
             yield ": keep-alive\n\n"

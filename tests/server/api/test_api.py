@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from server.schemas import MAX_QUESTION_CHARS
 
+from server.api.schemas import MAX_QUESTION_CHARS
 from tests.conftest import sse_events, upload
 
 CRAZY = "pdf/pypdf-resources/crazyones.pdf"
