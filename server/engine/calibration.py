@@ -1,14 +1,28 @@
-"""Step costs of this machine for the adaptive draft window (spec.cost), measured once and kept.
+"""Step costs of this machine for the adaptive draft window (spec.cost), measured at start-up and
+kept while they still hold.
 
 The measured costs are kept in ``data_dir/calibration.json``, keyed by model fingerprint, threads,
-KV types, flash attention and MTP: the same machine and model cost the same after a restart. They
-seed spec/cost.py's ``CostModel``, which corrects them from the real verify calls of each run.
+KV types, flash attention and MTP, with the time they were measured and the machine's load then. They
+seed spec/cost.py's ``CostModel``, which corrects them from the real verify calls of each run. A
+calibration taken on a busy machine is not kept as the truth (issue 29: one measured 16-token drafts
+at 67x a one-row call and was reused at every later restart):
+
+* it is measured again, up to :data:`ATTEMPTS` times, when it is implausible: a call of ``n`` rows
+  never costs more than ``n`` one-row calls do (they would do the same work), so a ratio above
+  ``n x SLACK`` is a measurement disturbed by other work;
+* it is stored only when it is plausible and the 1-minute load average was below the number of
+  cores while it was measured;
+* a stored one is used only while younger than :data:`MAX_AGE_S` and while a quick check at start
+  (a few one-row calls, ~30 ms) agrees with its one-row cost within a factor of :data:`AGREE`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import statistics
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,11 +32,16 @@ from runtime.llama import Context, Model
 from spec.cost import StepCosts, calibrate
 
 log = logging.getLogger("docqa.engine")
+ATTEMPTS = 3  # measurements at most, while implausible
+SLACK = 1.5  # rows(n) may exceed n x rows(1) by this factor before it is called implausible
+MAX_AGE_S = 7 * 24 * 3600.0  # a stored calibration older than this is measured again
+AGREE = 2.0  # the start-up check's one-row cost must be within this factor of the stored one
 
 
 def step_costs(ctx: Context, model: Model, mtp_ctx: Context | None, data_dir: Path, seq_id: int = 0) -> StepCosts:
-    """Verify costs for 0..16 drafts (and one MTP step), from ``data_dir`` or measured on ``seq_id``,
-    which must be empty and is left empty. About 0.5 s to measure on a 2-core CPU."""
+    """Verify costs for 0..16 drafts (and one MTP step), from ``data_dir`` when they still hold, else
+    measured on ``seq_id``, which must be empty and is left empty. About 0.5 s to measure on a 2-core
+    CPU."""
     token = max(model.bos, 0)
     mtp_step = None
     if mtp_ctx is not None:
@@ -40,9 +59,14 @@ def step_costs(ctx: Context, model: Model, mtp_ctx: Context | None, data_dir: Pa
     )
     path = data_dir / "calibration.json"
     stored = _stored(path, key)
-    costs = stored or calibrate(ctx, token, mtp_step, repeats=3)
-    if stored is None:
-        _store(path, key, costs)
+    if stored is not None and still_holds(*stored, one_row_now(ctx, token, seq_id), time.time()):
+        costs = stored[0]
+    else:
+        costs, why = _measure(ctx, token, mtp_step)
+        if why is None:
+            _store(path, key, costs)
+        else:
+            log.warning("verify costs measured under load (%s): used for this run only, not stored", why)
     log.info(
         "verify cost per step: %s ms (windows 0/1/4/16), MTP step %.2f ms",
         "/".join(f"{costs.verify[k] * 1000:.1f}" for k in (0, 1, 4, 16)),
@@ -51,11 +75,58 @@ def step_costs(ctx: Context, model: Model, mtp_ctx: Context | None, data_dir: Pa
     return costs
 
 
-def _stored(path: Path, key: str) -> StepCosts | None:
+def implausible(costs: StepCosts) -> str | None:
+    """Why ``costs`` cannot be this machine's undisturbed costs, or None: a call of ``n`` rows
+    measured at more than ``n x SLACK`` one-row calls."""
+    one = costs.verify[0]
+    worst = max(range(len(costs.verify)), key=lambda k: costs.verify[k] / (k + 1))
+    if costs.verify[worst] > (worst + 1) * one * SLACK:
+        return f"a {worst + 1}-row call measured {costs.verify[worst] / one:.0f}x a one-row call"
+    return None
+
+
+def _measure(ctx: Context, token: int, mtp_step) -> tuple[StepCosts, str | None]:
+    """A calibration, and why it must not be stored (None: it may)."""
+    why = None
+    for _ in range(ATTEMPTS):
+        load = os.getloadavg()[0]
+        costs = calibrate(ctx, token, mtp_step, repeats=3)
+        why = implausible(costs)
+        if why is None:
+            cores = os.cpu_count() or 1
+            why = f"load average {load:.1f} on {cores} cores" if load >= cores else None
+            return costs, why
+    return costs, why
+
+
+def still_holds(costs: StepCosts, measured_at: float, one_row_s: float, now: float) -> bool:
+    """A stored calibration (``measured_at``, unix seconds) may be reused at ``now``: younger than
+    MAX_AGE_S, and today's one-row decode (``one_row_s``) costs about what it says."""
+    if now - measured_at > MAX_AGE_S:
+        return False
+    return costs.verify[0] / AGREE <= one_row_s <= costs.verify[0] * AGREE
+
+
+def one_row_now(ctx: Context, token: int, seq_id: int) -> float:
+    """Seconds of a one-row decode now (median of 4, after a warm-up call); ``seq_id`` is left empty."""
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        ctx.decode([token], 0, seq_id=seq_id, outputs="all")
+        ctx.logits()[0].argmax()
+        times.append(time.perf_counter() - t0)
+        ctx.seq_rm(seq_id, 0)
+    return statistics.median(times[1:])  # the first call pays for allocations
+
+
+def _stored(path: Path, key: str) -> tuple[StepCosts, float] | None:
     try:
         entry = json.loads(path.read_text()).get(key)
-        return StepCosts(tuple(entry["verify"]), entry["mtp"]) if entry else None
-    except (OSError, ValueError, KeyError, TypeError):
+        if not entry:
+            return None
+        costs = StepCosts(tuple(entry["verify"]), entry["mtp"])
+        return (costs, float(entry["measured_at"])) if implausible(costs) is None else None
+    except (OSError, ValueError, KeyError, TypeError):  # no file, or one written before measured_at
         return None
 
 
@@ -64,5 +135,5 @@ def _store(path: Path, key: str, costs: StepCosts) -> None:
         table = json.loads(path.read_text()) if path.is_file() else {}
     except ValueError:
         table = {}
-    table[key] = {"verify": list(costs.verify), "mtp": costs.mtp}
+    table[key] = {"verify": list(costs.verify), "mtp": costs.mtp, "measured_at": time.time()}
     write_atomic(path, json.dumps(table, indent=1).encode())
