@@ -21,7 +21,7 @@ _P = np.uint64(0x100000001B3)  # FNV-64 prime as the polynomial base
 _MASK = (1 << 64) - 1
 
 
-def _hash(tokens: Iterable[int]) -> int:
+def ngram_hash(tokens: Iterable[int]) -> int:
     """Polynomial hash of a token n-gram, identical to :func:`_rolling_hashes` for one window."""
     h = 0
     for t in tokens:
@@ -67,6 +67,8 @@ class LookupDrafter:
     tokens continuing the longest n-gram that ends the current context.
     """
 
+    STOP: int | None = None  # a token id that ends any draft (spec/history.py's entry separator)
+
     def __init__(
         self,
         index: NgramIndex,
@@ -98,7 +100,7 @@ class LookupDrafter:
             self.tail.append(int(t))
             for n in range(idx.min_n, idx.max_n + 1):
                 if end - n >= 0:
-                    self.overlay[n][_hash(self._slice(end - n, end))] = end
+                    self.overlay[n][ngram_hash(self._slice(end - n, end))] = end
 
     def propose(self, k: int, after: list[int] | None = None) -> list[int]:
         """Up to ``k`` draft tokens (may be empty). Cost: O(max_n^2), independent of document length.
@@ -125,6 +127,8 @@ class LookupDrafter:
         if pos is None:
             return []
         draft = self._slice(pos, min(pos + k, total))
+        if self.STOP is not None and self.STOP in draft:
+            draft = draft[: draft.index(self.STOP)]
         if pos == self._resume and self._unspace_first and draft and self.unspaced is not None:
             draft = (self.unspaced(draft[0]) + draft[1:])[:k]
         self._source, self._drafted = pos, len(draft)
@@ -189,7 +193,10 @@ class LookupDrafter:
         # The target's token may stand for several document tokens ("\n" + "convers" + "ations").
         covered = b""
         for j in range(at, min(at + 6, total)):
-            covered += self.piece(self._slice(j, j + 1)[0])
+            (token,) = self._slice(j, j + 1)
+            if token == self.STOP:
+                return
+            covered += self.piece(token)
             text = covered.strip()
             if text == want:
                 self._resume = j + 1
@@ -214,7 +221,7 @@ class LookupDrafter:
                 key_tokens = after[len(after) - n :]
             else:
                 key_tokens = self._slice(total - (n - len(after)), total) + after
-            h = _hash(key_tokens)
+            h = ngram_hash(key_tokens)
             pos = self.overlay[n].get(h)
             if pos is None:
                 pos = idx.maps[n].get(h)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spec.lookup import LookupDrafter, NgramIndex, _hash, _rolling_hashes
+from spec.lookup import LookupDrafter, NgramIndex, _rolling_hashes, ngram_hash
 
 
 def drafter(doc: list[int], tail: list[int] = (), min_n: int = 2, max_n: int = 3) -> LookupDrafter:
@@ -51,7 +51,7 @@ def test_rolling_hash_matches_scalar_hash():
     tokens = np.array([262143, 0, 17, 42, 99, 262143], dtype=np.int32)
     for n in (1, 2, 4):
         hashes = _rolling_hashes(tokens, n)
-        assert [int(h) for h in hashes] == [_hash(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+        assert [int(h) for h in hashes] == [ngram_hash(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
 
 
 def test_propose_cost_does_not_grow_with_document(benchmark=None):
