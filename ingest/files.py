@@ -3,10 +3,11 @@ snapshot write, and the start-up sweep of what no row owns.
 
 Files, all named by the server: ``upload.bin`` (the bytes as sent), ``text.json`` (normalised text,
 page map, and the part of the upload it is: ``first_page``, ``cut``), ``prefix.npy`` (prefix token
-ids) and the snapshot (``state.bin`` + ``state.json``, see ``ingest/snapshot.py``). A document
+ids), the snapshot (``state.bin`` + ``state.json``, see ``ingest/snapshot.py``) and the answer
+history (``history.npy``: earlier answers about it, server/engine/history.py). A document
 longer than the context (ingest/segments.py) has no ``prefix.npy`` of its own but ``segments.json``,
 its FTS5 index ``segments.sqlite3`` (ingest/index.py), and ``segments/<i>/`` holding each segment's
-``prefix.npy`` and snapshot.
+``prefix.npy``, snapshot and history.
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ from runtime.atomic import TMP_SUFFIX, replacing, write_atomic
 
 log = logging.getLogger("docqa.store")
 UPLOAD_FILE, TEXT_FILE, PREFIX_FILE = "upload.bin", "text.json", "prefix.npy"
+HISTORY_FILE = "history.npy"
+
+
+def remove_histories(directory: Path) -> None:
+    """Remove the answer history of a document and of its segments (a re-ingest: its questions were
+    about the old text)."""
+    for path in [directory / HISTORY_FILE, *directory.glob(f"segments/*/{HISTORY_FILE}")]:
+        path.unlink(missing_ok=True)
 
 
 @dataclass(slots=True)

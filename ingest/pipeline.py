@@ -25,6 +25,7 @@ from ingest.budget import Budget, count_leading, too_long
 from ingest.cut import Cut
 from ingest.disk import storage_error
 from ingest.extract import ExtractedText
+from ingest.files import remove_histories
 from ingest.prompt import PromptLayout, Tokenizer
 from ingest.store import FAILED, INGESTING, DocRecord, DocStore, DuplicateDocument
 
@@ -130,6 +131,7 @@ def store_again(store: DocStore, doc: DocRecord, prepared: Prepared) -> None:
     try:
         with store.holding(doc.id) as directory:
             snapshot.remove_all(directory)
+            remove_histories(directory)
         store.write_text(doc.id, prepared.extracted)
         if prepared.segments:
             segments, prefixes = list(prepared.segments), list(prepared.segment_prefixes)

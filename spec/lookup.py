@@ -13,7 +13,7 @@ ngram-simple).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -102,8 +102,10 @@ class LookupDrafter:
                 if end - n >= 0:
                     self.overlay[n][ngram_hash(self._slice(end - n, end))] = end
 
-    def propose(self, k: int, after: list[int] | None = None) -> list[int]:
+    def propose(self, k: int, after: Sequence[int] = (), *, last: int = 0, pos: int = 0) -> list[int]:
         """Up to ``k`` draft tokens (may be empty). Cost: O(max_n^2), independent of document length.
+        (``last`` and ``pos``, the step's cursor, are a model drafter's business: the context here is
+        what :meth:`extend` was given.)
 
         Source choice: while the answer is copying (the last draft was at least partly accepted), keep
         copying from where that draft left off, past the document token(s) the target replaced (see
@@ -117,7 +119,8 @@ class LookupDrafter:
         if k <= 0:
             return []
         total = self.base_len + len(self.tail)
-        match = self._longest_match(total, after or [])
+        after = list(after)
+        match = self._longest_match(total, after)
         pos = match[0] if match else None
         if not after and self._resume is not None and self._resume < total:
             # A cursor that just produced accepted tokens beats a short n-gram match elsewhere; after a
@@ -143,11 +146,20 @@ class LookupDrafter:
         match = self._longest_match(total, [])
         return match is not None and match[1] >= self.index.max_n
 
-    def keep_first(self, n: int) -> None:
-        """Only the first ``n`` tokens of the last proposal are verified."""
-        self._drafted = min(self._drafted, n)
-        if n == 0:
-            self._source = None
+    def observe(self, used: int, accepted: int, target: int, step_drafted: int) -> None:
+        """The step's outcome (spec/sources.py ``Drafter``): ``used`` of the last proposal's tokens were
+        verified and ``accepted`` of them accepted (-1: not reached, an earlier source's tokens were
+        rejected first), then the target chose ``target``; ``step_drafted``: tokens of every source."""
+        self._drafted = min(self._drafted, used)
+        if used and accepted >= 0:
+            self.verified(accepted, target)
+        elif not step_drafted:
+            self.advance(target)  # a plain step: the cursor survives if the text matched
+        else:
+            self.forget_cursor()
+
+    def rollback(self, n_keep: int) -> None:
+        """Nothing to undo: the context is the emitted tokens (:meth:`extend`)."""
 
     def advance(self, token: int) -> None:
         """A step without a lookup draft emitted ``token``: keep the cursor if it was the next
@@ -162,7 +174,7 @@ class LookupDrafter:
         """The context moved on without this drafter's draft (another source's tokens were used)."""
         self._resume, self._source, self._drafted, self._unspace_first = None, None, 0, False
 
-    def observe(self, n_accepted: int, target_token: int) -> None:
+    def verified(self, n_accepted: int, target_token: int) -> None:
         """Feedback after verification: ``n_accepted`` drafts were accepted, then the target chose
         ``target_token`` where the copy had the next document token.
 

@@ -14,18 +14,18 @@ rebuilds the sequence from the shared prefix, then checks that it ends at ``n_pa
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from runtime.llama import Context, Model
 from spec.cost import CostModel
-from spec.draft import SOURCES, Draft, DraftConfig, DraftPolicy
+from spec.draft import Draft, DraftConfig, DraftPolicy, Plan
 from spec.limits import MAX_WINDOW
 from spec.lookup import LookupDrafter
-from spec.mtp import MtpDrafter
 from spec.sampling import Sampler, SamplingParams
+from spec.sources import NAMES, Drafter
 from spec.text import TextStream
 from spec.verify import accept
 
@@ -40,7 +40,7 @@ class AnswerParams:
     sampling: SamplingParams
     window: int | None  # draft tokens per verify step; None = adaptive; 0 = no speculation
     stops: tuple[str, ...] | None = None  # None: the prompt layout's default stop strings
-    sources: tuple[str, ...] = SOURCES  # drafters allowed to fill the window
+    sources: tuple[str, ...] = NAMES  # drafters allowed to fill the window
     n_mtp: int = 2  # MTP draft tokens per step
 
     def __post_init__(self) -> None:
@@ -61,7 +61,7 @@ class AnswerStats:
     accepted_tokens: int = 0
     verify_steps: int = 0
     finish_reason: str = "stop"  # stop | length | cancelled
-    drafted_by_source: dict[str, int] = field(default_factory=dict)  # "mtp" / "lookup"
+    drafted_by_source: dict[str, int] = field(default_factory=dict)  # by source name (spec/sources.py)
     accepted_by_source: dict[str, int] = field(default_factory=dict)
     mean_accepted_per_step: float = 0.0  # accepted draft tokens per verify step
 
@@ -87,25 +87,31 @@ class AnswerRun:
 
     ctx: Context
     model: Model
-    drafter: LookupDrafter | None
+    drafters: Mapping[str, Drafter]  # this sequence's drafter of each available source (spec/sources.py)
     n_past: int  # position of the first answer token; the last decode left its logits row
     stats: AnswerStats
     t_start: float  # perf_counter() when the request arrived, for TTFT
     seq_id: int = 0
-    mtp: MtpDrafter | None = None  # the model's MTP head, when it has one and it is enabled
     max_window: int = MAX_WINDOW  # rollback limit of the context (n_rs_seq on hybrid models)
     costs: CostModel | None = None  # verify/MTP step costs, for the adaptive window
     should_stop: Callable[[], bool] = lambda: False
+
+    @property
+    def lookup(self) -> LookupDrafter | None:
+        """The prompt-lookup drafter: its accepted copies are the answer's ``lookup`` citations."""
+        return self.drafters.get("lookup")
 
 
 class Answer:
     """One answer's decoding state, advanced one verify step at a time.
 
     1. :meth:`begin` chooses the first token from the logits row the question's prefill left.
-    2. While not :attr:`done`: :meth:`draft` gives the step's rows ``[last, *draft]`` at positions
-       ``n_past..``; the caller decodes them (alone, or with other sequences' rows) with logits for
-       every row and, with MTP, feeds them to the MTP context; :meth:`accept` accepts, rolls back
-       and emits.
+    2. While not :attr:`done`: :meth:`plan` decides the step's draft (which sources, how many
+       tokens); the caller makes a model source's drafts for every sequence that planned them at
+       once (spec/sources.py ``Source.propose_many``); :meth:`rows` gives the step's rows ``[last,
+       *draft]`` at positions ``n_past..`` (:meth:`draft` does both for one sequence alone); the
+       caller decodes them (alone, or with other sequences' rows) with logits for every row and, with
+       MTP, feeds them to the MTP context; :meth:`accept` accepts, rolls back and emits.
     3. :meth:`close` fills in the stats.
     """
 
@@ -114,12 +120,13 @@ class Answer:
         self.sampler = Sampler(params.sampling)
         self.stream = TextStream(params.stops or ())
         config = DraftConfig(params.window, params.sources, params.n_mtp)
-        self.policy = DraftPolicy(config, run.drafter, run.mtp, run.costs)
+        self.policy = DraftPolicy(config, run.drafters, run.costs)
         self.output_ids: list[int] = []  # emitted tokens; the newest is ``last``
         self.n_past = run.n_past
         self.done = False
         self._decided: list[int] = []
         self._draft: Draft | None = None
+        self._plan: Plan | None = None
         self._n_accepted = 0
         self._max_draft = 0  # draft tokens the next step may verify (room left, rollback limit)
         self._t_first = 0.0
@@ -128,8 +135,9 @@ class Answer:
         """Choose the first answer token from ``row`` (float32 [n_vocab]), the last prefill row.
         ``prompt_ids``: the tokens prefilled after the document (the question), which the drafter
         continues from."""
-        if self.run.drafter is not None and len(prompt_ids):
-            self.run.drafter.extend(prompt_ids)
+        if len(prompt_ids):
+            for drafter in self.run.drafters.values():
+                drafter.extend(prompt_ids)
         self._decided = [self.sampler.choose(row)]
         self._t_first = time.perf_counter()
         self.run.stats.ttft_ms = (self._t_first - self.run.t_start) * 1000.0
@@ -140,21 +148,28 @@ class Answer:
         """The newest emitted token: the first row of the next verify step, at ``n_past``."""
         return self.output_ids[-1]
 
-    @property
-    def wants_mtp(self) -> bool:
-        """The next step may draft with MTP (the request allows it, speculation is on, and the model
-        has the head)."""
-        return self.policy.mtp is not None and self.params.window != 0
-
-    def draft(self, load: int = 1, mtp_drafts: list[int] | None = None) -> list[int]:
-        """The rows of the next verify step: ``[last, *draft]``, to decode at ``n_past..`` with
-        logits for every row. ``load``: sequences sharing the decode call; ``mtp_drafts``: MTP
-        drafts made for this step by :func:`spec.mtp.draft_many`."""
-        drafter = self.run.drafter
-        if drafter is not None:
+    def plan(self, load: int = 1) -> Plan:
+        """Decide the next step's draft (``load``: sequences sharing the decode call); the drafters
+        first take in the tokens decided since the last step."""
+        for drafter in self.run.drafters.values():
             drafter.extend(self._decided)
-        self._draft = self.policy.propose(self.last, self.n_past, self._max_draft, load, mtp_drafts)
+        self._decided = []
+        self._plan = self.policy.plan(self.last, self.n_past, self._max_draft, load)
+        return self._plan
+
+    def rows(self, model_tokens: list[int] | None = None) -> list[int]:
+        """The rows of the planned step: ``[last, *draft]``, to decode at ``n_past..`` with logits for
+        every row. ``model_tokens``: the drafts of the plan's model source made for this step at once
+        for several sequences (without them it drafts here)."""
+        assert self._plan is not None, "rows() without plan()"
+        self._draft = self.policy.draft(self._plan, self.last, self.n_past, model_tokens)
+        self._plan = None
         return [self.last, *self._draft.tokens]
+
+    def draft(self, load: int = 1) -> list[int]:
+        """:meth:`plan` then :meth:`rows`: one sequence's step on its own."""
+        self.plan(load)
+        return self.rows()
 
     def accept(self, rows: np.ndarray) -> Step:
         """Accept from the verify logits ``rows`` (float32 [k + 1, n_vocab]) of the rows
@@ -170,8 +185,8 @@ class Answer:
         self.policy.observe(draft, n_accepted, result.tokens[-1])
         n_keep = self.n_past + 1 + n_accepted
         rolled_back = n_accepted == len(draft.tokens) or _roll_back(run.ctx, run.seq_id, n_keep)
-        if run.mtp is not None:
-            run.mtp.accept(n_keep)
+        for drafter in run.drafters.values():
+            drafter.rollback(n_keep)
         self.n_past = n_keep
         self._decided = result.tokens
         self._draft = None

@@ -61,6 +61,20 @@ class MtpDrafter:
         self.mtp.decode(tokens, pos0, seq_id=self.seq_id, outputs="none", embd=self.pairs(h))
         self.caught_up(h, pos0)
 
+    def extend(self, tokens) -> None:
+        """Nothing: the MTP context follows the target's hidden states (:meth:`process`), not tokens."""
+
+    def propose(self, k: int, after=(), *, last: int = 0, pos: int = 0) -> list[int]:
+        """``k`` drafts after ``last`` at ``pos`` (spec/sources.py ``Drafter``): :meth:`draft`."""
+        return self.draft(last, pos, k)
+
+    def observe(self, used: int, accepted: int, target: int, step_drafted: int) -> None:
+        """Nothing: what was accepted reaches the MTP context through :meth:`process` and :meth:`rollback`."""
+
+    def rollback(self, n_keep: int) -> None:
+        """The sequence now ends at ``n_keep - 1``: :meth:`accept`."""
+        self.accept(n_keep)
+
     def draft(self, last: int, pos: int, n: int) -> list[int]:
         """``n`` greedy top-1 drafts after ``last`` at ``pos`` (deterministic, so sample-and-compare
         verification is exact); the draft entries are removed from the MTP context again."""

@@ -88,7 +88,7 @@ def speculative(
     drafter.extend(suffix.tolist())
     stats = AnswerStats()
     n_past = len(prefix) + len(suffix)
-    run = AnswerRun(ctx, ctx.model, drafter, n_past, stats, time.perf_counter(), max_window=max_window)
+    run = AnswerRun(ctx, ctx.model, {"lookup": drafter}, n_past, stats, time.perf_counter(), max_window=max_window)
     sampling = SamplingParams(temperature=temperature, seed=seed)
     params = AnswerParams(max_tokens=n, sampling=sampling, window=window, stops=stops)
     tokens: list[int] = []
@@ -121,8 +121,8 @@ def generate(
             pos, rows = answer.n_past, answer.draft()
             t0 = time.perf_counter()
             ctx.decode(rows, pos, seq_id=run.seq_id, outputs="all")
-            if run.mtp is not None:
-                run.mtp.process(rows, pos)
+            if (mtp := run.drafters.get("mtp")) is not None:
+                mtp.process(rows, pos)
             step = answer.accept(ctx.logits())
             answer.policy.costs.observe(len(rows), time.perf_counter() - t0)  # as server/engine/runner.py does
             yield from step.events
@@ -204,11 +204,10 @@ class TinyMtp:
         run = AnswerRun(
             self.t,
             self.model,
-            lookup,
+            {"lookup": lookup, "mtp": self.mtp},
             len(prompt),
             stats,
             time.perf_counter(),
-            mtp=self.mtp,
             max_window=max_window,
             costs=costs,
         )

@@ -87,7 +87,7 @@ def simulate(
     )
     lookup.extend(trace.suffix)
     costs = costs or CostModel(seed or trace.calibrated)
-    drafts = policy(DraftConfig(window, ("lookup",)), lookup, None, costs)
+    drafts = policy(DraftConfig(window, ("lookup",)), {"lookup": lookup}, costs)
     answer, decided = trace.answer, [trace.answer[0]]
     i, seconds, steps, drafted, accepted = 0, 0.0, 0, 0, 0
     while i < len(answer) - 1:

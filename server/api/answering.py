@@ -80,13 +80,14 @@ async def submit(
     it: one job, or for a segmented document the jobs of the segments it ranks best for
     (server/api/segmented.py), read as one stream. Returns (stream, jobs waiting ahead of it)."""
     loop = asyncio.get_running_loop()
-    planned, suffix = await asyncio.gather(
+    planned, suffix, earlier = await asyncio.gather(
         asyncio.to_thread(segmented.plan, store, doc, question, settings.segment_close_ratio),
         asyncio.to_thread(engine.layout.question_suffix, engine.model, question, history),
+        asyncio.to_thread(_earlier_turns, engine, history),
     )
     if planned is None:
         _check_fits(engine, suffix, doc.tokens, "the document")
-        job = AnswerJob(doc.id, question, params, loop, suffix, doc.tokens, history=history)
+        job = AnswerJob(doc.id, question, params, loop, suffix, doc.tokens, history=history, earlier=earlier)
         return job, engine.submit_answer(job)
     for s in planned.segments:
         _check_fits(engine, suffix, s.n_tokens, f"the part it is answered from (pages {s.pages[0]}-{s.pages[1]})")
@@ -94,7 +95,22 @@ async def submit(
     return segmented.submit(
         engine,
         planned,
-        lambda i: AnswerJob(doc.id, question, params, loop, suffix, by_index[i].n_tokens, history=history, segment=i),
+        lambda i: AnswerJob(
+            doc.id, question, params, loop, suffix, by_index[i].n_tokens, history=history, earlier=earlier, segment=i
+        ),
+    )
+
+
+def _earlier_turns(engine: Engine, history: tuple[tuple[str, str], ...]) -> tuple[np.ndarray, ...]:
+    """A conversation's earlier turns as token ids, each its question with the scaffolding an answer
+    follows, then its answer: history for this request's answer (spec/history.py)."""
+    layout, model = engine.layout, engine.model
+    return tuple(
+        np.concatenate(
+            [layout.question_suffix(model, q), model.tokenize(layout.answer_lead + a.strip(), parse_special=False)]
+        ).astype(np.int32)
+        for q, a in history
+        if a.strip()
     )
 
 

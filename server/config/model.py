@@ -114,6 +114,17 @@ class ModelSettings(BaseSettings):
     max_ngram: int = Field(default=4, ge=1, le=16, description="Longest n-gram the lookup drafter matches.")
     min_ngram: int = Field(default=2, ge=1, le=16, description="Shortest n-gram the lookup drafter accepts.")
     default_max_tokens: int = Field(default=256, ge=1, description="max_tokens when a request names none.")
+    answer_history: bool = Field(
+        default=True,
+        description=(
+            "Draft from the document's earlier answers (kept with it, spec/history.py), so a question asked "
+            "again is answered at copy speed. Off: no history is read or written (one user's answers never "
+            "speed up another's)."
+        ),
+    )
+    answer_history_tokens: int = Field(
+        default=32_768, ge=256, description="Tokens of earlier answers kept per document (oldest dropped first)."
+    )
 
     @field_validator("vram_bytes", mode="before")
     @classmethod

@@ -26,6 +26,7 @@ from server.engine.admission import Admission
 from server.engine.citations import Citations
 from server.engine.events import EventKind
 from server.engine.finish import Finisher, Observer
+from server.engine.history import AnswerHistories
 from server.engine.hot import HotDocs
 from server.engine.ingestion import Ingestions, resume_interrupted
 from server.engine.jobs import AnswerJob, Deleted, IngestJob, Job, ingest_jobs
@@ -64,6 +65,7 @@ class Engine:
         self.ingest: Ingestions | None = None
         self.citations: Citations | None = None
         self.finisher: Finisher | None = None
+        self.histories: AnswerHistories | None = None
 
     # -- lifecycle and the calls routes make (thread-safe) -------------------------------------------
     def start(self, timeout: float = 600.0) -> None:
@@ -146,6 +148,7 @@ class Engine:
             self.step()
         self._close_down(force=True)
         self.citations.close()
+        self.histories.close()
         self.loaded.close()
 
     def _load(self) -> None:
@@ -154,11 +157,14 @@ class Engine:
         self.scheduler = Scheduler(
             s.n_seq_max, loaded.ctx.n_ctx, s.answer_reserve, loaded.max_window, s.parallel_ingest
         )
-        self.docs = HotDocs(s, self.store, loaded.model, loaded.ctx, loaded.mtp_ctx, DOC_SEQ)
+        self.histories = AnswerHistories(
+            self.store, s.answer_history, s.answer_history_tokens, s.min_ngram, s.max_ngram
+        )
+        self.docs = HotDocs(s, self.store, loaded.model, loaded.ctx, loaded.mtp_ctx, DOC_SEQ, self.histories.load)
         self.runner = Runner(loaded.ctx, loaded.mtp_ctx, DOC_SEQ, loaded.max_rows, loaded.costs)
         self.admission = Admission(self.store, self.docs, self.runner, loaded, self.deleted, self.submit_ingest)
         self.citations = Citations(self.store, loaded.model, loaded.layout)
-        self.finisher = Finisher(self.citations, self.replica, self.observer, self.traffic)
+        self.finisher = Finisher(self.citations, self.histories, self.docs, self.replica, self.observer, self.traffic)
         self.ingest = Ingestions(self.store, self.docs, self.progress, self.deleted, self.scheduler.ingest_seq)
 
     def _pull(self, block: bool) -> bool:

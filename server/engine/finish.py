@@ -1,6 +1,7 @@
 """What happens to an answer once it is done: its stats are made final and reported (the metrics
-observer, the traffic log), and it is cited off the engine thread (server/engine/citations.py),
-after which its last events go out (citations, stats, done). Engine thread only.
+observer, the traffic log), it is cited off the engine thread (server/engine/citations.py), after
+which its last events go out (citations, stats, done), and it joins its document's answer history
+(server/engine/history.py). Engine thread only.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from dataclasses import asdict
 from typing import Protocol
 
 from server.engine.citations import Citations
+from server.engine.history import AnswerHistories
+from server.engine.hot import HotDocs
 from server.engine.sequence import Sequence
 from server.engine.traffic import TrafficLog
 
@@ -29,9 +32,16 @@ class Finisher:
     """Reports and cites finished answers. ``replica``: this server's name, in every answer's stats."""
 
     def __init__(
-        self, citations: Citations, replica: str, observer: Observer | None, traffic: TrafficLog | None
+        self,
+        citations: Citations,
+        histories: AnswerHistories,
+        docs: HotDocs,
+        replica: str,
+        observer: Observer | None,
+        traffic: TrafficLog | None,
     ) -> None:
-        self.citations, self.replica, self.observer, self.traffic = citations, replica, observer, traffic
+        self.citations, self.histories, self.docs = citations, histories, docs
+        self.replica, self.observer, self.traffic = replica, observer, traffic
 
     def finish(self, seq: Sequence) -> None:
         """``seq``'s answer is done and its sequence released: count it, then cite it off-thread, so
@@ -46,3 +56,5 @@ class Finisher:
         if self.traffic is not None:
             self.traffic.record(seq, stats)  # one line of DATA_DIR/traffic.jsonl, for docqa tune
         self.citations.finish(seq, stats)
+        if self.docs.get(seq.job.key) is seq.hot:  # not dropped meanwhile (deleted, re-ingested)
+            self.histories.record(seq.job.key, seq.hot, seq.suffix, seq.answer.output_ids)

@@ -12,6 +12,7 @@ decoded into by a question; questions share it by ``seq_cp``. It is filled by an
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ from ingest.store import DocStore
 from runtime.llama import Context, Model
 from server.config.settings import Settings
 from spec.cite import CitationIndex, TokenOffsets
+from spec.history import AnswerHistory
 from spec.lookup import NgramIndex
 
 
@@ -36,6 +38,7 @@ class HotDoc:
     mtp_h: np.ndarray | None = None  # target hidden state of the last prefix token [n_embd]
     citations: tuple[CitationIndex, TokenOffsets] | None = None  # built at the first answer
     prefilled: bool = False  # made by an ingestion here and not yet asked about
+    history: AnswerHistory | None = None  # earlier answers about it (server/engine/history.py); None: off
 
     @property
     def ram_bytes(self) -> int:
@@ -48,9 +51,18 @@ class HotDocs:
     MAX_ENTRIES = 64
 
     def __init__(
-        self, settings: Settings, store: DocStore, model: Model, ctx: Context, mtp_ctx: Context | None, seq_id: int
+        self,
+        settings: Settings,
+        store: DocStore,
+        model: Model,
+        ctx: Context,
+        mtp_ctx: Context | None,
+        seq_id: int,
+        load_history: Callable[[str], AnswerHistory | None] = lambda key: None,
     ) -> None:
+        """``load_history(key)``: a document's answer history, read when its entry is made."""
         self.settings, self.store, self.model = settings, store, model
+        self.load_history = load_history
         self.ctx, self.mtp_ctx, self.seq_id = ctx, mtp_ctx, seq_id
         self.loaded: str | None = None  # the document whose prefix the sequence holds, exactly (see hold())
         self.n_loaded = 0  # its prefix tokens (0: none)
@@ -107,6 +119,7 @@ class HotDocs:
         hot = self._hot.pop(doc_id, None)
         if hot is None or not np.array_equal(hot.prefix, prefix):  # new, or re-ingested with new tokens
             hot = HotDoc(prefix=prefix, index=NgramIndex(prefix, s.min_ngram, s.max_ngram), state=None)
+            hot.history = self.load_history(doc_id)
         if state is not None and (self.mtp_ctx is None or mtp_state is not None):
             hot.state, hot.mtp_state = state, mtp_state
         if mtp_h is not None:

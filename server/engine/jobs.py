@@ -52,7 +52,9 @@ class AnswerJob:
     ``suffix``: the token ids after the document prefix (the earlier turns, the question, and the
     scaffolding the answer follows: ingest/prompt.py ``question_suffix``), so the scheduler reserves
     exactly its KV cells. ``n_prefix``: the document's (or segment's) prefix tokens.
-    ``history``: earlier (question, answer) turns of a conversation about the same document.
+    ``history``: earlier (question, answer) turns of a conversation about the same document, and
+    ``earlier`` their token ids (each question with the scaffolding, then its answer), which the
+    answer-history drafter matches for this request (spec/history.py).
     ``segment``: the segment of a segmented document to answer from (server/api/segmented.py).
     """
 
@@ -63,6 +65,7 @@ class AnswerJob:
     suffix: np.ndarray  # int32 [n_suffix]
     n_prefix: int
     history: tuple[tuple[str, str], ...] = ()
+    earlier: tuple[np.ndarray, ...] = ()
     segment: int | None = None
     t_start: float = field(default_factory=time.perf_counter)
     cancelled: threading.Event = field(default_factory=threading.Event)

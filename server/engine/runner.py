@@ -20,8 +20,10 @@ from runtime.llama import Context, DecodeError
 from server.engine.hot import HotDoc
 from server.engine.sequence import Sequence
 from spec.cost import CostModel
+from spec.draft import Plan
 from spec.loop import RollbackFailed, Step
-from spec.mtp import MtpDrafter, draft_many, process_many
+from spec.mtp import MtpDrafter, process_many
+from spec.sources import REGISTRY
 
 log = logging.getLogger("docqa.engine")
 
@@ -132,15 +134,22 @@ class Runner:
 
     # -- the batched step ---------------------------------------------------------------------------
     def step(self, seqs: list[Sequence]) -> StepReport:
-        """One verify step for every sequence in ``seqs``: draft, decode together (in as few calls as
-        ``max_rows`` allows), MTP catch-up, accept."""
+        """One verify step for every sequence in ``seqs``: plan each one's draft, make the model
+        sources' drafts for every sequence that planned them together, decode all rows together (in as
+        few calls as ``max_rows`` allows), MTP catch-up, accept."""
         report = StepReport()
         load = len(seqs)
-        mtp_drafts = self._draft_mtp_together(seqs, report)
-        planned: list[tuple[Sequence, list[int]]] = []
+        plans: list[tuple[Sequence, Plan]] = []
         for seq in seqs:
             try:
-                planned.append((seq, seq.answer.draft(load, mtp_drafts.get(seq.seq_id))))
+                plans.append((seq, seq.answer.plan(load)))
+            except Exception as exc:
+                report.outcomes.append((seq, exc))
+        made = self._draft_models_together(plans, report)
+        planned: list[tuple[Sequence, list[int]]] = []
+        for seq, _ in plans:
+            try:
+                planned.append((seq, seq.answer.rows(made.get(seq.seq_id))))
             except Exception as exc:
                 report.outcomes.append((seq, exc))
         group: list[tuple[Sequence, list[int]]] = []
@@ -153,23 +162,28 @@ class Runner:
             self._verify(group, report)
         return report
 
-    def _draft_mtp_together(self, seqs: list[Sequence], report: StepReport) -> dict[int, list[int]]:
-        """MTP drafts for every question that may use them, one MTP decode per depth for all (only
-        worth it for two or more); {} leaves each policy to draft on its own."""
-        want = [s for s in seqs if s.mtp is not None and s.answer.wants_mtp]
-        if self.mtp_ctx is None or len(want) < 2:
-            return {}
-        depth = max(s.answer.params.n_mtp for s in want)
-        drafters = [s.mtp for s in want]
-        try:
-            drafts = draft_many(drafters, [s.answer.last for s in want], [s.answer.n_past for s in want], depth)
-        except Exception:
-            log.exception("batched MTP drafting failed; drafting per sequence")
-            for d in drafters:
-                d.reset(d.pending_h)
-            return {}
-        report.mtp_batched += depth
-        return {s.seq_id: d for s, d in zip(want, drafts, strict=True)}
+    def _draft_models_together(self, plans: list[tuple[Sequence, Plan]], report: StepReport) -> dict[int, list[int]]:
+        """The drafts of each model source for every sequence whose plan chose it, in one call per
+        depth for all of them (spec/sources.py ``Source.propose_many``; only worth it for two or
+        more, and only for the sequences that asked: none is drafted to be thrown away). {}: each
+        sequence drafts on its own."""
+        made: dict[int, list[int]] = {}
+        for source in REGISTRY:
+            want = [(s, p) for s, p in plans if p.model == source.name and p.n_model > 0]
+            if source.propose_many is None or len(want) < 2:
+                continue
+            drafters = [s.answer.run.drafters[source.name] for s, _ in want]
+            depth = max(p.n_model for _, p in want)
+            try:
+                drafts = source.propose_many(
+                    drafters, [s.answer.last for s, _ in want], [s.answer.n_past for s, _ in want], depth
+                )
+            except Exception:
+                log.exception("batched %s drafting failed; drafting per sequence", source.name)
+                continue
+            report.mtp_batched += depth
+            made.update({s.seq_id: d for (s, _), d in zip(want, drafts, strict=True)})
+        return made
 
     def _verify(self, group: list[tuple[Sequence, list[int]]], report: StepReport) -> None:
         """Decode the rows of ``group`` in one call, feed them to the MTP context, accept per sequence."""

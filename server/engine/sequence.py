@@ -8,6 +8,7 @@ import numpy as np
 
 from server.engine.hot import HotDoc
 from server.engine.jobs import AnswerJob
+from spec.history import HistoryDrafter
 from spec.lookup import LookupDrafter
 from spec.loop import Answer, AnswerRun, AnswerStats
 from spec.mtp import MtpDrafter
@@ -50,8 +51,13 @@ def open_sequence(job: AnswerJob, hot: HotDoc, seq_id: int, loaded, mtp: MtpDraf
     model = loaded.model
     lookup = LookupDrafter(hot.index, model.piece, model.unspaced)
     stats = AnswerStats(prompt_tokens=len(job.suffix), cached_tokens=len(hot.prefix))
+    history = None
+    if hot.history is not None and (len(hot.history) or job.earlier):
+        history = HistoryDrafter(hot.history, model.piece, model.unspaced, earlier=job.earlier)
+    drafters = {"lookup": lookup, "history": history, "mtp": mtp}
     run = AnswerRun(
-        loaded.ctx, model, lookup, len(hot.prefix) + len(job.suffix), stats, job.t_start, seq_id, mtp,
-        loaded.max_window, loaded.costs, job.cancelled.is_set,
+        loaded.ctx, model, {n: d for n, d in drafters.items() if d is not None},
+        len(hot.prefix) + len(job.suffix), stats, job.t_start, seq_id, loaded.max_window, loaded.costs,
+        job.cancelled.is_set,
     )  # fmt: skip
     return Sequence(job, seq_id, hot, len(hot.prefix), job.suffix, lookup, mtp, Answer(run, job.params), cells)

@@ -13,7 +13,7 @@ DOC = list(range(10, 60))  # a document of distinct tokens: every 2-gram has one
 def policy(window, costs, tail=(10, 11)) -> DraftPolicy:
     lookup = LookupDrafter(NgramIndex(np.array(DOC, dtype=np.int32), 2, 4))
     lookup.extend(list(tail))
-    return DraftPolicy(DraftConfig(window, ("lookup",)), lookup, None, FixedCosts(costs))
+    return DraftPolicy(DraftConfig(window, ("lookup",)), {"lookup": lookup}, FixedCosts(costs))
 
 
 CPU = StepCosts.cpu_default()  # 17 rows cost 7.8x one row
@@ -44,7 +44,7 @@ def test_adaptive_goes_long_while_copying_on_a_cpu():
         windows.append(len(draft.tokens))
         assert draft.tokens
         p.observe(draft, len(draft.tokens), DOC[DOC.index(draft.tokens[-1]) + 1])
-        p.lookup.extend([*draft.tokens, DOC[DOC.index(draft.tokens[-1]) + 1]])
+        p.text["lookup"].drafter.extend([*draft.tokens, DOC[DOC.index(draft.tokens[-1]) + 1]])
     assert windows == sorted(windows), windows
     assert len(p.propose(0, 0, 16).tokens) == 16, windows
 
@@ -69,7 +69,7 @@ def _copy_the_document(p: DraftPolicy, steps: int) -> list[int]:
         while m < len(draft.tokens) and draft.tokens[m] == DOC[i + 1 + m]:
             m += 1
         p.observe(draft, m, DOC[i + 1 + m])
-        p.lookup.extend(DOC[i + 1 : i + 2 + m])
+        p.text["lookup"].drafter.extend(DOC[i + 1 : i + 2 + m])
         i += m + 1
     return windows
 
@@ -80,12 +80,12 @@ def test_plain_steps_that_copy_teach_the_later_positions(monkeypatch):
     without a probe being paid for. Without following the candidate the belief never moves: the
     stuck state of extractive Alice in bench/results/windows.md (issue 17)."""
     p = policy(None, MEASURED, tail=(10, 11, 12, 13))
-    p.rate["strong"] = DraftAcceptance(0.9, later=0.3)
+    p.rate["lookup/strong"] = DraftAcceptance(0.9, later=0.3)
     windows = _copy_the_document(p, 12)
     assert windows[0] == 0 and max(windows) >= 8, windows
-    monkeypatch.setattr(DraftPolicy, "_follow_emitted", lambda self, emitted: None)
+    monkeypatch.setattr(DraftPolicy, "_follow_emitted", lambda self, t, emitted: None)
     stuck = policy(None, MEASURED, tail=(10, 11, 12, 13))
-    stuck.rate["strong"] = DraftAcceptance(0.9, later=0.3)
+    stuck.rate["lookup/strong"] = DraftAcceptance(0.9, later=0.3)
     assert max(_copy_the_document(stuck, 12)) == 0
 
 
@@ -104,7 +104,7 @@ LINEAR = StepCosts(tuple(1.0 + 0.125 * k for k in range(17)))
 
 def _adaptive_window(load: int, acceptance: float) -> int:
     p = policy(None, LINEAR)
-    p.rate["weak"] = DraftAcceptance(acceptance, weight=1000)  # as if learned over many steps
+    p.rate["lookup/weak"] = DraftAcceptance(acceptance, weight=1000)  # as if learned over many steps
     return len(p.propose(11, 2, 16, load).tokens)
 
 

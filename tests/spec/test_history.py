@@ -21,7 +21,7 @@ def test_the_same_question_again_drafts_the_earlier_answer_from_its_first_token(
     h = AnswerHistory().add(Q, A)
     d = drafter(h, [1, 2, *Q])  # the document prefix is not the history's business; the suffix is
     assert d.propose(4) == A[:4]
-    d.observe(4, A[4])  # all four accepted, and the target's own token was the next one
+    d.verified(4, A[4])  # all four accepted, and the target's own token was the next one
     d.extend([*A[:4], A[4]])
     assert d.propose(8) == A[5:], "the copy goes on from the cursor, and stops at the entry's end"
 

@@ -94,7 +94,7 @@ def test_copy_continues_after_a_substituted_token():
     # doc "... the\nbank , and of having": the target wrote " bank" where the document has "\n" "bank".
     d = copy_drafter([5, 1, 20, 21, 3, 4, 10, 12], [5, 1])
     assert d.propose(6) == [20, 21, 3, 4, 10, 12]
-    d.observe(0, 2)  # nothing accepted; the target chose " bank" for "\n" + "bank"
+    d.verified(0, 2)  # nothing accepted; the target chose " bank" for "\n" + "bank"
     d.extend([2])
     assert d.propose(4) == [3, 4, 10, 12]  # resynchronised after "bank"
 
@@ -102,7 +102,7 @@ def test_copy_continues_after_a_substituted_token():
 def test_copy_after_the_target_writes_a_line_break_drops_the_leading_space():
     d = copy_drafter([1, 2, 3, 4, 10, 12, 30], [1, 2])
     assert d.propose(3) == [3, 4, 10]
-    d.observe(2, 20)  # accepted "," " and"; then the target wrote "\n" where the document has " of"
+    d.verified(2, 20)  # accepted "," " and"; then the target wrote "\n" where the document has " of"
     d.extend([3, 4, 20])
     assert d.propose(3) == [11, 12, 30]  # "of" respelled without its space, then the rest
 
@@ -110,7 +110,7 @@ def test_copy_after_the_target_writes_a_line_break_drops_the_leading_space():
 def test_one_target_token_can_stand_for_several_document_tokens():
     d = copy_drafter([5, 1, 40, 41, 3, 4, 30], [5, 1])
     assert d.propose(2) == [40, 41]
-    d.observe(0, 42)  # " conversations" for "\nconvers" + "ations"
+    d.verified(0, 42)  # " conversations" for "\nconvers" + "ations"
     d.extend([42])
     assert d.propose(2) == [3, 4]
 
@@ -118,9 +118,9 @@ def test_one_target_token_can_stand_for_several_document_tokens():
 def test_two_empty_steps_end_the_copy():
     d = copy_drafter([1, 2, 3, 4, 10, 12, 30, 31], [1, 2])
     d.propose(2)
-    d.observe(0, 31)
+    d.verified(0, 31)
     d.extend([31])
     d.propose(2)
-    d.observe(0, 31)
+    d.verified(0, 31)
     d.extend([31])
     assert d.propose(2) == []  # no cursor, and the 2-gram (31, 31) never occurred

@@ -190,7 +190,8 @@ def test_snapshot_round_trip_drafts_exactly_as_fresh(tiny, prompts, tmp_path):
         lookup = LookupDrafter(NgramIndex(prefix, 2, 4), tiny.model.piece, tiny.model.unspaced)
         lookup.extend(suffix.tolist())
         stats = AnswerStats()
-        run = AnswerRun(tiny.t, tiny.model, lookup, len(prefix) + len(suffix), stats, time.perf_counter(), mtp=tiny.mtp)
+        drafters = {"lookup": lookup, "mtp": tiny.mtp}
+        run = AnswerRun(tiny.t, tiny.model, drafters, len(prefix) + len(suffix), stats, time.perf_counter())
         params = AnswerParams(max_tokens=N, sampling=SamplingParams(), window=16)
         return [t for e in generate(run, params) for t in e.token_ids], stats
 
