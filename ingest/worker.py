@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from ingest.cut import Cut, apply, keep_leading
-from ingest.errors import ExtractorBusy, UnreadableDocument, UnreadablePdf
+from ingest.errors import DocumentError, ExtractorBusy, UnreadableDocument, UnreadablePdf
 from ingest.extract import ExtractedText, extract
 from ingest.normalize import KNOWN_RULES, TEXT_RULES
 
@@ -63,6 +63,12 @@ def _extract_in_worker(
     except RecursionError as exc:
         raise _unreadable(data)(
             "the document's structure is nested too deeply to read; repair or re-export it"
+        ) from exc
+    except DocumentError:
+        raise
+    except Exception as exc:  # extract() maps its readers' errors; this is the last line, for the rest
+        raise _unreadable(data)(
+            f"the document could not be read ({type(exc).__name__}: {exc}); repair or re-export it"
         ) from exc
 
 
