@@ -218,6 +218,12 @@ def test_html_without_text_is_empty():
         extract(b"<!DOCTYPE html><html><head><script>var x = 1;</script></head><body></body></html>")
 
 
+def test_an_internal_dtd_subset_leaves_no_text():
+    # Issue 27: lxml ended the doctype at the first ">" and "]>" was left as text.
+    html = b'<!DOCTYPE html [\n<!ENTITY lol "lol">\n<!ELEMENT p ANY>\n]>\n<html><body><p>Only this [sic].</p></body>'
+    assert extract(html).text == "Only this [sic]."
+
+
 def test_entity_declarations_are_refused_in_any_member_that_is_xml():
     # Issue 27: the pre-check looked only at members with XML suffixes; a part can have any name.
     epub = zipfile.ZipFile(io.BytesIO(_read("alice-ch1-2.epub")))
