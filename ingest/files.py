@@ -26,7 +26,7 @@ import numpy as np
 from ingest import index as segment_index
 from ingest import segments as segs
 from ingest.extract import ExtractedText
-from runtime.atomic import TMP_SUFFIX, replacing, write_atomic
+from runtime.atomic import TMP_SUFFIX, replacing, temp_owner, write_atomic
 
 log = logging.getLogger("docqa.store")
 UPLOAD_FILE, TEXT_FILE, PREFIX_FILE = "upload.bin", "text.json", "prefix.npy"
@@ -202,11 +202,10 @@ def _size(path: Path) -> int:
 
 
 def _stale(tmp: Path) -> bool:
-    """A temp file (``.<name>.<pid>.tmp``, runtime/atomic.py) whose writer is this process or gone."""
-    parts = tmp.name.rsplit(".", 2)
-    if len(parts) != 3 or not parts[1].isdigit():
+    """A temp file (``.<name>.<pid>-<n>.tmp``, runtime/atomic.py) whose writer is this process or gone."""
+    pid = temp_owner(tmp)
+    if pid is None:
         return True
-    pid = int(parts[1])
     if pid == os.getpid():
         return True
     try:
