@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -13,6 +12,7 @@ import pytest
 
 from bench.harness import open_ctx
 from ingest import digest, snapshot
+from tests.ingest import damage
 
 
 @pytest.fixture
@@ -113,23 +113,12 @@ def _watch_llama(monkeypatch, ctx) -> list:
     return seen
 
 
-def _truncate(path):
-    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-
-
-def _overwrite_middle(path, n=4096):
-    data = bytearray(path.read_bytes())
-    middle = len(data) // 2
-    data[middle : middle + n] = bytes(b ^ 0xFF for b in data[middle : middle + n])
-    path.write_bytes(bytes(data))
-
-
-@pytest.mark.parametrize("damage", [_truncate, _overwrite_middle], ids=["truncated", "4 KiB overwritten"])
-def test_a_damaged_state_is_refused_before_llama_sees_it(prefilled, tmp_path, monkeypatch, damage):
+@pytest.mark.parametrize("how", [damage.truncate, damage.overwrite], ids=["truncated", "4 KiB overwritten"])
+def test_a_damaged_state_is_refused_before_llama_sees_it(prefilled, tmp_path, monkeypatch, how):
     ctx, tokens, _ = prefilled
     snapshot.save(ctx, 0, tokens, tmp_path)
     expected = _next_logits(ctx, tokens)
-    damage(tmp_path / snapshot.STATE_FILE)
+    how(tmp_path / snapshot.STATE_FILE)
     ctx.clear()
     seen = _watch_llama(monkeypatch, ctx)
     with pytest.raises(snapshot.SnapshotDamaged) as refused:
@@ -150,9 +139,7 @@ def test_damage_that_keeps_size_and_mtime_is_found_after_a_restart(prefilled, tm
     ctx, tokens, _ = prefilled
     snapshot.save(ctx, 0, tokens, tmp_path)
     state = tmp_path / snapshot.STATE_FILE
-    before = state.stat()
-    _overwrite_middle(state, 256)
-    os.utime(state, ns=(before.st_atime_ns, before.st_mtime_ns))
+    damage.overwrite(state, 256, keep_mtime=True)
     digest.forget()  # a new process remembers nothing
     ctx.clear()
     seen = _watch_llama(monkeypatch, ctx)
@@ -171,7 +158,7 @@ def test_another_documents_state_in_its_place_is_refused(gemma, prefilled, tmp_p
     ctx.clear()
     ctx.prefill(other.astype(np.int32), 0)
     snapshot.save(ctx, 0, other.astype(np.int32), theirs)
-    shutil.copy(theirs / snapshot.STATE_FILE, mine / snapshot.STATE_FILE)
+    damage.replace_with(mine / snapshot.STATE_FILE, theirs / snapshot.STATE_FILE)
     ctx.clear()
     seen = _watch_llama(monkeypatch, ctx)
     with pytest.raises(snapshot.SnapshotDamaged, match="state.bin"):
@@ -221,7 +208,7 @@ def test_a_truncated_legacy_state_is_refused_not_a_crash(prefilled, tmp_path):
     ctx, tokens, _ = prefilled
     snapshot.save(ctx, 0, tokens, tmp_path)
     _legacy(tmp_path)
-    _truncate(tmp_path / snapshot.STATE_FILE)
+    damage.truncate(tmp_path / snapshot.STATE_FILE)
     ctx.clear()
     with pytest.raises(snapshot.SnapshotRefused) as refused:
         snapshot.load(ctx, 0, tokens, tmp_path)
@@ -252,7 +239,7 @@ def test_mtp_files_are_checked_too(tiny_qwen35_path, tmp_path):
         assert set(meta.files) == {"state.bin", "mtp.bin", "mtp_h.npy"}
         for name in ("mtp.bin", "mtp_h.npy"):
             good = (tmp_path / name).read_bytes()
-            _truncate(tmp_path / name)
+            damage.truncate(tmp_path / name)
             tiny.t.clear()
             tiny.d.clear()
             with pytest.raises(snapshot.SnapshotDamaged, match=name):
