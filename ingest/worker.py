@@ -105,7 +105,9 @@ class ExtractionWorker:
             over = self.max_waiting_bytes is not None and self._pending_bytes + n_bytes > self.max_waiting_bytes
             if self._closed or full or (over and self._pending):
                 why = f"{self._pending} uploads are being read already"
-                if over and not full:
+                if self._closed:
+                    why = "the server is shutting down"
+                elif over and not full:
                     why = f"the uploads being read hold {self._pending_bytes} bytes already"
                 raise ExtractorBusy(f"{why}; upload again in a few seconds", retry_after=self.RETRY_AFTER_S)
             self._pending += 1
