@@ -1,32 +1,33 @@
-"""DOCX and EPUB: ZIP containers of XML, checked for bombs, then read by mammoth and ebooklib.
+"""DOCX and EPUB: ZIP containers of XML, told apart by their parts and checked for bombs before
+they are read (DOCX: ingest/docx.py, EPUB: ingest/epub.py).
 
-* DOCX: mammoth (https://github.com/mwilliamson/python-mammoth) maps Word's semantic styles to
-  HTML (Heading N to ``<hN>``, list paragraphs to ``<ul>``/``<ol>``, tables to ``<table>``,
-  footnotes to a list at the end); ``ingest/markup.py`` turns that into Markdown-like text. Images
-  are not decoded (only their alt text is kept). One page: a DOCX has no fixed pages.
-* EPUB: ebooklib (https://github.com/aerkalov/ebooklib) reads the package and its spine; each spine
-  document with text (a chapter, usually) becomes one page of the page map.
-
-Before either library sees the bytes, :func:`check_container` refuses a ZIP bomb (too many members,
-too many bytes once inflated, or a member that inflates more than :data:`MAX_RATIO` times) and XML
-entity declarations in any XML member (the "billion laughs" expansion, external entities), using
-defusedxml. Both fail as UnreadableDocument (HTTP 422); the worker's memory limit stays the last line.
+:func:`check_container` refuses a ZIP bomb (too many members, too many bytes once inflated, or a
+member that inflates more than :data:`MAX_RATIO` times) and XML entity declarations (the "billion
+laughs" expansion, external entities), using defusedxml, in every member that is XML by its bytes
+(an optional BOM or whitespace, then ``<``), whatever its name: the readers find parts through
+relationships and manifests, which may name any file, so a suffix list would miss some (issue 27).
+Both fail as UnreadableDocument (HTTP 422); the worker's memory limit stays the last line.
 """
 
 from __future__ import annotations
 
 import io
+import re
 import zipfile
+import zlib
 from xml.etree.ElementTree import ParseError
 
 from ingest.errors import UnreadableDocument, UnsupportedType
-from ingest.markup import decode_html, html_to_text
 
 MAX_MEMBERS = 10_000
 MAX_INFLATED_BYTES = 256 * 1024**2  # all members together, as declared (zipfile never reads past it)
 MAX_RATIO = 200  # inflated / compressed, for members over RATIO_FLOOR bytes; DOCX XML is ~10-30
 RATIO_FLOOR = 1024**2
-_XML_SUFFIXES = (".xml", ".rels", ".opf", ".ncx", ".xhtml", ".html", ".htm", ".svg", ".smil")
+_XML_START = re.compile(rb"^(\xef\xbb\xbf)?[ \t\r\n]*<|^(\xff\xfe|\xfe\xff)")  # UTF-8 (BOM), or UTF-16 with a BOM
+SNIFF_BYTES = 64
+#: What zipfile raises for a damaged member: a bad CRC or header, a truncated stream, an encrypted
+#: member (RuntimeError) or an unsupported compression method (NotImplementedError).
+ZIP_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError, NotImplementedError, zlib.error)
 
 
 def container_kind(data: bytes) -> str:
@@ -71,9 +72,9 @@ def check_container(data: bytes) -> None:
                 f"(limit {MAX_RATIO}); a ZIP bomb? Re-save the document"
             )
     for m in members:
-        if not m.filename.lower().endswith(_XML_SUFFIXES):
-            continue
         try:
+            if m.is_dir() or not looks_like_xml(archive, m):
+                continue
             fromstring(archive.read(m), forbid_dtd=False, forbid_entities=True, forbid_external=True)
         except DefusedXmlException as exc:
             raise UnreadableDocument(
@@ -82,44 +83,11 @@ def check_container(data: bytes) -> None:
             ) from exc
         except ParseError:
             pass  # malformed XML (or HTML entities in XHTML): the reading library decides
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        except ZIP_ERRORS as exc:
             raise UnreadableDocument(f"the archive member {m.filename!r} is damaged ({exc}); re-save it") from exc
 
 
-def docx_pages(data: bytes) -> list[str]:
-    """The text of a DOCX as one Markdown-like page. Raises UnreadableDocument."""
-    import mammoth
-
-    check_container(data)
-    no_images = mammoth.images.img_element(lambda image: {"alt": image.alt_text or ""})
-    try:
-        result = mammoth.convert_to_html(io.BytesIO(data), convert_image=no_images)
-    except Exception as exc:  # mammoth raises KeyError/ValueError/... for broken parts: all "unreadable"
-        raise UnreadableDocument(
-            f"the DOCX could not be read ({type(exc).__name__}: {exc}); open and re-save it in a word processor"
-        ) from exc
-    return [html_to_text(result.value)]
-
-
-def epub_pages(data: bytes) -> list[str]:
-    """The text of each spine document of an EPUB that has any (chapters, in reading order).
-    Raises UnreadableDocument."""
-    import ebooklib
-    from ebooklib import epub
-
-    check_container(data)
-    try:
-        book = epub.read_epub(io.BytesIO(data), options={"ignore_ncx": True})
-        pages = []
-        for idref, _linear in book.spine:
-            item = book.get_item_with_id(idref)
-            if item is None or item.get_type() != ebooklib.ITEM_DOCUMENT:
-                continue
-            text = html_to_text(decode_html(item.get_content())[0])
-            if text.strip():
-                pages.append(text)
-    except Exception as exc:  # ebooklib raises EpubException, KeyError, lxml errors, ...: all "unreadable"
-        raise UnreadableDocument(
-            f"the EPUB could not be read ({type(exc).__name__}: {exc}); re-export it from its editor"
-        ) from exc
-    return pages
+def looks_like_xml(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bool:
+    """The member's first bytes are those of an XML (or HTML) file; reads only :data:`SNIFF_BYTES`."""
+    with archive.open(member) as f:
+        return bool(_XML_START.match(f.read(SNIFF_BYTES)))

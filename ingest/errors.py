@@ -98,6 +98,35 @@ class ExtractorBusy(DocumentError):
         self.headers = {"Retry-After": str(retry_after)}
 
 
+class DocumentFilesDamaged(Exception):
+    """A stored file of a ready document is damaged (ingest/integrity.py): ``file`` names it, ``reason``
+    says what is wrong, ``action`` what fixes it. Not the upload's fault, and not a server fault:
+    the server answers 409 with the action."""
+
+    action = "re-ingest it with POST /v1/documents/{id}/reingest"
+
+    def __init__(self, file: str, reason: str) -> None:
+        super().__init__(f"the document's {file} is damaged: {reason}")
+        self.file, self.reason = file, reason
+
+
+class TextDamaged(DocumentFilesDamaged):
+    """``text.json``: re-extract the stored upload (reingest does)."""
+
+
+class PrefixDamaged(DocumentFilesDamaged):
+    """``prefix.npy`` (a document's or a segment's): rebuilt from the text with the tokenizer
+    (ingest/integrity.py ``repair_prefix``), else reingest."""
+
+
+class SegmentsDamaged(DocumentFilesDamaged):
+    """``segments.json``: only a reingest makes it again (it needs the tokenizer and the budget)."""
+
+
+class IndexDamaged(DocumentFilesDamaged):
+    """``segments.sqlite3`` could not be rebuilt from the stored text and segment list."""
+
+
 class StorageError(Exception):
     """Base class: the data directory could not take a write. Not the user's document's fault."""
 

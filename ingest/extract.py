@@ -1,12 +1,17 @@
-"""Bytes in, normalised text with a page map out: PDF (pypdf), DOCX (mammoth), EPUB (ebooklib),
-HTML (BeautifulSoup + markdownify) and plain text (.txt/.md in UTF-8/16/32, Windows-1252 or a
-common CJK encoding).
+"""Bytes in, normalised text with a page map out: PDF (pypdf), DOCX (mammoth, ingest/docx.py), EPUB
+(its spine, ingest/epub.py), HTML (BeautifulSoup + markdownify) and plain text (.txt/.md in
+UTF-8/16/32, Windows-1252 or a common CJK encoding).
 
 The type comes from the leading bytes, never from the file name. pypdf runs with ``strict=False`` so
 that common breakage (a wrong startxref, a stray object pointer) is repaired the way viewers repair it,
 and with its built-in decompression limits, so a flate bomb fails fast with ``LimitReachedError``.
 DOCX and EPUB are checked for ZIP and XML-entity bombs first (``ingest/containers.py``). Every format
 then goes through the same text rules (``ingest/normalize.py``).
+
+Bad input never raises anything but a DocumentError (HTTP 4xx): the readers' own errors are
+mapped where they are known, and any other exception of a reader becomes UnreadableDocument naming
+the format and the exception (MemoryError and RecursionError are left to the worker, which names
+them, ingest/worker.py). An input that yields no page with text is EmptyDocument.
 """
 
 from __future__ import annotations
@@ -18,12 +23,16 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from ingest.containers import container_kind, docx_pages, epub_pages
+from ingest.containers import check_container, container_kind
+from ingest.docx import docx_pages
 from ingest.encoding import bom_encoding, check_not_binary, decode_text
+from ingest.epub import epub_pages
 from ingest.errors import (
+    DocumentError,
     EmptyDocument,
     NoTextLayer,
     PasswordRequired,
+    UnreadableDocument,
     UnreadablePdf,
     UnsupportedType,
     WrongPassword,
@@ -105,24 +114,17 @@ def extract(data: bytes, password: str | None = None, rules: int = TEXT_RULES) -
     """Extract and normalise the text of ``data`` with text rules version ``rules``.
 
     Raises EmptyDocument, UnsupportedType, PasswordRequired, WrongPassword, UnreadablePdf,
-    UnreadableDocument or NoTextLayer; never anything else for bad input.
+    UnreadableDocument or NoTextLayer (all DocumentError); never anything else for bad input but
+    MemoryError and RecursionError (see the module docstring).
     """
     kind = sniff(data)
-    encoding = None
-    warnings: list[dict] = []
-    if kind == "pdf":
-        raw_pages, warnings = _pdf_pages(data, password)
-    elif kind == "docx":
-        raw_pages = docx_pages(data)
-    elif kind == "epub":
-        raw_pages = epub_pages(data)
-    elif kind == "html":
-        markup, encoding = decode_html(data)
-        raw_pages = [html_to_text(markup)]
-    else:
-        decoded = decode_text(data)
-        raw_pages, encoding = [decoded.text], decoded.encoding
-    text, page_starts = normalize_pages(raw_pages, paged=kind == "pdf", rules=rules)
+    try:
+        raw_pages, encoding, warnings = _read(kind, data, password)
+        text, page_starts = normalize_pages(raw_pages, paged=kind == "pdf", rules=rules)
+    except (DocumentError, MemoryError, RecursionError):
+        raise
+    except Exception as exc:  # a reader's error that is not mapped above: the file, not the server
+        raise _unreadable(kind, exc) from exc
     result = ExtractedText(text, page_starts or [0], kind, encoding, rules, warnings)
     if not result.text.strip():
         if kind == "pdf":
@@ -130,8 +132,34 @@ def extract(data: bytes, password: str | None = None, rules: int = TEXT_RULES) -
                 f"the PDF has {result.pages} page(s) but no extractable text (a scan without a text "
                 "layer?); run OCR on it first, or upload the text"
             )
-        raise EmptyDocument("the file contains no text; upload a document with text in it")
+        why = f" ({warnings[0]['message']})" if warnings else ""
+        raise EmptyDocument(f"the file contains no text{why}; upload a document with text in it")
     return result
+
+
+def _read(kind: str, data: bytes, password: str | None) -> tuple[list[str], str | None, list[dict]]:
+    """``(raw pages, encoding, warnings)`` of a file of ``kind`` (one of KINDS)."""
+    if kind == "pdf":
+        pages, warnings = _pdf_pages(data, password)
+        return pages, None, warnings
+    if kind in ("docx", "epub"):
+        check_container(data)
+        pages, warnings = docx_pages(data) if kind == "docx" else epub_pages(data)
+        return pages, None, warnings
+    if kind == "html":
+        markup, encoding = decode_html(data)
+        return [html_to_text(markup)], encoding, []
+    decoded = decode_text(data)
+    return [decoded.text], decoded.encoding, []
+
+
+def _unreadable(kind: str, exc: Exception) -> UnreadableDocument:
+    what = {"pdf": "PDF", "docx": "DOCX", "epub": "EPUB", "html": "HTML file"}.get(kind, "file")
+    error = UnreadablePdf if kind == "pdf" else UnreadableDocument
+    return error(
+        f"the {what} could not be read ({type(exc).__name__}: {exc}); it may be broken or truncated: "
+        "re-export or repair it and upload again"
+    )
 
 
 def _pdf_pages(data: bytes, password: str | None) -> tuple[list[str], list[dict]]:

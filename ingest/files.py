@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from ingest import index as segment_index
+from ingest import integrity
 from ingest import segments as segs
 from ingest.extract import ExtractedText
-from runtime.atomic import TMP_SUFFIX, replacing, write_atomic
+from runtime.atomic import TMP_SUFFIX, replacing, temp_owner, write_atomic
 
 log = logging.getLogger("docqa.store")
 UPLOAD_FILE, TEXT_FILE, PREFIX_FILE = "upload.bin", "text.json", "prefix.npy"
@@ -74,9 +75,10 @@ class DocFiles:
         return self.dir(doc_id) if index is None else self.dir(doc_id) / "segments" / str(index)
 
     def read_segments(self, doc_id: str) -> list[segs.Segment] | None:
-        """A segmented document's segments; None for a document answered whole (or gone)."""
+        """A segmented document's segments; None for a document answered whole (or gone). Raises
+        SegmentsDamaged (ingest/integrity.py)."""
         try:
-            return segs.read(self.dir(doc_id))
+            return integrity.read_segments(self.dir(doc_id))
         except FileNotFoundError:
             return None
 
@@ -143,23 +145,15 @@ class DocFiles:
         return path.read_bytes() if path.is_file() else None
 
     def read_text(self, doc_id: str) -> ExtractedText:
-        """The stored text; FileNotFoundError when it was never stored (a failed upload)."""
-        raw = json.loads((self.dir(doc_id) / TEXT_FILE).read_text(encoding="utf-8"))
-        # Files written before text rules were versioned carry neither key: rules version 1.
-        return ExtractedText(
-            text=raw["text"],
-            page_starts=raw["page_starts"],
-            kind=raw["kind"],
-            encoding=raw.get("encoding"),
-            rules=raw.get("rules", 1),
-            warnings=raw.get("warnings", []),
-            first_page=raw.get("first_page", 1),
-            cut=raw.get("cut"),
-        )
+        """The stored text; FileNotFoundError when it was never stored (a failed upload), TextDamaged
+        when it is damaged (ingest/integrity.py). Files written before text rules were versioned
+        carry no ``rules``: version 1."""
+        return integrity.read_text(self.dir(doc_id))
 
     def read_prefix(self, key: str) -> np.ndarray:
-        """The prefix token ids of a document or segment (``key``: segments.key)."""
-        return np.load(self.state_dir(key) / PREFIX_FILE)
+        """The prefix token ids of a document or segment (``key``: segments.key), int32 [n];
+        PrefixDamaged when damaged (ingest/integrity.py), FileNotFoundError when missing."""
+        return integrity.read_prefix(self.state_dir(key))
 
     def remove_files(self, doc_id: str) -> None:
         """Remove the document's directory (waiting for a snapshot being written to it)."""
@@ -211,11 +205,10 @@ def _size(path: Path) -> int:
 
 
 def _stale(tmp: Path) -> bool:
-    """A temp file (``.<name>.<pid>.tmp``, runtime/atomic.py) whose writer is this process or gone."""
-    parts = tmp.name.rsplit(".", 2)
-    if len(parts) != 3 or not parts[1].isdigit():
+    """A temp file (``.<name>.<pid>-<n>.tmp``, runtime/atomic.py) whose writer is this process or gone."""
+    pid = temp_owner(tmp)
+    if pid is None:
         return True
-    pid = int(parts[1])
     if pid == os.getpid():
         return True
     try:

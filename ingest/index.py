@@ -5,16 +5,39 @@ document's files (a DELETE removes it, nothing else to keep in step) and BM25's 
 are those of the document's own segments. The table uses FTS5's ``porter unicode61`` tokenizer
 (case-folded, diacritics removed, English stemming: "travelled" finds "travel").
 
-A question becomes an OR of its words less stopwords (:func:`terms`). FTS5's ``bm25()`` is lower for
-better matches; :func:`rank` returns ``-bm25`` so that higher is better. A term found in every
-segment gets an IDF near zero (FTS5 clamps it to 1e-6), so it still counts as a match but hardly
-moves the ranking.
+A question becomes an OR of its words less stopwords (:func:`terms`), after NFKC (the stored text is
+NFKC already, ingest/normalize.py, so "Ｓｅｃｒｅｔ ｃｏｄｅ" finds "Secret code"). FTS5's ``bm25()``
+is lower for better matches; :func:`rank` returns ``-bm25`` so that higher is better. A term found
+in every segment gets an IDF near zero (FTS5 clamps it to 1e-6), so it still counts as a match but
+hardly moves the ranking.
+
+Scripts written without spaces (Chinese, Japanese, Thai, Lao, Khmer, Myanmar; Korean too, whose
+words carry attached particles): ``unicode61`` makes one token of a whole run of such characters
+(a Chinese sentence up to its punctuation), so no question ever matched (issue 27, lossless-claw
+issue 125). Each run is indexed, and asked, as its overlapping character bigrams (:func:`segmented`;
+the CJK bigram rule of Lucene's CJKAnalyzer), in the same table, so BM25 weighs them with the other
+words. Chosen over FTS5's ``trigram`` tokenizer by measurement (bench/retrieval.py,
+bench/results/retrieval.md): on a Chinese and a Japanese text in segments (bench/cjk_texts.py),
+bigrams put the right segment first for 10/10 and 10/10 questions, trigrams for 7/10 and 10/10 (most
+Chinese words are two characters, and a trigram query term needs three), the old index for 0/10 and
+0/10. Bigrams cost more disk (5.0 MB for 1.9 MiB of Chinese text in 16 segments, trigram 3.3 MB)
+and build time (0.3-0.5 s against 0.1-0.2 s on a loaded 2-core EPYC; ~2 ms a query), and keep one
+table, with English stemming and BM25 over both scripts at once. No new dependency (a dictionary
+segmenter, jieba or MeCab, is one per language).
+
+In a conversation, :func:`rank_conversation` ranks the latest question with the earlier turns'
+words weighted lower (measured against two combined rankings in bench/results/retrieval.md).
+
+:data:`INDEX_VERSION` is stored as the database's ``user_version``. An index written before
+(version 0: no bigrams) still answers as it did, English included; ingest/integrity.py
+``ensure_index`` rebuilds it from the stored text and segment list when the server asks for it.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
+import unicodedata
 from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
@@ -22,7 +45,14 @@ from pathlib import Path
 from runtime.atomic import replacing
 
 INDEX_FILE = "segments.sqlite3"
+INDEX_VERSION = 1  # 0: before bigrams (issue 27)
 _WORD = re.compile(r"\w+", re.UNICODE)
+#: Runs of characters of scripts written without spaces between words: Thai, Lao, Myanmar, Khmer,
+#: Hiragana, Katakana, CJK ideographs (and their extensions and compatibility forms), Hangul.
+_UNSPACED = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f]+"
+)
 #: Words that say nothing about where an answer is (English question words, articles, auxiliaries,
 #: pronouns, prepositions). A question made only of them matches nothing.
 STOPWORDS = frozenset(
@@ -37,14 +67,33 @@ STOPWORDS = frozenset(
 )
 
 
+def segmented(text: str) -> str:
+    """``text`` with each run of unspaced script (see the module docstring) written as its
+    overlapping character bigrams between spaces; a run of one character stays as it is.
+
+    >>> segmented("王医生在北京。Hello")
+    ' 王医 医生 生在 在北 北京 。Hello'
+    """
+    return _UNSPACED.sub(lambda m: " " + " ".join(_pairs(m.group())) + " ", text)
+
+
+def _pairs(run: str) -> list[str]:
+    return [run] if len(run) < 2 else [run[i : i + 2] for i in range(len(run) - 1)]
+
+
 def terms(question: str) -> list[str]:
-    """The question's words that can locate an answer: lower-cased, without stopwords, each once.
+    """The question's words that can locate an answer: NFKC, lower-cased, unspaced scripts as
+    bigrams (:func:`segmented`), without stopwords, each once.
 
     >>> terms("What did Phileas Fogg bet, and with whom?")
     ['phileas', 'fogg', 'bet']
+    >>> terms("Ｓｅｃｒｅｔ ｃｏｄｅ？")
+    ['secret', 'code']
+    >>> terms("石桥是哪个朝代建的？")
+    ['石桥', '桥是', '是哪', '哪个', '个朝', '朝代', '代建', '建的']
     """
     seen: dict[str, None] = {}
-    for word in _WORD.findall(question.lower()):
+    for word in _WORD.findall(segmented(unicodedata.normalize("NFKC", question).lower())):
         if word not in STOPWORDS and (len(word) > 1 or word.isdigit()):
             seen.setdefault(word, None)
     return list(seen)
@@ -55,15 +104,31 @@ def build(directory: Path, texts: Sequence[str]) -> None:
     database, then a rename)."""
     with replacing(directory / INDEX_FILE) as tmp, closing(sqlite3.connect(tmp)) as db:
         db.execute("CREATE VIRTUAL TABLE segments USING fts5(body, tokenize = 'porter unicode61')")
-        db.executemany("INSERT INTO segments (rowid, body) VALUES (?, ?)", enumerate(texts))
+        rows = ((i, segmented(t)) for i, t in enumerate(texts))
+        db.executemany("INSERT INTO segments (rowid, body) VALUES (?, ?)", rows)
+        db.execute(f"PRAGMA user_version = {INDEX_VERSION}")
         db.commit()
+
+
+def version(directory: Path) -> int:
+    """The :data:`INDEX_VERSION` the index was written with (0: before versions). Raises
+    FileNotFoundError without an index, sqlite3.DatabaseError for a damaged one."""
+    path = directory / INDEX_FILE
+    if not path.is_file():
+        raise FileNotFoundError(path)
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        return int(db.execute("PRAGMA user_version").fetchone()[0])
 
 
 def rank(directory: Path, question: str) -> list[tuple[int, float]]:
     """``(segment index, score)`` of the segments that match any of the question's :func:`terms`,
     best first (score = -BM25, higher is better); [] when none matches. Raises FileNotFoundError when
     the document has no index."""
-    words = terms(question)
+    return _ranked(directory, terms(question))
+
+
+def _ranked(directory: Path, words: Sequence[str]) -> list[tuple[int, float]]:
+    """The segments matching any of ``words`` (a word given k times weighs k times), best first."""
     path = directory / INDEX_FILE
     if not path.is_file():
         raise FileNotFoundError(path)
@@ -76,6 +141,37 @@ def rank(directory: Path, question: str) -> list[tuple[int, float]]:
             (query,),
         ).fetchall()
     return [(int(i), float(s)) for i, s in rows]
+
+
+#: How many times the latest question's words count in a conversation's query; the earlier turns'
+#: words count once. FTS5's bm25 sums over the query's phrases, so a phrase given twice weighs twice.
+#: Chosen on bench/retrieval.py's conversations (bench/results/retrieval.md).
+LATEST_WEIGHT = 2
+MAX_TURNS = 2  # earlier turns whose words count, the most recent ones
+
+
+def rank_conversation(
+    directory: Path, question: str, history: Sequence[tuple[str, str]] = (), latest_weight: int = LATEST_WEIGHT
+) -> list[tuple[int, float]]:
+    """:func:`rank` for the latest ``question`` of a conversation whose earlier turns are ``history``
+    (``(question, answer)`` pairs, oldest first), best first, score = -BM25.
+
+    The latest question decides *which* segments: those that match it, as :func:`rank` finds them.
+    One FTS5 query decides their *order*: the latest question's :func:`terms`, each
+    ``latest_weight`` times, OR those of the last :data:`MAX_TURNS` turns' questions and answers
+    (once each; a word of both counts as the latest's). BM25 weighs each word by its rarity, so a
+    follow-up's weak words ("What was its name?", found in most segments) are ordered by the earlier
+    turn's names, and a follow-up that names a new subject is answered where that subject is. When
+    the latest question matches nothing ("Why did she do it?" is all stopwords), the earlier turns
+    alone rank: the segment the previous turn would be answered from, rather than nothing. A pure
+    function of the index; raises FileNotFoundError as :func:`rank` does.
+    """
+    latest = terms(question)
+    matching = {i for i, _ in _ranked(directory, latest)}
+    earlier = [w for q, a in list(history)[-MAX_TURNS:] for w in terms(f"{q} {a}") if w not in latest]
+    phrases = [w for w in latest for _ in range(max(1, latest_weight))] + list(dict.fromkeys(earlier))
+    ranked = _ranked(directory, phrases)
+    return [(i, s) for i, s in ranked if i in matching] if matching else ranked
 
 
 def chosen(ranked: Sequence[tuple[int, float]], close: float) -> list[int]:

@@ -29,6 +29,10 @@ _REMOVE = (
     "button", "select", "input", "textarea", "head",
 )  # fmt: skip
 _CHROME = ("nav", "aside")
+# A DOCTYPE with an internal subset (``<!DOCTYPE html [ <!ENTITY ...> ]>``): lxml's HTML parser ends
+# the doctype at the first ">" and leaves the rest of the subset, "]>" at least, as text (issue 27).
+# The subset is dropped (HTML has no use for it; its entities are never expanded, as in browsers).
+_INTERNAL_SUBSET = re.compile(r"(<!DOCTYPE\b[^\[>]*)\[.*?\]\s*>", re.I | re.S)
 _AFTER_BREAK = re.compile(r"(?m)( {2}|\\)\n (?=\S)")  # "<br>\n  text": the space is source whitespace
 
 
@@ -90,6 +94,9 @@ def _main_content(soup: BeautifulSoup) -> Tag:
 
 def html_to_text(markup: str) -> str:
     """Markdown-like text of an HTML page or fragment (see the module docstring)."""
+    head = markup[:4096]
+    if "[" in head and _INTERNAL_SUBSET.search(head):
+        markup = _INTERNAL_SUBSET.sub(r"\1>", markup, count=1)
     with warnings.catch_warnings():  # XHTML (EPUB chapters) read as HTML is what we want
         warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
         soup = BeautifulSoup(markup, "lxml")

@@ -44,10 +44,13 @@ def normalize_pages(raw_pages: Sequence[str], *, paged: bool, rules: int = TEXT_
     ``raw_pages``: the text of each page (a PDF page, an EPUB chapter; one item for a text file).
     ``paged``: True for printed pages (PDF): furniture is dropped and paragraphs may run across pages.
     Returns ``(text, page_starts)``: ``page_starts[i]`` is the character offset in ``text`` where
-    page ``i + 1`` begins. Raises ValueError for an unknown ``rules`` version.
+    page ``i + 1`` begins; ``("", [])`` for no pages (the caller's EmptyDocument). Raises ValueError
+    for an unknown ``rules`` version.
     """
     if rules not in KNOWN_RULES:
         raise ValueError(f"unknown text rules version {rules}; known: {KNOWN_RULES}")
+    if not raw_pages:
+        return "", []
     if rules == 1:
         return _join([normalize_text(p) for p in raw_pages], [None] * len(raw_pages))
     pages = [normalize_text(p).split("\n") for p in raw_pages]

@@ -107,7 +107,7 @@ def wrap_width(lines: Sequence[str]) -> int | None:
     lengths: list[int] = []
     continued: list[int] = []
     fenced = False
-    for line, nxt in zip(lines, [*lines[1:], ""], strict=True):
+    for line, nxt in zip(lines, [*lines[1:], ""][: len(lines)], strict=True):  # no lines: none
         if _FENCE.match(line):
             fenced = not fenced
             continue

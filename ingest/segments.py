@@ -2,9 +2,12 @@
 
 Each segment is a character span ``[start, end)`` of the document text, cut where a reader would cut:
 at a page start if one is near the end of the span, else at a paragraph start (after a blank line),
-else at a sentence start, else between two pieces of a long sentence (after whitespace,
-ingest/budget.py ``pieces``). The next segment starts about ``overlap`` tokens before the previous
-one ends, so a sentence at a cut is whole in one of them. Every segment is laid out as a document of
+else at a sentence or line start, else between two pieces of a long run of text (after whitespace,
+ingest/budget.py ``pieces``, at most :data:`FINE_CHARS` long). The next segment starts about
+``overlap`` tokens before the previous one ends, so a sentence at a cut is whole in one of them.
+The pieces are small (~64 tokens) so that the overlap exists even in text without sentence
+punctuation or blank lines; with pieces of the counting size (``PIECE_CHARS``, ~500 tokens) no cut
+lay within the overlap and such text got none (issue 27). Every segment is laid out as a document of
 its own (ingest/prompt.py), prefilled once and snapshotted (server/engine/ingestion.py); questions are
 answered from the segment that ranks best (ingest/index.py).
 
@@ -24,15 +27,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ingest.budget import PIECE_CHARS, pieces
+from ingest.budget import pieces
 from ingest.extract import ExtractedText
 from ingest.prompt import PromptLayout, Tokenizer
 from runtime.atomic import write_atomic
 
 PAGE, PARAGRAPH, SENTENCE, PIECE = 3, 2, 1, 0  # strength of a cut: where a reader would rather see it
 _SENTENCE_END = re.compile(r"[.!?][\"'”’)]*\s+(?=\S)")
+_LINE_START = re.compile(r"(?<=\n)[ \t]*(?=[^\s])")
 #: A segment is cut at the strongest boundary within its last (1 - FILL) of the room.
 FILL = 0.75
+#: Longest span between two candidate cuts (characters, ~64 tokens of prose): finer than any
+#: overlap setting worth having, so consecutive segments can always share text.
+FINE_CHARS = 256
 SEGMENTS_FILE = "segments.json"
 
 
@@ -55,7 +62,8 @@ class Segment:
 
 def cuts(text: str, page_starts: Sequence[int]) -> list[tuple[int, int]]:
     """Candidate cut offsets with their strength, ascending, from 0 to ``len(text)``: page starts,
-    paragraph starts, sentence starts, and piece cuts inside spans longer than :data:`PIECE_CHARS`.
+    paragraph starts, sentence and line starts, and piece cuts inside spans longer than
+    :data:`FINE_CHARS`.
 
     >>> cuts("Ab. Cd\\n\\nef", [0])
     [(0, 3), (4, 1), (8, 2), (10, 3)]
@@ -72,13 +80,15 @@ def cuts(text: str, page_starts: Sequence[int]) -> list[tuple[int, int]]:
         i = text.find("\n\n", j)
     for m in _SENTENCE_END.finditer(text):  # sentence starts: fine enough for an overlap of a few sentences
         strength.setdefault(m.end(), SENTENCE)
+    for m in _LINE_START.finditer(text):  # a line of verse, a list item, a log line: as good as a sentence
+        strength.setdefault(m.start(), SENTENCE)
     strength[len(text)] = PAGE
     found = sorted(strength.items())
     out: list[tuple[int, int]] = []
     for (a, s), (b, _) in zip(found, found[1:], strict=False):
         out.append((a, s))
-        if b - a > PIECE_CHARS:
-            out.extend((i, PIECE) for i, _ in list(pieces(text, a, b))[1:])
+        if b - a > FINE_CHARS:
+            out.extend((i, PIECE) for i, _ in list(pieces(text, a, b, FINE_CHARS))[1:])
     out.append(found[-1])
     return out
 

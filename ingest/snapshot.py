@@ -15,88 +15,72 @@ The manifest's mtime is the snapshot's last use (:func:`touch`), for the disk bu
 
 llama.cpp state files carry no model hash and depend on the KV cache types and flash attention
 (``v_trans``), so the manifest records those and :func:`check` refuses a mismatch.
+
+Integrity (issue 27): llama.cpp trusts its state files. A truncated one kills the process
+(``GGML_ASSERT(nread <= state_size)``: its file reader returns short reads, llama.cpp issue 27052),
+and one with bytes overwritten loads and answers garbage. So the manifest records each file's size
+and XXH3-128 checksum (ingest/digest.py), and :func:`verify` checks them before any restore: the
+size always, the checksum on the first restore of the file in a process and whenever its size or
+mtime changed (bench/results/snapshot-integrity.md has the cost). A file that fails is never handed
+to llama.cpp: :class:`SnapshotDamaged`. A state that passes and llama.cpp still refuses is
+:class:`SnapshotRefused`. Both are SnapshotMissing: the server prefills the document again from its
+stored prefix, as for an evicted snapshot.
+
+Manifests written before checksums (no ``files``) still load, unverified: their state is read into
+memory and restored through llama.cpp's buffer reader (``llama_state_seq_set_data``), which checks
+every read against the buffer's end, so a truncated legacy file is refused instead of killing the
+process; a legacy file over :data:`LEGACY_MAX_BYTES` is not read (SnapshotDamaged: prefilled
+again). After a legacy state loads, its manifest gains the files' sizes and checksums, so it is
+verified from then on. Damage to a legacy file that keeps its size cannot be detected before that.
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
 import io
 import json
+import logging
 import os
 import shutil
-from dataclasses import asdict, dataclass, fields
+import struct
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
 
+from ingest.manifest import (
+    FORMAT_VERSION,
+    LEGACY_MAX_BYTES,
+    META_FILE,
+    MTP_FILE,
+    MTP_H_FILE,
+    STATE_FILE,
+    SnapshotDamaged,
+    SnapshotIncompatible,
+    SnapshotMeta,
+    SnapshotMissing,
+    SnapshotRefused,
+    check,
+    read_meta,
+    records,
+    tokens_sha256,
+    verify,
+)
 from runtime.atomic import fsync_dir, replacing, write_atomic
-from runtime.llama import LLAMA_CPP_PYTHON_VERSION, Context, LlamaError
+from runtime.llama import Context, LlamaError
 
-FORMAT_VERSION = 1
-STATE_FILE = "state.bin"
-MTP_FILE = "mtp.bin"
-MTP_H_FILE = "mtp_h.npy"
-META_FILE = "state.json"
+# llama.cpp's seq state file header (llama-context.cpp, LLAMA_STATE_SEQ_MAGIC 'ggsq', version 3) and
+# the in-memory header of llama_state_seq_get_data (its io magic, then the source seq id).
+_FILE_MAGIC, _FILE_VERSION, _IO_MAGIC = 0x67677371, 3, 0xAF143CD8
 
+__all__ = [
+    "FORMAT_VERSION", "LEGACY_MAX_BYTES", "META_FILE", "MTP_FILE", "MTP_H_FILE", "STATE_FILE",
+    "SnapshotDamaged", "SnapshotIncompatible", "SnapshotMeta", "SnapshotMissing", "SnapshotRefused",
+    "check", "describes", "least_recently_used", "load", "read_meta", "remove", "remove_all", "save",
+    "tokens_sha256", "touch", "verify",
+]  # fmt: skip
 
-class SnapshotMissing(Exception):
-    """No complete snapshot in the directory."""
-
-
-class SnapshotIncompatible(Exception):
-    """The snapshot was made by another model, runtime or cache layout."""
-
-
-def tokens_sha256(tokens: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(tokens, dtype=np.int32).tobytes()).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotMeta:
-    format_version: int
-    llama_cpp_python: str
-    model_fingerprint: str
-    n_ctx: int
-    type_k: str
-    type_v: str
-    flash_attn: str
-    swa_full: bool
-    n_tokens: int
-    tokens_sha256: str
-    mtp: bool = False  # holds the MTP context's part too
-
-    @classmethod
-    def for_context(cls, ctx: Context, tokens: np.ndarray, mtp: bool = False) -> SnapshotMeta:
-        cfg = ctx.config
-        return cls(
-            format_version=FORMAT_VERSION,
-            llama_cpp_python=LLAMA_CPP_PYTHON_VERSION,
-            model_fingerprint=ctx.model.fingerprint,
-            n_ctx=ctx.n_ctx,
-            type_k=cfg.type_k,
-            type_v=cfg.type_v,
-            flash_attn=cfg.flash_attn,
-            swa_full=cfg.swa_full,
-            n_tokens=len(tokens),
-            tokens_sha256=tokens_sha256(tokens),
-            mtp=mtp,
-        )
-
-    # Fields that must match for the state to load and mean the same thing. n_ctx and swa_full only
-    # size the cache; a state fits any context with enough cells.
-    _MUST_MATCH = ("format_version", "llama_cpp_python", "model_fingerprint", "type_k", "type_v", "flash_attn")
-
-    def mismatches(self, current: SnapshotMeta) -> list[str]:
-        """Human-readable differences that make this snapshot unusable in ``current``'s context."""
-        out = [
-            f"{name}: snapshot {getattr(self, name)!r}, server {getattr(current, name)!r}"
-            for name in self._MUST_MATCH
-            if getattr(self, name) != getattr(current, name)
-        ]
-        if self.n_tokens > current.n_ctx:
-            out.append(f"n_tokens: snapshot {self.n_tokens} > server n_ctx {current.n_ctx}")
-        return out
+log = logging.getLogger("docqa.snapshot")
 
 
 def save(
@@ -125,6 +109,7 @@ def save(
             buf = io.BytesIO()
             np.save(buf, np.asarray(mtp_h, dtype=np.float32))
             write_atomic(directory / MTP_H_FILE, buf.getvalue())
+        meta = replace(meta, files=records(directory, meta))
         write_atomic(directory / META_FILE, json.dumps(asdict(meta), indent=1).encode())
         fsync_dir(directory)
     except BaseException:
@@ -196,51 +181,80 @@ def describes(directory: Path, tokens: np.ndarray) -> bool:
     return meta.n_tokens == len(tokens) and meta.tokens_sha256 == tokens_sha256(tokens)
 
 
-def read_meta(directory: Path) -> SnapshotMeta:
-    """The manifest of a complete snapshot; raises SnapshotMissing when there is none."""
-    path = directory / META_FILE
-    if not path.is_file() or not (directory / STATE_FILE).is_file():
-        raise SnapshotMissing(f"no snapshot in {directory}")
-    try:
-        raw = json.loads(path.read_text())
-        return SnapshotMeta(**{f.name: raw[f.name] for f in fields(SnapshotMeta) if f.name in raw})
-    except (ValueError, KeyError, TypeError) as exc:
-        raise SnapshotMissing(f"unreadable snapshot manifest {path}: {exc}") from exc
-
-
-def check(meta: SnapshotMeta, ctx: Context, tokens: np.ndarray) -> None:
-    """Raise SnapshotIncompatible unless ``meta`` fits ``ctx`` and describes exactly ``tokens``."""
-    current = SnapshotMeta.for_context(ctx, tokens)
-    problems = meta.mismatches(current)
-    if meta.n_tokens != current.n_tokens or meta.tokens_sha256 != current.tokens_sha256:
-        problems.append("the prefix token ids differ (another tokenizer or prompt layout)")
-    if problems:
-        raise SnapshotIncompatible("; ".join(problems))
-
-
 def load(
     ctx: Context, seq_id: int, tokens: np.ndarray, directory: Path, mtp: Context | None = None
 ) -> np.ndarray | None:
-    """Load the snapshot into ``seq_id`` after checking its manifest; verify tokens and positions.
-    With ``mtp``, also load the MTP part into it and return the saved pending hidden state.
+    """Load the snapshot into ``seq_id`` after checking its files (:func:`verify`) and manifest
+    (:func:`check`); verify tokens and positions. With ``mtp``, also load the MTP part into it and
+    return the saved pending hidden state.
 
-    Raises SnapshotMissing or SnapshotIncompatible; on any failure ``seq_id`` is left empty.
+    Raises SnapshotMissing, SnapshotDamaged (a file failed its checks: llama.cpp never saw it),
+    SnapshotRefused (llama.cpp refused a file that passed) or SnapshotIncompatible (another model,
+    runtime or cache layout); on any failure ``seq_id`` is left empty.
     """
-    meta = read_meta(directory)
+    meta = verify(directory)
     check(meta, ctx, tokens)
     if mtp is not None and not meta.mtp:
         raise SnapshotIncompatible("the snapshot was made without the MTP head, which this server drafts with")
     contexts = [(ctx, STATE_FILE)] + ([(mtp, MTP_FILE)] if mtp is not None else [])
     try:
         for c, name in contexts:
-            stored = c.state_load_file(directory / name, seq_id, len(tokens))
+            if meta.files:
+                stored = c.state_load_file(directory / name, seq_id, len(tokens))
+            else:
+                stored = _load_legacy(c, seq_id, directory / name, len(tokens))
             if not np.array_equal(stored, tokens) or c.pos_max(seq_id) != len(tokens) - 1:
-                raise SnapshotIncompatible(f"{name} does not hold the document's prefix tokens")
-        mtp_h = np.load(directory / MTP_H_FILE) if mtp is not None else None
+                raise SnapshotDamaged(f"{name} does not hold the document's prefix tokens")
+        mtp_h = _load_mtp_h(directory / MTP_H_FILE, ctx) if mtp is not None else None
     except Exception as exc:
         for c, _ in contexts:
             c.seq_rm(seq_id, 0)
-        if isinstance(exc, SnapshotIncompatible):
+        if isinstance(exc, SnapshotMissing | SnapshotIncompatible):
             raise
-        raise SnapshotIncompatible(f"llama.cpp refused the state file: {exc}") from exc
+        raise SnapshotRefused(str(exc)) from exc
+    if not meta.files:
+        _upgrade(directory, meta)
     return mtp_h
+
+
+def _load_mtp_h(path: Path, ctx: Context) -> np.ndarray:
+    try:
+        h = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise SnapshotDamaged(f"{path.name} could not be read ({exc})") from exc
+    if h.dtype != np.float32 or h.ndim != 1 or not np.isfinite(h).all():
+        raise SnapshotDamaged(f"{path.name} is not a finite float32 vector (dtype {h.dtype}, shape {h.shape})")
+    return h
+
+
+def _load_legacy(ctx: Context, seq_id: int, path: Path, capacity: int) -> np.ndarray:
+    """Restore a state file without a checksum through llama.cpp's bounds-checked buffer reader
+    (module docstring); returns the token ids stored with it."""
+    size = path.stat().st_size
+    if size > LEGACY_MAX_BYTES:
+        raise SnapshotDamaged(
+            f"{path.name} ({size} bytes) was saved before docqa recorded checksums and is too large to check by "
+            f"loading it into memory (limit {LEGACY_MAX_BYTES} bytes)"
+        )
+    data = path.read_bytes()
+    if len(data) < 12:
+        raise SnapshotDamaged(f"{path.name} is {len(data)} bytes, shorter than its header")
+    magic, version, n = struct.unpack_from("<III", data)
+    if (magic, version) != (_FILE_MAGIC, _FILE_VERSION):
+        raise SnapshotRefused(f"{path.name} has magic {magic:#x} version {version}, not a state file this build reads")
+    if n > capacity or len(data) < 12 + 4 * n:
+        raise SnapshotDamaged(f"{path.name} says it holds {n} tokens; the file or the document has fewer")
+    stored = np.frombuffer(data, dtype=np.int32, count=n, offset=12).copy()
+    body = memoryview(data)[12 + 4 * n :]
+    ctx.state_set(struct.pack("<Ii", _IO_MAGIC, seq_id) + body, seq_id)
+    return stored
+
+
+def _upgrade(directory: Path, meta: SnapshotMeta) -> None:
+    """Record the sizes and checksums of a legacy snapshot that just loaded, so it is verified from
+    now on. A failure (a read-only disk) leaves it legacy."""
+    try:
+        upgraded = replace(meta, files=records(directory, meta))
+        write_atomic(directory / META_FILE, json.dumps(asdict(upgraded), indent=1).encode())
+    except OSError as exc:
+        log.warning("could not record the checksums of the legacy snapshot in %s: %s", directory, exc)

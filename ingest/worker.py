@@ -9,87 +9,31 @@ once, each in a worker of its own, so one slow or hostile file never fails anoth
 The worker also cuts the part of an upload that was asked for (ingest/cut.py) and returns at most
 ``max_chars`` characters of it: more than the token budget can hold whatever they are, so a 60 MB
 text costs the server the budget's worth of text, not 60 MB more (ingest/budget.py).
+
+Admission (issue 27): at most ``workers + queue`` uploads are admitted at once, extracting or
+waiting, and at most ``max_waiting_bytes`` of their bytes (one upload is always admitted when none
+is); any beyond get ExtractorBusy (503 + Retry-After) at once. The async API (:meth:`slot`,
+:meth:`extract_async`) waits on a thread pool of the worker's own, ``workers`` threads, so
+extraction never occupies asyncio's default pool, where it used to starve ``/text``, questions and
+other uploads (and kept the count below the limit, so nothing was ever refused). :meth:`slot` is
+taken *before* the body is read (with the Content-Length), so a refused upload costs no memory, and
+the bytes held by admitted uploads are bounded by the budget.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures as cf
-import multiprocessing
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from types import TracebackType
 
-from ingest.cut import Cut, apply, keep_leading
-from ingest.errors import ExtractorBusy, UnreadableDocument, UnreadablePdf
-from ingest.extract import ExtractedText, extract
+from ingest.cut import Cut
+from ingest.errors import ExtractorBusy
+from ingest.extract import ExtractedText
 from ingest.normalize import KNOWN_RULES, TEXT_RULES
-
-
-def _init_worker(max_bytes: int) -> None:
-    """Runs in the worker: cap its address space, and have the kernel kill it if the server dies
-    (SIGKILL included), so no orphaned worker outlives a crashed server (Linux prctl)."""
-    import ctypes
-    import resource
-    import signal
-    import sys
-
-    resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
-    # Ctrl-C in a terminal signals the whole process group: the server shuts the pool down itself,
-    # so the worker ignores SIGINT instead of dying with a KeyboardInterrupt traceback.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def _unreadable(data: bytes) -> type[UnreadableDocument]:
-    """UnreadablePdf for a PDF (its HTTP error type says so), UnreadableDocument for the rest."""
-    return UnreadablePdf if b"%PDF-" in data[:1024] else UnreadableDocument
-
-
-def _extract_in_worker(
-    data: bytes, password: str | None, rules: int, cut: Cut | None, max_chars: int | None
-) -> ExtractedText:
-    try:
-        extracted = extract(data, password, rules)
-        if cut is not None:
-            extracted = apply(extracted, cut)
-        return extracted if max_chars is None else keep_leading(extracted, max_chars)
-    except MemoryError as exc:
-        raise _unreadable(data)(
-            "the document needs more memory to extract than the limit allows (a decompression bomb?); "
-            "upload a smaller or repaired file"
-        ) from exc
-    except RecursionError as exc:
-        raise _unreadable(data)(
-            "the document's structure is nested too deeply to read; repair or re-export it"
-        ) from exc
-
-
-def _warm() -> None:
-    """Runs first in every new worker: the imports a real extraction needs, before its clock starts."""
-
-
-class _Worker:
-    """One worker process (a one-process pool), started at once and warmed up."""
-
-    def __init__(self, memory_bytes: int) -> None:
-        self.pool = cf.ProcessPoolExecutor(
-            max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
-            initargs=(memory_bytes,),
-        )  # fmt: skip
-        self.ready = self.pool.submit(_warm)
-
-    def processes(self) -> list:
-        return list((getattr(self.pool, "_processes", None) or {}).values())
-
-    def alive(self) -> bool:
-        return not self.ready.done() or (self.ready.exception() is None and all(p.is_alive() for p in self.processes()))
-
-    def kill(self) -> None:
-        for proc in self.processes():
-            proc.kill()
-        self.pool.shutdown(wait=False, cancel_futures=True)
+from ingest.worker_process import Worker, extract_in_worker, unreadable
 
 
 class ExtractionWorker:
@@ -101,35 +45,82 @@ class ExtractionWorker:
 
     STARTUP_TIMEOUT_S = 60.0  # for a new worker process to start and import the extractors
 
+    RETRY_AFTER_S = 5
+
     def __init__(
-        self, timeout_s: float, memory_bytes: int, rules: int = TEXT_RULES, workers: int = 2, queue: int = 8
+        self,
+        timeout_s: float,
+        memory_bytes: int,
+        rules: int = TEXT_RULES,
+        workers: int = 2,
+        queue: int = 8,
+        max_waiting_bytes: int | None = None,
     ) -> None:
         if rules not in KNOWN_RULES:
             raise ValueError(f"unknown text rules version {rules}; known: {KNOWN_RULES}")
         self.timeout_s, self.memory_bytes, self.rules = timeout_s, memory_bytes, rules
-        self.workers, self.queue = workers, queue
+        self.workers, self.queue, self.max_waiting_bytes = workers, queue, max_waiting_bytes
         self._lock = threading.Lock()
         self._free = threading.Semaphore(workers)
-        self._idle: list[_Worker] = []
-        self._pending = 0  # files extracting or waiting
+        self._idle: list[Worker] = []
+        self._pending = 0  # uploads admitted: extracting, waiting, or still being received
+        self._pending_bytes = 0
         self._closed = False
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="docqa-extract")
         # Workers are started from one long-lived thread: the kernel kills a worker when the thread that
         # started it ends (PR_SET_PDEATHSIG follows threads), and request threads come and go.
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docqa-extract-spawn")
+
+    def slot(self, n_bytes: int = 0) -> Slot:
+        """Admit one upload of ``n_bytes`` (its Content-Length; 0 when unknown) before its body is
+        read; raises ExtractorBusy at once when ``workers + queue`` uploads are admitted already, or
+        their bytes and these would pass ``max_waiting_bytes``. Extract with :meth:`Slot.extract`;
+        the slot is given back when that extraction ends, or on leaving ``with``/``async with``."""
+        self._admit(n_bytes)
+        return Slot(self, n_bytes)
+
+    async def extract_async(
+        self, data: bytes, password: str | None = None, cut: Cut | None = None, max_chars: int | None = None
+    ) -> ExtractedText:
+        """:meth:`extract` for a coroutine: admitted at once or ExtractorBusy, then awaited on the
+        worker's own thread pool (never asyncio's default one)."""
+        return await self.slot(len(data)).extract(data, password, cut, max_chars)
 
     def extract(
         self, data: bytes, password: str | None = None, cut: Cut | None = None, max_chars: int | None = None
     ) -> ExtractedText:
         """As :func:`ingest.extract.extract`, bounded, then the part ``cut`` of it (OutsideDocument when
         it lies outside), then at most its first ``max_chars`` characters (``omitted_chars`` counts the
-        rest). Raises UnreadablePdf (for a PDF) or UnreadableDocument on a timeout or crash,
-        ExtractorBusy when too many files wait."""
+        rest), in the calling thread. Raises UnreadablePdf (for a PDF) or UnreadableDocument on a
+        timeout or crash, ExtractorBusy when too many files wait."""
+        self._admit(len(data))
+        try:
+            return self._extract_admitted(data, password, cut, max_chars)
+        finally:
+            self._release(len(data))
+
+    def _admit(self, n_bytes: int) -> None:
         with self._lock:
-            if self._pending >= self.workers + self.queue:
-                raise ExtractorBusy(
-                    f"{self._pending} uploads are being read already; upload again in a few seconds", retry_after=5
-                )
+            full = self._pending >= self.workers + self.queue
+            over = self.max_waiting_bytes is not None and self._pending_bytes + n_bytes > self.max_waiting_bytes
+            if self._closed or full or (over and self._pending):
+                why = f"{self._pending} uploads are being read already"
+                if self._closed:
+                    why = "the server is shutting down"
+                elif over and not full:
+                    why = f"the uploads being read hold {self._pending_bytes} bytes already"
+                raise ExtractorBusy(f"{why}; upload again in a few seconds", retry_after=self.RETRY_AFTER_S)
             self._pending += 1
+            self._pending_bytes += n_bytes
+
+    def _release(self, n_bytes: int) -> None:
+        with self._lock:
+            self._pending -= 1
+            self._pending_bytes -= n_bytes
+
+    def _extract_admitted(
+        self, data: bytes, password: str | None, cut: Cut | None, max_chars: int | None
+    ) -> ExtractedText:
         try:
             with self._free:
                 worker = self._take()
@@ -142,17 +133,14 @@ class ExtractionWorker:
                 finally:
                     self._give_back(worker)
         except cf.TimeoutError as exc:
-            raise _unreadable(data)(
+            raise unreadable(data)(
                 f"extracting the text took longer than {self.timeout_s:.0f} s (a decompression bomb or a "
                 "page-tree loop?); repair or re-export the file"
             ) from exc
         except BrokenProcessPool as exc:
-            raise _unreadable(data)(
+            raise unreadable(data)(
                 "the extraction worker ran out of memory or crashed on this file; repair or re-export it"
             ) from exc
-        finally:
-            with self._lock:
-                self._pending -= 1
 
     def prestart(self) -> None:
         """Start the worker processes now, so the first uploads do not wait for them."""
@@ -161,16 +149,16 @@ class ExtractionWorker:
                 self._idle.append(self._new_worker())
 
     def _run(
-        self, worker: _Worker, data: bytes, password: str | None, cut: Cut | None, max_chars: int | None
+        self, worker: Worker, data: bytes, password: str | None, cut: Cut | None, max_chars: int | None
     ) -> ExtractedText:
         worker.ready.result(timeout=self.STARTUP_TIMEOUT_S)  # not counted against the file
-        job = worker.pool.submit(_extract_in_worker, data, password, self.rules, cut, max_chars)
+        job = worker.pool.submit(extract_in_worker, data, password, self.rules, cut, max_chars)
         return job.result(timeout=self.timeout_s)
 
-    def _new_worker(self) -> _Worker:
-        return self._spawner.submit(_Worker, self.memory_bytes).result()
+    def _new_worker(self) -> Worker:
+        return self._spawner.submit(Worker, self.memory_bytes).result()
 
-    def _take(self) -> _Worker:
+    def _take(self) -> Worker:
         with self._lock:
             while self._idle:
                 worker = self._idle.pop()
@@ -179,7 +167,7 @@ class ExtractionWorker:
                 worker.kill()  # died while idle (killed from outside): replaced below
         return self._new_worker()
 
-    def _give_back(self, worker: _Worker | None) -> None:
+    def _give_back(self, worker: Worker | None) -> None:
         with self._lock:
             if worker is not None and not self._closed:
                 self._idle.append(worker)
@@ -193,4 +181,65 @@ class ExtractionWorker:
             idle, self._idle = self._idle, []
         for worker in idle:
             worker.pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown(wait=False, cancel_futures=True)
         self._spawner.shutdown(wait=False)
+
+
+class Slot:
+    """One admitted upload (:meth:`ExtractionWorker.slot`): ``n_bytes`` counted against the budget
+    until its extraction ends (or it is released unused)."""
+
+    def __init__(self, worker: ExtractionWorker, n_bytes: int) -> None:
+        self._worker, self.n_bytes = worker, n_bytes
+        self._held, self._submitted = True, False
+        self._lock = threading.Lock()
+
+    async def extract(
+        self, data: bytes, password: str | None = None, cut: Cut | None = None, max_chars: int | None = None
+    ) -> ExtractedText:
+        """Extract ``data`` (as :meth:`ExtractionWorker.extract`) on the worker's thread pool. A
+        cancelled caller cancels an extraction that has not started; one that has runs to its end
+        (its worker process is busy until then) and keeps the slot until it does."""
+        with self._lock:
+            if not self._held or self._submitted:
+                raise RuntimeError("a slot extracts one upload, once")
+            self._submitted = True
+        try:
+            future = self._worker._pool.submit(self._worker._extract_admitted, data, password, cut, max_chars)
+        except RuntimeError:  # the pool is shut down: the server is stopping
+            self._give_back()
+            raise ExtractorBusy("the server is shutting down; upload again shortly", retry_after=5) from None
+        future.add_done_callback(lambda _: self._give_back())
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+
+    def release(self) -> None:
+        """Give the slot back unused (the body could not be read); no-op once it extracts."""
+        with self._lock:
+            if self._submitted:
+                return
+        self._give_back()
+
+    def _give_back(self) -> None:
+        with self._lock:
+            if not self._held:
+                return
+            self._held = False
+        self._worker._release(self.n_bytes)
+
+    def __enter__(self) -> Slot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    async def __aenter__(self) -> Slot:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()

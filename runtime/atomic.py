@@ -8,18 +8,32 @@ most a ``.*.tmp`` file, which the writer removes when it can.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 TMP_SUFFIX = ".tmp"
+_writes = itertools.count()  # next() on a count is atomic in CPython: one number per write
 
 
 def temp_path(path: Path) -> Path:
     """The temp file a write of ``path`` goes through: hidden, next to it (same filesystem), and
-    named by process, so two processes writing the same file never share one."""
-    return path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
+    unique per write: ``.<name>.<pid>-<n>.tmp``, the writing process's id and a number no other
+    write of that process gets. Two processes, or two threads of one (issue 27: two reingests of
+    one document both wrote ``.text.json.<pid>.tmp``, and one renamed the other's half-written file
+    away), never share one; the last rename wins, whole."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{next(_writes)}{TMP_SUFFIX}")
+
+
+def temp_owner(tmp: Path) -> int | None:
+    """The id of the process that made the temp file ``tmp`` (a :func:`temp_path`, or the
+    ``.<name>.<pid>.tmp`` of earlier versions), or None when its name is no temp name."""
+    if not tmp.name.endswith(TMP_SUFFIX):
+        return None
+    writer = tmp.name[: -len(TMP_SUFFIX)].rsplit(".", 1)[-1].split("-", 1)[0]
+    return int(writer) if writer.isdigit() and tmp.name.startswith(".") else None
 
 
 @contextmanager

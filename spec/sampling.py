@@ -12,10 +12,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# Temperatures below this are greedy. Logits are float32, so two distinct logits differ by at least
+# 2**-149 (the smallest float32 subnormal), and float64 ``exp`` underflows to exactly 0 below -745.2:
+# at T < 2**-149 / 746 every candidate but the argmax gets probability 0, so sampling *is* greedy
+# (ties aside, where greedy takes the lowest id). Below ~1e-307 the old ``logits / T`` also overflowed
+# to inf and gave NaN probabilities (issue 27); above this bound ``(l - max) / T`` stays finite.
+GREEDY_BELOW = 2.0**-149 / 746
+
 
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
-    """temperature 0 = greedy; top_k 0 = off; top_p 1.0 = off; seed None = random."""
+    """temperature 0 (or below :data:`GREEDY_BELOW`) = greedy; top_k 0 = off; top_p 1.0 = off;
+    seed None = random."""
 
     temperature: float = 0.0
     top_k: int = 0
@@ -23,7 +31,7 @@ class SamplingParams:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
+        if not self.temperature >= 0:  # also refuses NaN
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {self.top_k}")
@@ -32,7 +40,7 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0.0
+        return self.temperature < GREEDY_BELOW
 
 
 class Sampler:
@@ -59,13 +67,13 @@ class Sampler:
         of the distribution that holds mass >= p (found by doubling), which is exact.
         """
         p = self.params
-        logits = row.astype(np.float64) / p.temperature
+        logits = row.astype(np.float64)
         if 0 < p.top_k < len(logits):
-            ids = np.argpartition(-logits, p.top_k - 1)[: p.top_k]
+            ids = np.argpartition(-logits, p.top_k - 1)[: p.top_k]  # the order does not depend on T > 0
         else:
             ids = np.arange(len(logits))
         vals = logits[ids]
-        probs = np.exp(vals - vals.max())
+        probs = np.exp((vals - vals.max()) / p.temperature)  # <= 0 before the division: no overflow
         probs /= probs.sum()
         if p.top_p >= 1.0:
             return ids, probs

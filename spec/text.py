@@ -2,8 +2,14 @@
 
 A token can end in the middle of a multi-byte character (byte-fallback vocabularies do this for
 emoji and CJK), so bytes go through an incremental UTF-8 decoder that keeps an incomplete tail until
-its next byte arrives. Text that could still become the start of a stop string is held back until it
-cannot, so a stop string is never streamed.
+its next byte arrives; when generation ends (EOS, ``max_tokens``, a stop string, cancellation, a
+full context) an incomplete tail is dropped, never turned into U+FFFD, so no answer ends in part of a
+character (issue 27: a 4-byte hieroglyph is 4 byte-fallback tokens, and a cut between them left
+U+FFFD). Bytes that can never be UTF-8 (0xFF, a lead byte followed by a non-continuation byte) still
+decode to U+FFFD where they occur: that is what the model wrote.
+
+Text that could still become the start of a stop string is held back until it cannot, so a stop
+string is never streamed.
 """
 
 from __future__ import annotations
@@ -37,10 +43,13 @@ class TextStream:
         return out
 
     def flush(self) -> str:
-        """End of generation: release held-back text (never a whole stop string)."""
+        """End of generation: release held-back text (never a whole stop string); an incomplete
+        UTF-8 sequence still buffered in the decoder (the answer was cut inside a character) is
+        dropped."""
         if self.stopped:
             return ""
-        out = self._pending + self._decoder.decode(b"", final=True)
+        self._decoder.reset()  # discards the buffered bytes of an incomplete character
+        out = self._pending
         self._pending = ""
         cut = self._first_stop_in(out)
         if cut is not None:

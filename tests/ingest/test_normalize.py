@@ -19,3 +19,11 @@ from ingest.normalize import normalize_text
 )
 def test_normalize(raw: str, expected: str, why: str) -> None:
     assert normalize_text(raw) == expected, why
+
+
+def test_no_pages_is_an_empty_text_not_a_value_error():
+    # Issue 27: an EPUB with no readable chapter gave normalize_pages([]), which raised ValueError (500).
+    from ingest.normalize import normalize_pages
+
+    assert normalize_pages([], paged=False) == ("", [])
+    assert normalize_pages([], paged=True) == ("", [])

@@ -41,3 +41,34 @@ def test_the_stored_text_is_kept_with_a_note(upload, extractor, words):
 def test_a_wrong_password_is_the_callers_error():
     with pytest.raises(WrongPassword):
         reextract(b"%PDF-", STORED, _raise(WrongPassword("wrong")), password="nope")
+
+
+def test_reextract_async_waits_on_the_workers_own_threads_and_keeps_the_same_rules():
+    # Issue 27 item 12: reingest ran the sync extractor in asyncio's default pool.
+    import asyncio
+
+    from ingest.errors import ExtractorBusy
+    from ingest.reingest import reextract_async
+    from ingest.worker import ExtractionWorker
+
+    worker = ExtractionWorker(timeout_s=60, memory_bytes=1024**3, workers=1, queue=0)
+
+    async def run() -> None:
+        text, note = await reextract_async(WRAPPED, STORED, worker.extract_async)
+        assert note is None and text.rules == 2 and text.text.startswith("The quick brown fox")
+        text, note = await reextract_async(b"\x89PNG\r\n", STORED, worker.extract_async)
+        assert text is STORED and "extracting the upload again failed" in note
+        with worker.slot():  # the one worker and no queue: taken
+            with pytest.raises(ExtractorBusy):
+                await reextract_async(WRAPPED, STORED, worker.extract_async)
+
+    try:
+        asyncio.run(run())
+    finally:
+        worker.close()
+    with pytest.raises(WrongPassword):
+
+        async def wrong(data, password):
+            raise WrongPassword("wrong")
+
+        asyncio.run(reextract_async(b"%PDF-", STORED, wrong, password="nope"))

@@ -125,3 +125,22 @@ def test_chosen_takes_the_second_segment_only_when_close():
     assert index.chosen([(1, 5.0), (0, 4.0)], 0.8) == [1, 0]  # 4.0 >= 0.8 x 5.0
     assert index.chosen([(1, 5.0), (0, 3.9)], 0.8) == [1]
     assert index.chosen([(1, 5.0), (0, 5.0)], 0.0) == [1]  # ratio 0: never two
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "word " * 6000,  # no sentence punctuation, no line breaks: pieces only
+        "".join(f"log line {i} value ok\n" for i in range(1500)),  # lines, no punctuation, no blank lines
+    ],
+)
+def test_text_without_sentences_or_blank_lines_still_overlaps(text):
+    # Issue 27: the only cuts were pieces of PIECE_CHARS (~500 tokens), none within a 100-token overlap.
+    room, overlap = 1000, 100
+    spans = plan(cuts(text, [0]), words(text), room, overlap)
+    assert len(spans) > 3 and spans[0][0] == 0 and spans[-1][1] == len(text)
+    count = words(text)
+    for (a, b), (c, _) in zip(spans, spans[1:], strict=False):
+        assert count(a, b) <= room
+        assert a < c < b, "consecutive segments share text"
+        assert 0 < count(c, b) <= overlap

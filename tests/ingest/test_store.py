@@ -162,6 +162,21 @@ def test_startup_sweep_removes_what_no_row_owns(tmp_path):
     assert (store.dir(kept.id) / "text.json").exists() and live_tmp.exists()
 
 
+def test_startup_sweep_reads_the_per_write_temp_names(tmp_path):
+    # runtime/atomic.py names temp files .<name>.<pid>-<n>.tmp since issue 27: the pid still decides.
+    import os
+
+    store = DocStore(tmp_path)
+    kept = _create(store)
+    store.dir(kept.id).mkdir()
+    gone = store.dir(kept.id) / f".text.json.{2**22 + 1}-7.tmp"
+    live = store.dir(kept.id) / f".text.json.{os.getppid()}-3.tmp"
+    gone.write_bytes(b"x")
+    live.write_bytes(b"y")
+    report = store.sweep(d.id for d in store.list())
+    assert report.tmp_files == [gone] and live.exists() and not gone.exists()
+
+
 def test_an_unusable_database_names_the_data_directory(tmp_path):
     from ingest.errors import DataDirUnusable
 

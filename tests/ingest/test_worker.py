@@ -4,6 +4,7 @@ many waiting uploads get a clear 503. Real worker processes on real files."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -73,5 +74,93 @@ def test_a_full_queue_is_refused_with_retry_after(cases):
             assert refused.value.headers == {"Retry-After": "5"}
             assert busy.result(timeout=120).pages == 117
         assert "misfits" in worker.extract((cases / QUICK).read_bytes()).text  # room again
+    finally:
+        worker.close()
+
+
+# -- admission and the worker's own threads (issue 27 item 12) ------------------------------------
+
+
+def test_the_upload_past_workers_plus_queue_is_refused_at_once(cases):
+    """Issue 27: through asyncio.to_thread the default pool's few threads kept the count below the
+    limit, so 12 slow PDFs never got a 503. With extract_async, workers + queue are admitted and the
+    next one is refused while they are all still running or waiting."""
+    slow = (cases / SLOW).read_bytes()
+    worker = ExtractionWorker(timeout_s=120, memory_bytes=MEMORY, workers=1, queue=1)
+
+    async def run() -> None:
+        admitted = [asyncio.ensure_future(worker.extract_async(slow)) for _ in range(2)]
+        await asyncio.sleep(0)  # both admitted (admission happens before the first await)
+        with pytest.raises(ExtractorBusy) as refused:
+            await worker.extract_async((cases / QUICK).read_bytes())
+        assert refused.value.headers == {"Retry-After": "5"}
+        assert not any(f.done() for f in admitted), "refused while the others still run or wait"
+        assert all(r.pages == 117 for r in await asyncio.gather(*admitted))
+        assert "misfits" in (await worker.extract_async((cases / QUICK).read_bytes())).text  # room again
+
+    try:
+        asyncio.run(run())
+    finally:
+        worker.close()
+
+
+def test_extraction_never_holds_the_default_pool(cases):
+    """Issue 27: GET /text took 5.1 s and a question 5.9 s behind 12 slow uploads, all in asyncio's
+    default pool. Here the default pool has 1 thread and 2 slow extractions are running or waiting;
+    other to_thread work still runs at once (it finishes while they are still going)."""
+    slow = (cases / SLOW).read_bytes()
+    worker = ExtractionWorker(timeout_s=120, memory_bytes=MEMORY, workers=1, queue=1)
+
+    async def run() -> None:
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(1))
+        extracting = [asyncio.ensure_future(worker.extract_async(slow)) for _ in range(2)]
+        await asyncio.sleep(0.2)
+        assert await asyncio.to_thread(lambda: 6 * 7) == 42
+        assert not all(f.done() for f in extracting), "the other work did not wait for them"
+        await asyncio.gather(*extracting)
+
+    try:
+        asyncio.run(run())
+    finally:
+        worker.close()
+
+
+def test_waiting_uploads_are_bounded_in_bytes(cases):
+    quick = (cases / QUICK).read_bytes()
+    worker = ExtractionWorker(timeout_s=60, memory_bytes=MEMORY, workers=1, queue=8, max_waiting_bytes=10_000_000)
+    try:
+        first = worker.slot(8_000_000)  # taken before the body is read, with its Content-Length
+        with pytest.raises(ExtractorBusy, match="hold 8000000 bytes"):
+            worker.slot(4_000_000)
+        small = worker.slot(1_000_000)
+        small.release()
+        first.release()
+        with worker.slot(50_000_000) as alone:  # over the budget alone: admitted, or it never could be
+            assert alone.n_bytes == 50_000_000
+        assert "misfits" in asyncio.run(worker.slot(len(quick)).extract(quick)).text
+        assert worker._pending == 0 and worker._pending_bytes == 0, "every slot given back"
+    finally:
+        worker.close()
+
+
+def test_a_cancelled_upload_that_waits_gives_its_slot_back(cases):
+    slow = (cases / SLOW).read_bytes()
+    worker = ExtractionWorker(timeout_s=120, memory_bytes=MEMORY, workers=1, queue=1)
+
+    async def run() -> None:
+        running = asyncio.ensure_future(worker.extract_async(slow))
+        waiting = asyncio.ensure_future(worker.extract_async(slow))
+        await asyncio.sleep(0.2)
+        waiting.cancel()  # the client hung up while its upload waited for a worker
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await asyncio.sleep(0)
+        third = asyncio.ensure_future(worker.extract_async(slow))  # the freed slot takes it
+        await asyncio.sleep(0)
+        assert not third.done() or third.exception() is None
+        assert (await running).pages == 117 and (await third).pages == 117
+
+    try:
+        asyncio.run(run())
     finally:
         worker.close()

@@ -48,3 +48,27 @@ def test_top_p_over_a_large_vocabulary_matches_a_full_sort():
         keep = int(np.searchsorted(np.cumsum(full[order]), top_p)) + 1
         assert len(ids) == keep and set(ids.tolist()) == set(order[:keep].tolist())  # ties may swap order
         assert probs.sum() == pytest.approx(1.0) and np.all(np.diff(probs) <= 1e-12)
+
+
+@pytest.mark.parametrize("temperature", [1e-300, 1e-308, 5e-324, 1e-60])
+def test_tiny_temperatures_are_greedy_not_nan(temperature):
+    # Issue 27: below ~1e-307, logits / T overflowed to inf and inf - inf gave NaN probabilities.
+    row = np.array([0.1, 30.0, 29.9, -50.0], dtype=np.float32)
+    params = SamplingParams(temperature=temperature, seed=1)
+    assert params.greedy
+    assert {Sampler(params).choose(row) for _ in range(5)} == {1}
+
+
+def test_small_temperature_above_the_greedy_bound_samples_without_nan():
+    # 1e-40 is not greedy by the rule, but (l - max) / T stays finite: one-hot on the argmax.
+    row = np.array([0.1, 30.0, 29.9, -50.0], dtype=np.float32)
+    s = Sampler(SamplingParams(temperature=1e-40, top_k=3, top_p=0.9, seed=1))
+    assert not s.params.greedy
+    ids, probs = s.distribution(row)
+    assert np.isfinite(probs).all() and ids.tolist() == [1] and probs.tolist() == [1.0]
+    assert s.choose(row) == 1
+
+
+def test_nan_temperature_is_refused():
+    with pytest.raises(ValueError):
+        SamplingParams(temperature=float("nan"))

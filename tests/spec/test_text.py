@@ -37,3 +37,24 @@ def test_invalid_bytes_become_replacement_characters():
 def test_earliest_of_several_stops_wins():
     stream = TextStream(stops=("B", "A"))
     assert stream.push(b"xxAyyB") == "xx"
+
+
+def test_flush_drops_an_incomplete_character():
+    # Issue 27: max_tokens cut a 4-byte hieroglyph after 1..3 of its byte tokens; flush gave U+FFFD.
+    glyph = "\U00013000".encode()
+    for cut in (1, 2, 3):
+        stream = TextStream()
+        out = stream.push(b"ab") + stream.push(glyph) + stream.push(glyph[:cut]) + stream.flush()
+        assert out == "ab\U00013000" == stream.text
+
+
+def test_flush_drops_an_incomplete_character_after_a_held_back_stop_prefix():
+    stream = TextStream(stops=("END",))
+    assert stream.push(b"x EN" + "😀".encode()[:2]) == "x "
+    assert stream.flush() == "EN"
+
+
+def test_a_broken_sequence_mid_stream_is_still_replaced():
+    # A lead byte followed by a non-continuation byte is what the model wrote, not a cut.
+    stream = TextStream()
+    assert stream.push(b"\xf0\x9f") + stream.push(b"a") + stream.flush() == "\ufffda"

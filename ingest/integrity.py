@@ -1,0 +1,301 @@
+"""Checks and repairs of a document's files other than its snapshot (issue 27 item 9): ``text.json``,
+``prefix.npy``, and a segmented document's ``segments.json`` and ``segments.sqlite3``.
+
+A damaged file used to give a run of 500s while the document stayed ``ready`` (a corrupt index:
+"file is not a database" on every question; a truncated ``prefix.npy``; a truncated ``text.json``
+on ``/text``). Here each is read through a check, and a failure is a :class:`DocumentFilesDamaged`
+subclass naming the file, what is wrong, and the action that fixes it; the server maps it to 409.
+What can be rebuilt without the model from what is intact is rebuilt here:
+
+==================== ====================================== ==============================================
+file                 check                                  repair
+==================== ====================================== ==============================================
+``text.json``        JSON, field types, ``page_starts``     re-extract ``upload.bin`` (the server: it needs
+                     ascending within the text, ``chars``   the worker); else reingest
+                     and ``pages`` of the document's row
+``prefix.npy``       a 1-D int32 ``.npy`` of token ids in   :func:`repair_prefix`: lay out and tokenize the
+                     ``[0, n_vocab)``, the length the row   stored text again (the tokenizer, as
+                     records; the snapshot manifest's       ingest/pipeline.py does)
+                     ``tokens_sha256`` when there is one
+``segments.json``    segments 0..n-1 covering the text in   none without the tokenizer and the budget:
+                     order, each overlapping or touching    reingest
+                     the next
+``segments.sqlite3`` SQLite ``quick_check``, one row per    :func:`ensure_index`: rebuilt from the stored
+                     segment, :data:`ingest.index.          text and ``segments.json`` (old versions too)
+                     INDEX_VERSION`
+==================== ====================================== ==============================================
+
+Checksums: only snapshots have them (ingest/digest.py). These files are small, parsed in full on
+every use, and their damage shows as a parse or shape error; the one silent kind, a changed
+character in ``text.json`` or a changed token id in ``prefix.npy``, is covered for the prefix by the
+snapshot manifest's ``tokens_sha256`` (a SHA-256 of the prefix, already there), and for the text
+costs a citation offset, not a wrong answer (the model reads the prefix). A checksum of its own
+would add a manifest to keep in step with every write for no failure the checks above miss.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from contextlib import closing
+from pathlib import Path
+
+import numpy as np
+
+from ingest import index
+from ingest import segments as segs
+from ingest.errors import (
+    DocumentFilesDamaged,
+    IndexDamaged,
+    PrefixDamaged,
+    SegmentsDamaged,
+    TextDamaged,
+)
+from ingest.extract import KINDS, ExtractedText
+from ingest.normalize import KNOWN_RULES
+from ingest.prompt import PromptLayout, Tokenizer
+from runtime.atomic import replacing
+
+TEXT_FILE, PREFIX_FILE, MANIFEST_FILE = "text.json", "prefix.npy", "state.json"
+
+__all__ = [
+    "DocumentFilesDamaged",
+    "IndexDamaged",
+    "PrefixDamaged",
+    "SegmentsDamaged",
+    "TextDamaged",
+    "check_document",
+    "ensure_index",
+    "read_prefix",
+    "read_segments",
+    "rank_segments",
+    "read_text",
+    "repair_prefix",
+]
+
+
+def read_text(directory: Path, chars: int | None = None, pages: int | None = None) -> ExtractedText:
+    """The stored text of the document in ``directory``, checked (module docstring); ``chars`` and
+    ``pages``: the document row's counts, checked when given. Raises TextDamaged (FileNotFoundError
+    when it was never stored: a failed upload)."""
+    path = directory / TEXT_FILE
+    try:
+        raw = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise TextDamaged(TEXT_FILE, f"it is not readable JSON ({exc})") from exc
+    try:
+        text = _text_fields(raw)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TextDamaged(TEXT_FILE, str(exc)) from exc
+    if chars is not None and len(text.text) != chars:
+        raise TextDamaged(TEXT_FILE, f"it holds {len(text.text)} characters, the document {chars}")
+    if pages is not None and text.pages != pages:
+        raise TextDamaged(TEXT_FILE, f"it holds {text.pages} pages, the document {pages}")
+    return text
+
+
+def _text_fields(raw: object) -> ExtractedText:
+    if not isinstance(raw, dict):
+        raise TypeError(f"the top level is a {type(raw).__name__}, not an object")
+    text, starts = raw["text"], raw["page_starts"]
+    if not isinstance(text, str):
+        raise TypeError("text is not a string")
+    if not isinstance(starts, list) or not starts or not all(type(s) is int for s in starts):
+        raise TypeError("page_starts is not a non-empty list of integers")
+    if starts[0] != 0 or any(b < a for a, b in zip(starts, starts[1:], strict=False)) or starts[-1] > len(text):
+        raise ValueError("page_starts is not ascending from 0 within the text")
+    kind, rules = raw["kind"], raw.get("rules", 1)
+    if kind not in KINDS or rules not in KNOWN_RULES:
+        raise ValueError(f"kind {kind!r} or text rules {rules!r} is unknown")
+    first_page, cut, warnings = raw.get("first_page", 1), raw.get("cut"), raw.get("warnings", [])
+    if type(first_page) is not int or first_page < 1 or not (cut is None or isinstance(cut, str)):
+        raise ValueError("first_page or cut is malformed")
+    if not isinstance(warnings, list) or not all(isinstance(w, dict) for w in warnings):
+        raise TypeError("warnings is not a list of objects")
+    encoding = raw.get("encoding")
+    return ExtractedText(text, starts, kind, encoding if isinstance(encoding, str) else None, rules, warnings,
+                         first_page, cut)  # fmt: skip
+
+
+def read_prefix(state_dir: Path, n_vocab: int | None = None, n_tokens: int | None = None) -> np.ndarray:
+    """The prefix token ids in ``state_dir`` (a document's or segment's directory), int32 [n],
+    checked: a 1-D int32 array, ids in ``[0, n_vocab)`` when given, ``n_tokens`` long when given, and
+    equal to what the snapshot there was made from when it has a manifest. Raises PrefixDamaged
+    (FileNotFoundError when there is none)."""
+    path = state_dir / PREFIX_FILE
+    try:
+        ids = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, EOFError) as exc:
+        raise PrefixDamaged(PREFIX_FILE, f"it is not a readable .npy file ({exc})") from exc
+    if ids.dtype != np.int32 or ids.ndim != 1 or len(ids) == 0:
+        raise PrefixDamaged(PREFIX_FILE, f"it is {ids.dtype} of shape {ids.shape}, not int32 token ids")
+    if ids.min() < 0 or (n_vocab is not None and ids.max() >= n_vocab):
+        raise PrefixDamaged(PREFIX_FILE, f"it holds token ids outside [0, {n_vocab})")
+    if n_tokens is not None and len(ids) != n_tokens:
+        raise PrefixDamaged(PREFIX_FILE, f"it holds {len(ids)} tokens, the document {n_tokens}")
+    manifest = _manifest(state_dir)
+    if manifest is not None:
+        from ingest.manifest import tokens_sha256
+
+        if manifest.get("n_tokens") != len(ids) or manifest.get("tokens_sha256") != tokens_sha256(ids):
+            raise PrefixDamaged(PREFIX_FILE, "it is not the prefix its snapshot was made from")
+    return ids
+
+
+def _manifest(state_dir: Path) -> dict | None:
+    try:
+        raw = json.loads((state_dir / MANIFEST_FILE).read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None  # no snapshot (or an unreadable manifest: ingest/snapshot.py's to report)
+    return raw if isinstance(raw, dict) else None
+
+
+def repair_prefix(
+    state_dir: Path, document: str, layout: PromptLayout, tokenizer: Tokenizer, n_tokens: int | None = None
+) -> np.ndarray:
+    """Write ``prefix.npy`` in ``state_dir`` again from ``document`` (the stored text, or a segment's
+    span of it) laid out and tokenized as ingest/pipeline.py does, and return it. Raises
+    PrefixDamaged when the result is not ``n_tokens`` long (the text, the layout or the tokenizer is
+    not the one it was made with: reingest)."""
+    ids = np.ascontiguousarray(layout.document_prefix(tokenizer, document), dtype=np.int32)
+    if n_tokens is not None and len(ids) != n_tokens:
+        raise PrefixDamaged(
+            PREFIX_FILE, f"tokenizing the stored text again gives {len(ids)} tokens, not the document's {n_tokens}"
+        )
+    with replacing(state_dir / PREFIX_FILE) as tmp, tmp.open("wb") as f:
+        np.save(f, ids)
+    return ids
+
+
+def read_segments(directory: Path, n_chars: int | None = None) -> list[segs.Segment] | None:
+    """A segmented document's segments, checked (0..n-1, in order, covering ``[0, n_chars)`` when
+    given, each overlapping or touching the next); None for a document answered whole. Raises
+    SegmentsDamaged."""
+    path = directory / segs.SEGMENTS_FILE
+    if not path.is_file():
+        return None
+    try:
+        raw = json.loads(path.read_bytes().decode("utf-8"))
+        segments = [segs.Segment(**item) for item in raw]
+    except (OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
+        raise SegmentsDamaged(segs.SEGMENTS_FILE, f"it is not a readable segment list ({exc})") from exc
+    problem = _segments_problem(segments, n_chars)
+    if problem:
+        raise SegmentsDamaged(segs.SEGMENTS_FILE, problem)
+    return segments
+
+
+def _segments_problem(segments: Sequence[segs.Segment], n_chars: int | None) -> str | None:
+    if not segments:
+        return "it lists no segments"
+    ints = all(type(getattr(s, f)) is int for s in segments for f in ("index", "start", "end", "n_tokens"))
+    if not ints or [s.index for s in segments] != list(range(len(segments))):
+        return "its segments are not numbered 0..n-1 with integer offsets"
+    if segments[0].start != 0 or any(s.end <= s.start for s in segments):
+        return "its segments do not start at 0 with non-empty spans"
+    if any(not a.start < b.start <= a.end for a, b in zip(segments, segments[1:], strict=False)):
+        return "its segments do not follow each other (each must overlap or touch the next)"
+    if n_chars is not None and segments[-1].end != n_chars:
+        return f"its segments end at character {segments[-1].end}, the text at {n_chars}"
+    return None
+
+
+def ensure_index(directory: Path, text: str | None = None) -> bool:
+    """Make the segment index of the segmented document in ``directory`` usable: rebuilt from its
+    stored text (``text``, or read from ``text.json``) and ``segments.json`` when it is missing,
+    damaged (not a database, failing ``quick_check``, the wrong rows) or of an older
+    :data:`ingest.index.INDEX_VERSION`. Returns True when it was rebuilt. Raises TextDamaged or
+    SegmentsDamaged when what it is built from is damaged, IndexDamaged when it cannot be written."""
+    segments = read_segments(directory)
+    if segments is None:
+        raise SegmentsDamaged(segs.SEGMENTS_FILE, "the document has a segment index but no segment list")
+    if _index_problem(directory, len(segments)) is None:
+        return False
+    if text is None:
+        text = read_text(directory).text
+    problem = _segments_problem(segments, len(text))
+    if problem:
+        raise SegmentsDamaged(segs.SEGMENTS_FILE, problem)
+    try:
+        index.build(directory, [text[s.start : s.end] for s in segments])
+    except (OSError, sqlite3.Error) as exc:
+        raise IndexDamaged(index.INDEX_FILE, f"rebuilding it failed ({exc})") from exc
+    return True
+
+
+def rank_segments(directory: Path, question: str, history: Sequence[tuple[str, str]] = ()) -> list[tuple[int, float]]:
+    """:func:`ingest.index.rank_conversation` over the segmented document in ``directory``, with its
+    index made usable first when it is of an older version, and rebuilt once (:func:`ensure_index`)
+    when it turns out damaged: what a question route calls. Costs one ``user_version`` read more
+    than ranking. Raises TextDamaged / SegmentsDamaged / IndexDamaged when it cannot be repaired."""
+    try:
+        if index.version(directory) < index.INDEX_VERSION:
+            ensure_index(directory)
+        return index.rank_conversation(directory, question, history)
+    except (FileNotFoundError, sqlite3.Error):
+        ensure_index(directory)
+    try:
+        return index.rank_conversation(directory, question, history)
+    except (FileNotFoundError, sqlite3.Error) as exc:
+        raise IndexDamaged(index.INDEX_FILE, f"it is still unreadable after a rebuild ({exc})") from exc
+
+
+def _index_problem(directory: Path, n_segments: int) -> str | None:
+    path = directory / index.INDEX_FILE
+    if not path.is_file():
+        return "it is missing"
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            if db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                return "it fails SQLite's quick_check"
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            rows = [r[0] for r in db.execute("SELECT rowid FROM segments ORDER BY rowid")]
+    except sqlite3.Error as exc:
+        return f"it is not a readable index ({exc})"
+    if rows != list(range(n_segments)):
+        return f"it has {len(rows)} rows for {n_segments} segments"
+    if version < index.INDEX_VERSION:
+        return f"it is of index version {version}, older than {index.INDEX_VERSION}"
+    return None
+
+
+def check_document(
+    directory: Path, chars: int | None = None, pages: int | None = None, tokens: int | None = None
+) -> list[DocumentFilesDamaged]:
+    """Every problem of the document's files in ``directory`` (``chars``, ``pages``, ``tokens``: its
+    row's counts, checked when given), after repairing the segment index where it can: [] when all
+    is well. For a start-up scan or an admin check; the routes read each file through its own
+    function above."""
+    found: list[DocumentFilesDamaged] = []
+    text = None
+    try:
+        text = read_text(directory, chars, pages)
+    except FileNotFoundError:
+        found.append(TextDamaged(TEXT_FILE, "it is missing"))
+    except DocumentFilesDamaged as exc:
+        found.append(exc)
+    try:
+        segments = read_segments(directory, len(text.text) if text else None)
+    except DocumentFilesDamaged as exc:
+        found.append(exc)
+        return found
+    keys = [directory] if segments is None else [directory / "segments" / str(s.index) for s in segments]
+    n_tokens = [tokens] if segments is None else [s.n_tokens for s in segments]
+    for state_dir, n in zip(keys, n_tokens, strict=True):
+        try:
+            read_prefix(state_dir, n_tokens=n)
+        except FileNotFoundError:
+            found.append(PrefixDamaged(PREFIX_FILE, f"{state_dir.name}/{PREFIX_FILE} is missing"))
+        except DocumentFilesDamaged as exc:
+            found.append(exc)
+    if segments is not None and text is not None:
+        try:
+            ensure_index(directory, text.text)
+        except DocumentFilesDamaged as exc:
+            found.append(exc)
+    return found
