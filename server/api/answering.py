@@ -15,18 +15,26 @@ from dataclasses import dataclass
 import numpy as np
 from fastapi import Request
 
+from ingest.errors import DocumentFilesDamaged
 from ingest.store import FAILED, INGESTING, DocRecord, DocStore
 from server.api import segmented
 from server.api.schemas import AnswerRequest, AnswerStatsPublic, CitationPublic, SegmentAnswerPublic
-from server.config.errors import DocumentFailed, DocumentIngesting, GenerationFailed, InvalidRequest, QuestionTooLong
+from server.config.errors import (
+    DocumentFailed,
+    DocumentIngesting,
+    GenerationFailed,
+    InvalidRequest,
+    QuestionTooLong,
+    damaged,
+)
 from server.config.settings import Settings
 from server.engine.engine import Engine
 from server.engine.events import FINAL, AnswerStream, Event, EventKind
 from server.engine.jobs import AnswerJob
-from spec.draft import SOURCES
 from spec.limits import MAX_WINDOW
 from spec.loop import AnswerParams
 from spec.sampling import SamplingParams
+from spec.sources import NAMES
 
 
 def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_adds: bool = False) -> AnswerParams:
@@ -50,7 +58,7 @@ def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_a
             sampling=sampling,
             window=window,
             stops=tuple(req.stop) if req.stop is not None else layout_stops,
-            sources=SOURCES if req.draft_source == "both" else (req.draft_source,),
+            sources=NAMES if req.draft_source in ("all", "both") else (req.draft_source,),
             n_mtp=settings.mtp_draft_tokens,
         )
     except ValueError as exc:
@@ -80,11 +88,14 @@ async def submit(
     it: one job, or for a segmented document the jobs of the segments it ranks best for
     (server/api/segmented.py), read as one stream. Returns (stream, jobs waiting ahead of it)."""
     loop = asyncio.get_running_loop()
-    planned, suffix, earlier = await asyncio.gather(
-        asyncio.to_thread(segmented.plan, store, doc, question, settings.segment_close_ratio),
-        asyncio.to_thread(engine.layout.question_suffix, engine.model, question, history),
-        asyncio.to_thread(_earlier_turns, engine, history),
-    )
+    try:
+        planned, suffix, earlier = await asyncio.gather(
+            asyncio.to_thread(segmented.plan, store, doc, question, settings.segment_close_ratio, history),
+            asyncio.to_thread(engine.layout.question_suffix, engine.model, question, history),
+            asyncio.to_thread(_earlier_turns, engine, history),
+        )
+    except DocumentFilesDamaged as exc:  # its segment list or index, beyond repair
+        raise damaged(exc, doc.id) from None
     if planned is None:
         _check_fits(engine, suffix, doc.tokens, "the document")
         job = AnswerJob(doc.id, question, params, loop, suffix, doc.tokens, history=history, earlier=earlier)

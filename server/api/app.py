@@ -53,6 +53,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         engine = Engine(settings, store, observer=metrics, traffic=traffic)
         leases = Leases(store, engine.submit_ingest) if settings.ingest_lease_s else None
         app.state.store = store
+        app.state.reingesting = set()  # documents being re-ingested (one re-ingest per document at a time)
         app.state.engine = engine
         extractor = app.state.extractor = ExtractionWorker(
             settings.extract_timeout_s,
@@ -60,6 +61,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
             settings.text_rules,
             workers=settings.extract_workers,
             queue=settings.extract_queue,
+            max_waiting_bytes=settings.extract_queue_bytes,
         )
         extractor.prestart()
         await asyncio.to_thread(engine.start)

@@ -66,7 +66,7 @@ class ChatCompletionRequest(BaseModel):
     # docqa's speculative-decoding controls, as in POST /v1/documents/{id}/answers
     verify16: bool = False
     draft_tokens: int | None = Field(default=None, ge=0, le=MAX_WINDOW)
-    draft_source: DraftSource = "both"
+    draft_source: DraftSource = "all"
 
 
 def conversation(messages: list[ChatMessage]) -> tuple[tuple[tuple[str, str], ...], str]:

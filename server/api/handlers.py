@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ingest import errors as ingest_errors
 from ingest import snapshot
-from server.config.errors import ApiError, InvalidRequest, body, payload, status_of
+from server.config.errors import ApiError, InvalidRequest, body, damaged, payload, status_of
 
 log = logging.getLogger("docqa.http")
 
@@ -45,6 +45,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(snapshot.SnapshotMissing)
     async def _known(_: Request, exc: Exception) -> JSONResponse:
         return response(exc)
+
+    @app.exception_handler(ingest_errors.DocumentFilesDamaged)
+    async def _damaged(request: Request, exc: ingest_errors.DocumentFilesDamaged) -> JSONResponse:
+        """A damaged file that reached a route unconverted: 409 with the repairing action."""
+        doc_id = request.path_params.get("doc_id") or "<id>"
+        return response(damaged(exc, doc_id))
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -6,11 +6,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from spec.draft import SOURCES
 from spec.limits import MAX_WINDOW
+from spec.sources import NAMES
 
-#: Which drafters may fill the draft window: all ("both") or one (spec/draft.py SOURCES).
-DraftSource = Literal[("both", *SOURCES)]
+#: Which drafters may fill the draft window: all of them ("all"; "both" is its older name, from when
+#: there were two) or one, by its name in the registry (spec/sources.py).
+DraftSource = Literal[("all", "both", *NAMES)]
 #: Longest question, in characters (both question routes).
 MAX_QUESTION_CHARS = 20_000
 #: Longest conversation (every message together), in characters, on the chat route.
@@ -97,7 +98,7 @@ class AnswerRequest(BaseModel):
     stop: list[str] | None = Field(default=None, max_length=16)
     verify16: bool = False  # 16-token verification mode; wins over draft_tokens
     draft_tokens: int | None = Field(default=None, ge=0, le=MAX_WINDOW)  # 0 = no speculation
-    draft_source: DraftSource = "both"  # which drafters may fill the window
+    draft_source: DraftSource = "all"  # which drafters may fill the window
     stream: bool = False
 
 

@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingest import index
+from ingest import index, integrity
 from ingest.segments import Segment
 from ingest.store import DocRecord, DocStore
 from server.engine.events import Event, EventKind
@@ -41,13 +41,17 @@ class Plan:
     scores: list[float]
 
 
-def plan(store: DocStore, doc: DocRecord, question: str, close: float) -> Plan | None:
-    """Rank ``doc``'s segments for ``question``; None for a document answered whole. Runs off the
-    event loop (a small SQLite read)."""
+def plan(
+    store: DocStore, doc: DocRecord, question: str, close: float, history: tuple[tuple[str, str], ...] = ()
+) -> Plan | None:
+    """Rank ``doc``'s segments for ``question``, a conversation's earlier turns (``history``) ranked
+    with it, weighted lower (ingest/index.py ``rank_conversation``: a follow-up such as "Why did she
+    do it?" stays on the segment its conversation is about); None for a document answered whole.
+    Runs off the event loop (a small SQLite read; a damaged index is rebuilt, ingest/integrity.py)."""
     segments = store.read_segments(doc.id)
     if segments is None:
         return None
-    ranked = index.rank(store.dir(doc.id), question)
+    ranked = integrity.rank_segments(store.dir(doc.id), question, history)
     scores = dict(ranked)
     picked = index.chosen(ranked, close)
     return Plan([segments[i] for i in picked], [scores[i] for i in picked])

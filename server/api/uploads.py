@@ -10,7 +10,7 @@ calls are read-only and thread-safe.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from ingest import cut as cuts
 from ingest import disk, pipeline
@@ -85,7 +85,7 @@ async def run(
     store: DocStore,
     settings: Settings,
     snapshot_bytes: Callable[[int], int],
-    extract: Callable[[int], ExtractedText],
+    extract: Callable[[int], Awaitable[ExtractedText]],
     n_upload: int,
     store_doc: Callable[[Prepared], tuple[DocRecord, bool]],
     replaces: str | None = None,
@@ -97,7 +97,7 @@ async def run(
     then the engine drops what it holds of ``replaces`` (a failed earlier upload of the same bytes,
     or the re-ingested document itself) and queues the prefill. Returns (record, prepared, queued)."""
     cap = await asyncio.to_thread(max_chars, engine, settings)
-    extracted = await asyncio.to_thread(extract, cap)
+    extracted = await extract(cap)  # on the extraction worker's own threads (ingest/worker.py)
     prepared = await asyncio.to_thread(prepare, engine, settings, extracted)
     await asyncio.to_thread(make_room, store, settings, snapshot_bytes, n_upload, prepared)
     doc, queue = await asyncio.to_thread(store_doc, prepared)

@@ -45,6 +45,14 @@ class DocumentSettings(BaseSettings):
     extract_queue: int = Field(
         default=8, ge=0, description="Uploads that may wait for an extraction worker; more get 503 with Retry-After."
     )
+    extract_queue_bytes: int | None = Field(
+        default=256 * 1024**2,
+        ge=1,
+        description=(
+            "Bytes of uploads that may wait for extraction (or 256MiB); more get 503 with Retry-After. "
+            "One upload is always admitted when none waits."
+        ),
+    )
     extract_memory_bytes: int = Field(
         default=1024**3, ge=64 * 1024**2, description="Address-space limit of the extraction worker process."
     )
@@ -78,7 +86,7 @@ class DocumentSettings(BaseSettings):
         ),
     )
 
-    @field_validator("disk_budget_bytes", "traffic_log_bytes", mode="before")
+    @field_validator("disk_budget_bytes", "traffic_log_bytes", "extract_queue_bytes", mode="before")
     @classmethod
     def _bytes(cls, value: object) -> object:
         return parse_size(value) if isinstance(value, str) else value

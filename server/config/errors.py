@@ -66,6 +66,14 @@ class SnapshotRebuilding(ApiError):
     """The saved state was missing; it is being rebuilt."""
 
 
+class DocumentDamaged(ApiError):
+    """A stored file of the document is damaged beyond what the server repairs (ingest/integrity.py)."""
+
+
+class ReingestRunning(ApiError):
+    """A re-ingest of this document is already running."""
+
+
 class QuestionTooLong(ApiError):
     """The question and the document together exceed n_ctx."""
 
@@ -114,6 +122,8 @@ STATUS: dict[type[Exception], tuple[int, str]] = {
     DocumentNotReady: (409, "document_not_ready"),
     SnapshotUnusable: (409, "snapshot_incompatible"),
     SnapshotRebuilding: (409, "snapshot_missing"),
+    DocumentDamaged: (409, "document_damaged"),
+    ReingestRunning: (409, "reingest_running"),
     QuestionTooLong: (413, "question_too_long"),
     UploadTooLarge: (413, "upload_too_large"),
     BodyTimeout: (408, "body_timeout"),
@@ -137,12 +147,19 @@ STATUS: dict[type[Exception], tuple[int, str]] = {
     ingest_errors.DocumentError: (422, "bad_document"),
     snapshot.SnapshotIncompatible: (409, "snapshot_incompatible"),
     snapshot.SnapshotMissing: (409, "snapshot_missing"),
+    ingest_errors.DocumentFilesDamaged: (409, "document_damaged"),
     # ingest/errors.py: the data directory, not the document
     ingest_errors.DiskFull: (507, "insufficient_storage"),
     ingest_errors.StoreBusy: (503, "store_busy"),
     ingest_errors.StorageError: (500, "storage_error"),
 }
 INTERNAL = (500, "internal_error")
+
+
+def damaged(exc: ingest_errors.DocumentFilesDamaged, doc_id: str) -> DocumentDamaged:
+    """A damaged file of document ``doc_id`` as the 409 its client gets: what is damaged, and the
+    action that repairs it."""
+    return DocumentDamaged(f"document {doc_id}: {exc}; {exc.action.format(id=doc_id)}")
 
 
 def from_engine(exc: Exception) -> Exception:

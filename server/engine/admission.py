@@ -4,10 +4,13 @@ sharing the prefix. The question's suffix is then prefilled a chunk per engine s
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ingest import snapshot
+from ingest.errors import DocumentFilesDamaged, PrefixDamaged
+from ingest.integrity import repair_prefix
 from ingest.store import INGESTING, READY, DocStore
 from server.config import errors
 from server.engine.hot import HotDocs
@@ -15,6 +18,8 @@ from server.engine.jobs import AnswerJob, Deleted
 from server.engine.loading import Loaded
 from server.engine.runner import Runner
 from server.engine.sequence import Sequence, open_sequence
+
+log = logging.getLogger("docqa.engine")
 
 
 @dataclass(slots=True)
@@ -40,18 +45,16 @@ class Admission:
         if doc.status != READY:
             raise errors.DocumentNotReady(f"document {job.doc_id} is being ingested again; retry soon")
         try:
-            hot, source = self.docs.restore(job.key)
+            hot, source = self._restore(job)
         except snapshot.SnapshotIncompatible as exc:
             raise errors.SnapshotUnusable(
                 f"document {doc.id} was ingested with another model or cache layout ({exc}); "
                 f"re-ingest it with POST /v1/documents/{doc.id}/reingest"
             ) from None
-        except snapshot.SnapshotMissing:
-            self.store.set_status(doc.id, INGESTING)
-            self.resubmit(doc.id, doc.tokens)
-            raise errors.SnapshotRebuilding(
-                f"document {doc.id}'s saved state was missing; it is being rebuilt, retry soon"
-            ) from None
+        except snapshot.SnapshotMissing as exc:  # evicted, damaged (never handed to llama.cpp), or refused
+            raise self._rebuild(doc, job.key, exc) from None
+        except DocumentFilesDamaged as exc:
+            raise errors.damaged(exc, doc.id) from None
         n_ctx = self.loaded.ctx.n_ctx
         if len(hot.prefix) + len(job.suffix) + 1 > n_ctx:  # the route checked; a re-ingest may have grown it
             raise errors.QuestionTooLong(
@@ -63,3 +66,38 @@ class Admission:
         seq.n_running = n_running  # the concurrency it was admitted into (server/engine/traffic.py)
         seq.document_state = source
         return seq
+
+    def _restore(self, job: AnswerJob):
+        """``HotDocs.restore``, with a damaged ``prefix.npy`` rebuilt from the stored text once
+        (ingest/integrity.py ``repair_prefix``; PrefixDamaged again when that does not give the
+        document's tokens)."""
+        try:
+            return self.docs.restore(job.key)
+        except PrefixDamaged as exc:
+            log.warning("%s: %s; rebuilding it from the stored text", job.key, exc)
+            text = self.store.read_text(job.doc_id).text
+            if job.segment is not None:
+                segment = self.store.read_segments(job.doc_id)[job.segment]
+                text = text[segment.start : segment.end]
+            repair_prefix(self.store.state_dir(job.key), text, self.loaded.layout, self.loaded.model, job.n_prefix)
+            return self.docs.restore(job.key)
+
+    def _rebuild(self, doc, key: str, exc: snapshot.SnapshotMissing) -> errors.SnapshotRebuilding:
+        """The saved state of ``key`` cannot be used: remove what is left of it, prefill the document
+        again (its complete segments are kept), and the question's client is told why."""
+        reason = getattr(exc, "reason", None) or str(exc)
+        if isinstance(exc, snapshot.SnapshotDamaged):
+            log.warning("%s: the saved state is damaged (%s); prefilling it again", key, reason)
+            why = f"was damaged ({reason})"
+        elif isinstance(exc, snapshot.SnapshotRefused):
+            log.warning("%s: llama.cpp refused the saved state (%s); prefilling it again", key, reason)
+            why = f"was refused by llama.cpp ({reason})"
+        else:
+            why = "was missing"
+        with self.store.holding(doc.id):
+            snapshot.remove(self.store.state_dir(key))
+        self.store.set_status(doc.id, INGESTING)
+        self.resubmit(doc.id, doc.tokens)
+        return errors.SnapshotRebuilding(
+            f"document {doc.id}'s saved state {why}; it is being prefilled again, retry soon"
+        )

@@ -166,7 +166,7 @@ class HotDocs:
         with self.store.holding(parse_key(doc_id)[0]):  # not evicted nor deleted while it loads
             mtp_h = snapshot.load(ctx, seq, hot.prefix, self.store.state_dir(doc_id), self.mtp_ctx)
         if not self.holds_prefix(n):
-            raise snapshot.SnapshotIncompatible("the restored state does not end at the document prefix")
+            raise snapshot.SnapshotRefused("the restored state does not end at the document prefix")
         self.remember(doc_id, hot.prefix, *self.states_for_ram(), mtp_h)
         self.hold(doc_id, n)
         return hot, "restored"

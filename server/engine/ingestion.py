@@ -29,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ingest import disk, snapshot
-from ingest.errors import StorageError
+from ingest.errors import DocumentFilesDamaged, StorageError
 from ingest.store import FAILED, INGESTING, READY, DocStore
 from server.engine.hot import HotDocs
 from spec.mtp import MtpDrafter
@@ -156,7 +156,11 @@ class Ingestions:
         if doc is None or doc.status != INGESTING:
             return None
         docs = self.docs
-        prefix = self.store.read_prefix(job.key)
+        try:
+            prefix = self.store.read_prefix(job.key)
+        except DocumentFilesDamaged as exc:  # a prefix.npy damaged on disk before its prefill began
+            self._fail(doc.id, f"{exc}; {exc.action.format(id=doc.id)}")
+            return None
         if job.key != doc.id and snapshot.describes(self.store.state_dir(job.key), prefix):
             if complete(self.store, doc.id):  # the segment was kept; the last one makes the document ready
                 self.progress.pop(doc.id, None)
@@ -219,3 +223,9 @@ def resume_interrupted(store: DocStore, submit: Callable[[str, int], None]) -> N
                 submit(doc.id, doc.tokens)
         except StorageError as exc:  # a locked or full database: it stays as it is until the next start
             log.error("%s: could not record its state at start-up: %s", doc.id, exc)
+        except DocumentFilesDamaged as exc:  # never a crash at start-up over one document's files
+            log.error("%s: %s; marked failed", doc.id, exc)
+            try:
+                store.set_status(doc.id, FAILED, f"{exc}; {exc.action.format(id=doc.id)}")
+            except StorageError:
+                pass

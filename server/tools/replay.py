@@ -99,7 +99,7 @@ def build_workload(
             "top_k": rec.top_k,
             "top_p": rec.top_p,
             "seed": i,
-            "draft_source": "both" if len(rec.sources) > 1 else rec.sources[0],
+            "draft_source": "all" if len(rec.sources) > 1 else rec.sources[0],
         }
         if rec.window_by == "request" and rec.window is not None:
             body["draft_tokens"] = rec.window  # the client chose it; the server's policy is what is tuned

@@ -4,11 +4,13 @@ prefill), list, get, text, delete."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 
 from ingest import pipeline
-from ingest.reingest import reextract
+from ingest.errors import DocumentError, DocumentFilesDamaged, TextDamaged
+from ingest.reingest import reextract_async
 from ingest.store import FAILED, INGESTING, READY, DocRecord
 from server.api import uploads
 from server.api.deps import EngineDep, ExtractorDep, SettingsDep, StoreDep, existing_document
@@ -22,10 +24,11 @@ from server.api.schemas import (
     ReingestRequest,
     SegmentPublic,
 )
-from server.config.errors import DocumentFailed, DocumentIngesting
+from server.config.errors import DocumentFailed, DocumentIngesting, ReingestRunning, damaged
 from server.engine.engine import Engine
 
 router = APIRouter(prefix="/v1")
+log = logging.getLogger("docqa.http")
 
 
 def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
@@ -51,8 +54,13 @@ def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
 
 
 def _segments(doc: DocRecord, engine: Engine | None) -> list[SegmentPublic] | None:
-    """A segmented document's segments (a small file read); None for one answered whole."""
-    segments = engine.store.read_segments(doc.id) if engine is not None else None
+    """A segmented document's segments (a small file read); None for one answered whole, or whose
+    segment list is damaged (its questions then get the 409 that says so)."""
+    try:
+        segments = engine.store.read_segments(doc.id) if engine is not None else None
+    except DocumentFilesDamaged as exc:
+        log.warning("%s: %s", doc.id, exc)
+        return None
     if segments is None:
         return None
     return [SegmentPublic(index=s.index, pages=s.pages, start=s.start, end=s.end, tokens=s.n_tokens) for s in segments]
@@ -72,22 +80,25 @@ async def upload(
     chars: str | None = Form(default=None, description="A part of the text: characters 0-50000 ([start, end))"),
 ) -> DocumentCreated:
     cut = uploads.parse_cut(pages, chars)
-    data = await file.read()
-    digest = pipeline.sha256(data, cut)
-    known = store.by_sha256(digest)
-    if known is not None and known.status != FAILED:
-        response.status_code = 200
-        return DocumentCreated(id=known.id, name=known.name, status=known.status)
+    # Admitted before the body is read into memory: at most DOCQA_EXTRACT_WORKERS + DOCQA_EXTRACT_QUEUE
+    # uploads (and their bytes) wait for extraction; the next gets 503 with Retry-After at once.
+    async with extractor.slot(file.size or 0) as slot:
+        data = await file.read()
+        digest = pipeline.sha256(data, cut)
+        known = store.by_sha256(digest)
+        if known is not None and known.status != FAILED:
+            response.status_code = 200
+            return DocumentCreated(id=known.id, name=known.name, status=known.status)
 
-    def store_doc(prepared: pipeline.Prepared) -> tuple[DocRecord, bool]:
-        name = uploads.display_name(file.filename, prepared.extracted)
-        return pipeline.store_new(store, data, digest, name, prepared)  # False: the same bytes came meanwhile
+        def store_doc(prepared: pipeline.Prepared) -> tuple[DocRecord, bool]:
+            name = uploads.display_name(file.filename, prepared.extracted)
+            return pipeline.store_new(store, data, digest, name, prepared)  # False: the same bytes came meanwhile
 
-    doc, _, created = await uploads.run(
-        engine, store, settings, request.app.state.snapshot_bytes,
-        lambda cap: extractor.extract(data, password or None, cut, cap), len(data), store_doc,
-        replaces=known.id if known is not None else None,
-    )  # fmt: skip
+        doc, _, created = await uploads.run(
+            engine, store, settings, request.app.state.snapshot_bytes,
+            lambda cap: slot.extract(data, password or None, cut, cap), len(data), store_doc,
+            replaces=known.id if known is not None else None,
+        )  # fmt: skip
     if not created:
         response.status_code = 200
     return DocumentCreated(id=doc.id, name=doc.name, status=doc.status)
@@ -104,18 +115,38 @@ async def get_document(doc_id: str, store: StoreDep, engine: EngineDep) -> Docum
 
 
 @router.get("/documents/{doc_id}/text", response_model=DocumentText)
-async def get_text(doc_id: str, store: StoreDep) -> DocumentText:
-    """The stored text and its page map, numbered as in the upload (a part keeps its page numbers)."""
+async def get_text(doc_id: str, store: StoreDep, extractor: ExtractorDep) -> DocumentText:
+    """The stored text and its page map, numbered as in the upload (a part keeps its page numbers).
+    A damaged ``text.json`` is extracted again from the stored upload when that gives the same text
+    length and pages (then written back); otherwise 409 with the action that repairs it."""
     doc = existing_document(store, doc_id)
     try:
         extracted = await asyncio.to_thread(store.read_text, doc.id)
     except FileNotFoundError:
         why = doc.error or doc.status
         raise DocumentFailed(f"document {doc.id} has no stored text ({why}); upload it again") from None
+    except TextDamaged as exc:
+        extracted = await _text_again(store, extractor, doc, exc)
     starts, first = extracted.page_starts, extracted.first_page
     ends = [*starts[1:], len(extracted.text)]
     pages = [PageSpan(page=first + i, start=s, end=e) for i, (s, e) in enumerate(zip(starts, ends, strict=True))]
     return DocumentText(id=doc.id, text=extracted.text, pages=pages)
+
+
+async def _text_again(store, extractor, doc: DocRecord, exc: TextDamaged):
+    """``doc``'s text extracted again from its stored upload and written back, if it is the text its
+    snapshot was made from (the same length and pages); else DocumentDamaged (409)."""
+    upload = await asyncio.to_thread(store.read_upload, doc.id)
+    if upload is not None:
+        try:
+            fresh = await extractor.extract_async(upload)
+        except DocumentError:
+            fresh = None
+        if fresh is not None and len(fresh.text) == doc.chars and fresh.pages == doc.pages:
+            log.warning("%s: %s; extracted again from the stored upload and written back", doc.id, exc)
+            await asyncio.to_thread(store.write_text, doc.id, fresh)
+            return fresh
+    raise damaged(exc, doc.id) from None
 
 
 @router.delete("/documents/{doc_id}", status_code=204)
@@ -143,14 +174,31 @@ async def reingest(
     doc = existing_document(store, doc_id)
     if doc.status == INGESTING:
         raise DocumentIngesting(f"document {doc.id} is already being ingested")
-    upload, stored = await asyncio.gather(
-        asyncio.to_thread(store.read_upload, doc.id), asyncio.to_thread(store.read_text, doc.id)
-    )
-    password = body.password if body else None
+    running: set[str] = request.app.state.reingesting  # one re-ingest per document at a time
+    if doc.id in running:
+        raise ReingestRunning(f"document {doc.id} is being re-ingested already; wait for it (GET its status)")
+    running.add(doc.id)
+    try:
+        return await _reingest(request, doc, store, engine, settings, extractor, body.password if body else None)
+    finally:
+        running.discard(doc.id)
+
+
+async def _reingest(request, doc: DocRecord, store, engine, settings, extractor, password) -> DocumentCreated:
+    upload = await asyncio.to_thread(store.read_upload, doc.id)
+    try:
+        stored = await asyncio.to_thread(store.read_text, doc.id)
+    except TextDamaged as exc:  # the upload is what is left: read it again whole
+        if upload is None:
+            raise damaged(exc, doc.id) from None
+        stored = None
     notes: list[str | None] = []
 
-    def extract(_cap: int):
-        extracted, note = reextract(upload, stored, extractor.extract, password)
+    async def extract(_cap: int):
+        if stored is None:
+            notes.append("the stored text was damaged; the upload was extracted again in full")
+            return await extractor.extract_async(upload, password)
+        extracted, note = await reextract_async(upload, stored, extractor.extract_async, password)
         notes.append(note)
         return extracted
 
