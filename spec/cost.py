@@ -125,6 +125,7 @@ class CostModel:
         unknown until the first one-row call."""
         self.seed = seed or StepCosts.cpu_default()
         self.level: float | None = None  # None: no one-row call measured yet
+        self._draft: dict[str, float] = {}  # model source -> seconds per drafted token per sequence
         self._shape: dict[int, float] = {1: 1.0}
         self._observed: list[int] = [1]  # the keys of _shape, sorted
 
@@ -132,6 +133,24 @@ class CostModel:
     def mtp(self) -> float:
         """Seconds of one MTP draft step (the seed's measurement)."""
         return self.seed.mtp
+
+    def draft_step(self, source: str) -> float:
+        """Seconds one drafted token of model source ``source`` costs one sequence: learnt from its
+        draft calls (:meth:`observe_draft`); before any, the calibration's MTP step for ``mtp``, and
+        one target row for another source (a separate draft model is smaller than its target, so that
+        is a price it beats; its first real calls correct it)."""
+        if source in self._draft:
+            return self._draft[source]
+        return self.seed.mtp if source == "mtp" and self.seed.mtp > 0 else self.rows(1)
+
+    def observe_draft(self, source: str, seconds: float, depth: int, n_seqs: int) -> None:
+        """A draft call of ``source`` made ``depth`` tokens for each of ``n_seqs`` sequences in ``seconds``
+        (its catch-up of the tokens emitted since it last drafted included)."""
+        if depth <= 0 or n_seqs <= 0:
+            return
+        per = seconds / (depth * n_seqs)
+        old = self._draft.get(source)
+        self._draft[source] = per if old is None else old + self.ALPHA * (min(per, 4 * old) - old)
 
     def observe(self, rows: int, seconds: float) -> None:
         """One decode call of ``rows`` rows (all sequences) took ``seconds``, its accept work included."""

@@ -21,6 +21,7 @@ Per-source counters feed the answer's stats.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -193,7 +194,9 @@ class DraftPolicy:
         parts: list[tuple[str, int]] = []
         if plan.model is not None:
             if model_tokens is None or len(model_tokens) < plan.n_model:
+                t0 = time.perf_counter()
                 model_tokens = self.model[plan.model].propose(plan.n_model, last=last, pos=pos)
+                self.costs.observe_draft(plan.model, time.perf_counter() - t0, plan.n_model, 1)
             tokens = list(model_tokens[: plan.n_model])
             parts.append((plan.model, len(tokens)))
             if plan.window > len(tokens):  # a fixed window: a text source continues the model's tokens

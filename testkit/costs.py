@@ -15,3 +15,6 @@ class FixedCosts(CostModel):
 
     def observe(self, rows: int, seconds: float) -> None:
         """Nothing is learnt."""
+
+    def observe_draft(self, source: str, seconds: float, depth: int, n_seqs: int) -> None:
+        """Nothing is learnt."""

@@ -174,6 +174,7 @@ class Runner:
                 continue
             drafters = [s.answer.run.drafters[source.name] for s, _ in want]
             depth = max(p.n_model for _, p in want)
+            t0 = time.perf_counter()
             try:
                 drafts = source.propose_many(
                     drafters, [s.answer.last for s, _ in want], [s.answer.n_past for s, _ in want], depth
@@ -181,6 +182,8 @@ class Runner:
             except Exception:
                 log.exception("batched %s drafting failed; drafting per sequence", source.name)
                 continue
+            if self.costs is not None:
+                self.costs.observe_draft(source.name, time.perf_counter() - t0, depth, len(want))
             report.mtp_batched += depth
             made.update({s.seq_id: d for (s, _), d in zip(want, drafts, strict=True)})
         return made
