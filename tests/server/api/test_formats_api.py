@@ -13,7 +13,7 @@ import pytest
 from testkit.live import LOCAL
 from tests.conftest import make_settings, upload, wait_ready
 
-FILES = Path(__file__).resolve().parents[1] / "ingest" / "files"
+FILES = Path(__file__).resolve().parents[2] / "ingest" / "files"
 QUOTE = "Quote the whole text of the document verbatim."
 
 

@@ -14,7 +14,7 @@ from tests.conftest import wait_ready
 GEOTOPO = "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf"  # 117 pages, ~57k tokens
 AROUND = "text/gutenberg/around-the-world-in-80-days-pg103.txt"  # one page of ~86k tokens
 QUOTE = "Quote the whole text of the document verbatim."
-FILES = Path(__file__).resolve().parent.parent / "ingest" / "files"
+FILES = Path(__file__).resolve().parents[2] / "ingest" / "files"
 
 
 def _post(client, path, data: bytes, **form):
