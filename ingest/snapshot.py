@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ingest import side_state
 from ingest.manifest import (
     FORMAT_VERSION,
     LEGACY_MAX_BYTES,
@@ -139,7 +140,7 @@ def remove(directory: Path) -> int:
             path.unlink()
         except FileNotFoundError:
             pass
-    return freed
+    return freed + sum(side_state.remove(directory, name) for name in side_state.NAMES)
 
 
 def touch(directory: Path) -> None:

@@ -138,7 +138,7 @@ class DraftPolicy:
                 return Plan(text=name, text_tokens=t.drafter.propose(k, last=last, pos=pos), window=k)
         if self.model:
             name = next(iter(self.model))
-            return Plan(model=name, n_model=min(cfg.n_mtp, k), window=k)
+            return Plan(model=name, n_model=min(self._depth(name), k), window=k)
         if self.text:  # only weak matches: the first text source's
             name, t = next(iter(self.text.items()))
             t.kind = "weak"
@@ -158,7 +158,7 @@ class DraftPolicy:
                     best_value, best = value, Plan(text=name, text_tokens=candidate[:k], window=k)
         for name in self.model:
             step = self.costs.draft_step(name)
-            for n, gain in enumerate(self.rate[name].expected_upto(min(self.config.n_mtp, max_draft)), start=1):
+            for n, gain in enumerate(self.rate[name].expected_upto(min(self._depth(name), max_draft)), start=1):
                 value = (1 + gain) / (share(n, load) + n * step)
                 if value > best_value:
                     best_value, best = value, Plan(model=name, n_model=n, window=n)
@@ -221,6 +221,11 @@ class DraftPolicy:
         plan = self.plan(last, pos, max_draft, load)
         made = (model_tokens or {}).get(plan.model) if plan.model is not None else None
         return self.draft(plan, last, pos, made)
+
+    def _depth(self, name: str) -> int:
+        """Most tokens model source ``name`` drafts per step: its drafter's ``depth``, else ``n_mtp``
+        (the MTP head, whose acceptance falls with depth, notes §2.2)."""
+        return getattr(self.model[name], "depth", self.config.n_mtp)
 
     # -- learning from the outcome --------------------------------------------------------------------
     def _check_shadow(self, t: _Text, first_emitted: int) -> None:

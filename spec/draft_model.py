@@ -34,8 +34,9 @@ class DraftModelDrafter:
 
     kind = "model"
 
-    def __init__(self, ctx: Context, seq_id: int, n_prefix: int) -> None:
-        self.ctx, self.seq_id = ctx, seq_id
+    def __init__(self, ctx: Context, seq_id: int, n_prefix: int, depth: int = 8) -> None:
+        """``depth``: the most drafts one step may ask of it (the policy's plans go up to it)."""
+        self.ctx, self.seq_id, self.depth = ctx, seq_id, depth
         self.n_prefix = n_prefix
         self.n_cached = n_prefix  # the draft context holds this sequence's positions [0, n_cached)
         self.tokens: list[int] = []  # every token after the prefix: the question, then the answer

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from spec import mtp
+from spec import draft_model, mtp
 
 
 class Drafter(Protocol):
@@ -53,6 +53,7 @@ REGISTRY: tuple[Source, ...] = (
     Source("lookup", "text", "prompt lookup: continues the longest match in the document and the question"),
     Source("history", "text", "earlier answers about the document: repeated questions at copy speed"),
     Source("mtp", "model", "the model's own multi-token-prediction head", mtp.draft_many),
+    Source("draft", "model", "a separate small draft model sharing the vocabulary", draft_model.draft_many),
 )
 NAMES: tuple[str, ...] = tuple(s.name for s in REGISTRY)
 KINDS: dict[str, str] = {s.name: s.kind for s in REGISTRY}

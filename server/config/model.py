@@ -61,6 +61,17 @@ class ModelSettings(BaseSettings):
         description="Draft with the model's MTP head: auto = when the GGUF has MTP layers; on = require them.",
     )
     mtp_draft_tokens: int = Field(default=2, ge=1, le=MAX_MTP_DRAFT, description="MTP draft tokens per verify step.")
+    draft_model_path: Path | None = Field(
+        default=None,
+        description=(
+            "A second, small GGUF that shares the model's vocabulary (checked at start-up), drafting for it "
+            "as llama-server's -md does: for models without MTP layers. Its state for each document is "
+            "prefilled at ingestion and saved beside the snapshot."
+        ),
+    )
+    draft_model_tokens: int = Field(
+        default=6, ge=1, le=MAX_WINDOW, description="Most tokens the draft model drafts per verify step."
+    )
     n_rs_seq: int | None = Field(
         default=None,
         ge=0,

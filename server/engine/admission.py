@@ -62,7 +62,8 @@ class Admission:
                 f"exceeds n_ctx {n_ctx}"
             )
         mtp = self.runner.share_prefix(seq_id, hot)
-        seq = open_sequence(job, hot, seq_id, self.loaded, mtp, cells)
+        companions = self.runner.companions.share(job.key, seq_id, len(hot.prefix))
+        seq = open_sequence(job, hot, seq_id, self.loaded, mtp, cells, companions)
         seq.n_running = n_running  # the concurrency it was admitted into (server/engine/traffic.py)
         seq.document_state = source
         return seq

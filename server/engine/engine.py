@@ -160,8 +160,10 @@ class Engine:
         self.histories = AnswerHistories(
             self.store, s.answer_history, s.answer_history_tokens, s.min_ngram, s.max_ngram
         )
-        self.docs = HotDocs(s, self.store, loaded.model, loaded.ctx, loaded.mtp_ctx, DOC_SEQ, self.histories.load)
-        self.runner = Runner(loaded.ctx, loaded.mtp_ctx, DOC_SEQ, loaded.max_rows, loaded.costs)
+        self.docs = HotDocs(
+            s, self.store, loaded.model, loaded.ctx, loaded.mtp_ctx, DOC_SEQ, self.histories.load, loaded.companions
+        )
+        self.runner = Runner(loaded.ctx, loaded.mtp_ctx, DOC_SEQ, loaded.max_rows, loaded.costs, loaded.companions)
         self.admission = Admission(self.store, self.docs, self.runner, loaded, self.deleted, self.submit_ingest)
         self.citations = Citations(self.store, loaded.model, loaded.layout)
         self.finisher = Finisher(self.citations, self.histories, self.docs, self.replica, self.observer, self.traffic)

@@ -22,6 +22,7 @@ from ingest.segments import parse_key
 from ingest.store import DocStore
 from runtime.llama import Context, Model
 from server.config.settings import Settings
+from server.engine.companions import NONE, Companions
 from spec.cite import CitationIndex, TokenOffsets
 from spec.history import AnswerHistory
 from spec.lookup import NgramIndex
@@ -59,10 +60,12 @@ class HotDocs:
         mtp_ctx: Context | None,
         seq_id: int,
         load_history: Callable[[str], AnswerHistory | None] = lambda key: None,
+        companions: Companions = NONE,
     ) -> None:
-        """``load_history(key)``: a document's answer history, read when its entry is made."""
+        """``load_history(key)``: a document's answer history, read when its entry is made;
+        ``companions``: contexts that follow the document sequence (server/engine/companions.py)."""
         self.settings, self.store, self.model = settings, store, model
-        self.load_history = load_history
+        self.load_history, self.companions = load_history, companions
         self.ctx, self.mtp_ctx, self.seq_id = ctx, mtp_ctx, seq_id
         self.loaded: str | None = None  # the document whose prefix the sequence holds, exactly (see hold())
         self.n_loaded = 0  # its prefix tokens (0: none)
@@ -80,6 +83,7 @@ class HotDocs:
         self.ctx.seq_cp(seq_id, self.seq_id, 0, -1)
         if self.mtp_ctx is not None:
             self.mtp_ctx.seq_cp(seq_id, self.seq_id, 0, -1)
+        self.companions.adopt(doc_id, seq_id)
         self.hold(doc_id, len(self._hot[doc_id].prefix))
 
     def clear(self) -> None:
@@ -88,6 +92,7 @@ class HotDocs:
         self.ctx.seq_rm(self.seq_id, 0)
         if self.mtp_ctx is not None:
             self.mtp_ctx.seq_rm(self.seq_id, 0)
+        self.companions.clear()
 
     def get(self, doc_id: str) -> HotDoc | None:
         return self._hot.get(doc_id)
@@ -161,6 +166,7 @@ class HotDocs:
                 self.mtp_ctx.state_set(hot.mtp_state, seq)
             if self.holds_prefix(n):
                 self.hold(doc_id, n)
+                self.companions.restore(doc_id, hot.prefix, self.store.state_dir(doc_id))
                 return hot, source
             hot.state = hot.mtp_state = None  # unusable; fall back to disk
         with self.store.holding(parse_key(doc_id)[0]):  # not evicted nor deleted while it loads
@@ -169,6 +175,7 @@ class HotDocs:
             raise snapshot.SnapshotRefused("the restored state does not end at the document prefix")
         self.remember(doc_id, hot.prefix, *self.states_for_ram(), mtp_h)
         self.hold(doc_id, n)
+        self.companions.restore(doc_id, hot.prefix, self.store.state_dir(doc_id))
         return hot, "restored"
 
     def states_for_ram(self, seq: int | None = None) -> tuple[bytes | None, bytes | None]:

@@ -78,6 +78,7 @@ class Ingestion:
         self.docs.ctx.decode(chunk, self.n_done, seq_id=self.seq_id, outputs="none")
         if self.mtp is not None:
             self.mtp.process(chunk, self.n_done)
+        self.docs.companions.prefill(chunk, self.n_done, self.seq_id)
         self.n_done += len(chunk)
         self.progress[self.doc_id] = (self.before + self.n_done) / max(1, self.total)
         return self.n_done >= self.n_tokens
@@ -93,6 +94,7 @@ class Ingestion:
             if not directory.is_dir():  # deleted: its files went first, and so does its snapshot
                 return False
             snapshot.save(docs.ctx, seq, self.prefix, store.state_dir(self.key), docs.mtp_ctx, mtp_h)
+            docs.companions.save(seq, self.prefix, store.state_dir(self.key))
         docs.remember(self.key, self.prefix, *docs.states_for_ram(seq), mtp_h).prefilled = True
         # A sliding-window cache (without swa_full) still holds every cell the prefill cycled through;
         # shared into a question's sequence by seq_cp, cells of two sequences can never be reused
@@ -101,6 +103,8 @@ class Ingestion:
         keep = docs.model.n_swa == 0 or docs.settings.swa_full
         if seq == docs.seq_id:
             docs.hold(self.key, self.n_tokens) if keep else docs.hold(None)
+            if keep:
+                docs.companions.adopt(self.key, seq)
         elif idle and keep:
             docs.adopt(self.key, seq)
         self.release()
@@ -127,6 +131,7 @@ class Ingestion:
             self.docs.ctx.seq_rm(self.seq_id, 0)
             if self.docs.mtp_ctx is not None:
                 self.docs.mtp_ctx.seq_rm(self.seq_id, 0)
+            self.docs.companions.release(self.seq_id)
 
     def abandon(self) -> None:
         """Stop without a snapshot (the document was deleted, or the server is stopping)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ingest.prompt import PromptLayout, layout_for
@@ -13,8 +13,11 @@ from runtime.numerics import PROBE_TEXT, TILED_ENV, restore_kernels_env, rows_ag
 from server.config.memory import check_fits, context_config
 from server.config.settings import Settings
 from server.engine.calibration import step_costs
+from server.engine.companions import NONE, Companions
+from server.engine.draft_model import DraftModel, DraftModelError
 from spec.cost import CostModel
 from spec.limits import INVARIANT_MAX_ROWS, MAX_WINDOW
+from spec.sources import REGISTRY
 
 log = logging.getLogger("docqa.engine")
 
@@ -32,8 +35,11 @@ class Loaded:
     max_rows: int  # rows per decode call (n_batch; INVARIANT_MAX_ROWS under DOCQA_BATCH_INVARIANT's fallback)
     costs: CostModel  # verify and MTP step costs (adaptive window): calibrated, corrected by real steps
     layout: PromptLayout
+    companions: Companions = NONE  # contexts that follow the target's sequences (a draft model)
+    drafters: dict[str, str | None] = field(default_factory=dict)  # source -> None (active) or why it is off
 
     def close(self) -> None:
+        self.companions.close()
         if self.mtp_ctx is not None:
             self.mtp_ctx.close()
         self.ctx.close()
@@ -95,15 +101,43 @@ def _load(s: Settings, path: Path, doc_seq: int) -> Loaded:
         mtp_ctx = Context(model, replace(config, mtp=True, n_rs_seq=0))
         ctx.export_hidden(masked=False)  # the target's h for every row feeds the MTP head (notes §2.2)
         mtp_ctx.export_hidden(masked=True)  # the MTP's own h of its output rows chains its drafts
+    companions = NONE
+    if s.draft_model_path is not None:
+        try:
+            draft = DraftModel.load(
+                s.draft_model_path, model, config, doc_seq, s.draft_model_tokens,
+                n_gpu_layers=s.n_gpu_layers, extra_bufts=s.extra_bufts,
+            )  # fmt: skip
+        except DraftModelError as exc:
+            ctx.close()
+            model.close()
+            raise LoadError(str(exc)) from None
+        companions = Companions((draft,))
     costs = CostModel(step_costs(ctx, model, mtp_ctx, s.data_dir, doc_seq))
-    loaded = Loaded(model, ctx, mtp_ctx, max_window, max_rows, costs, layout_for(model))
+    drafters = _drafters(s, model, mtp_ctx is not None, bool(companions))
+    loaded = Loaded(model, ctx, mtp_ctx, max_window, max_rows, costs, layout_for(model), companions, drafters)
     log.info(
-        "model %s loaded (%s layout, n_ctx %d, %d concurrent questions, MTP %s, max window %d)",
+        "model %s loaded (%s layout, n_ctx %d, %d concurrent questions, max window %d); drafters: %s",
         model.description,
         loaded.layout.kind,
         ctx.n_ctx,
         s.n_seq_max,
-        "on" if mtp_ctx else "off",
         max_window,
+        "; ".join(f"{n} {'on' if why is None else 'off (' + why + ')'}" for n, why in drafters.items()),
     )
     return loaded
+
+
+def _drafters(s: Settings, model: Model, mtp: bool, draft: bool) -> dict[str, str | None]:
+    """Each draft source (spec/sources.py), and why it is off (None: on): said at start-up and in /health."""
+    off = {
+        "lookup": None,
+        "history": None if s.answer_history else "DOCQA_ANSWER_HISTORY=false",
+        "mtp": None
+        if mtp
+        else "DOCQA_MTP=off"
+        if s.mtp == "off"
+        else f"the model has no MTP layers (nextn_predict_layers = {model.n_layer_nextn})",
+        "draft": None if draft else "no draft model (DOCQA_DRAFT_MODEL_PATH is not set)",
+    }
+    return {source.name: off.get(source.name) for source in REGISTRY}

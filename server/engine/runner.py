@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from runtime.llama import Context, DecodeError
+from server.engine.companions import NONE, Companions
 from server.engine.hot import HotDoc
 from server.engine.sequence import Sequence
 from spec.cost import CostModel
@@ -46,12 +47,14 @@ class Runner:
         doc_seq: int,
         max_rows: int | None = None,
         costs: CostModel | None = None,
+        companions: Companions = NONE,
     ) -> None:
         """``max_rows``: rows per verify call (default ``n_batch``); DOCQA_BATCH_INVARIANT's fallback
         (server/engine/loading.py) sets spec/limits.py ``INVARIANT_MAX_ROWS``, so a row's logits do not depend
         on how many other sequences share the step. ``costs``: told the wall time of every verify call (decode, MTP
         catch-up and accept), which the adaptive window prices its drafts with."""
         self.ctx, self.mtp_ctx, self.doc_seq, self.costs = ctx, mtp_ctx, doc_seq, costs
+        self.companions = companions  # contexts that follow each question's sequence (a draft model)
         self.max_rows = min(max_rows or ctx.n_batch, ctx.n_batch)
         self.invariant = self.max_rows < ctx.n_batch  # DOCQA_BATCH_INVARIANT's row-cap fallback is on
 
@@ -119,6 +122,10 @@ class Runner:
         sequence then ends exactly where the answer expects it (``n_past - 1``)."""
         log.warning("rollback failed on %s (seq %d); rebuilding it from the prefix", seq.job.doc_id, seq.seq_id)
         self.share_prefix(seq.seq_id, seq.hot, seq.mtp)
+        self.companions.share(seq.job.key, seq.seq_id, seq.n_prefix)  # they catch up again lazily
+        for name in self.companions_names:
+            if (drafter := seq.answer.run.drafters.get(name)) is not None:
+                drafter.rollback(seq.n_prefix)
         replay = np.concatenate([seq.suffix, np.asarray(seq.answer.replay_ids(), dtype=np.int32)])
         self.prefill(seq, replay)
         seq.answer.count_replay(len(replay))
@@ -131,6 +138,11 @@ class Runner:
         self.ctx.seq_rm(seq_id, 0)
         if self.mtp_ctx is not None:
             self.mtp_ctx.seq_rm(seq_id, 0)
+        self.companions.release(seq_id)
+
+    @property
+    def companions_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.companions)
 
     # -- the batched step ---------------------------------------------------------------------------
     def step(self, seqs: list[Sequence]) -> StepReport:

@@ -45,16 +45,19 @@ class Sequence:
         return self.n_prefilled < len(self.suffix)
 
 
-def open_sequence(job: AnswerJob, hot: HotDoc, seq_id: int, loaded, mtp: MtpDrafter | None, cells: int) -> Sequence:
+def open_sequence(
+    job: AnswerJob, hot: HotDoc, seq_id: int, loaded, mtp: MtpDrafter | None, cells: int, others=None
+) -> Sequence:
     """The Sequence of question ``job`` in ``seq_id``, which holds ``hot``'s prefix; its suffix is
-    still to be prefilled. ``loaded``: the engine's model and contexts (server/engine/loading.py)."""
+    still to be prefilled. ``loaded``: the engine's model and contexts (server/engine/loading.py);
+    ``others``: more drafters by source name (the companions', server/engine/companions.py)."""
     model = loaded.model
     lookup = LookupDrafter(hot.index, model.piece, model.unspaced)
     stats = AnswerStats(prompt_tokens=len(job.suffix), cached_tokens=len(hot.prefix))
     history = None
     if hot.history is not None and (len(hot.history) or job.earlier):
         history = HistoryDrafter(hot.history, model.piece, model.unspaced, earlier=job.earlier)
-    drafters = {"lookup": lookup, "history": history, "mtp": mtp}
+    drafters = {"lookup": lookup, "history": history, "mtp": mtp, **(others or {})}
     run = AnswerRun(
         loaded.ctx, model, {n: d for n, d in drafters.items() if d is not None},
         len(hot.prefix) + len(job.suffix), stats, job.t_start, seq_id, loaded.max_window, loaded.costs,

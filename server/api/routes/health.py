@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from runtime.system import system_info
+from spec.sources import BY_NAME
 
 router = APIRouter()
 
@@ -29,7 +30,12 @@ async def health(request: Request) -> dict:
         "queue_depth": engine.queue_depth,
         "n_seq_max": engine.settings.n_seq_max,  # questions answered concurrently (continuous batching)
         "active_answers": engine.active_answers,
-        "cpu_repack": model.extra_bufts,  # llama.cpp's extra CPU buffer types (off after an AMX fallback)
+        "cpu_repack": model.extra_bufts,
+        # Each draft source (spec/sources.py): whether it drafts here, and why not.
+        "drafters": [
+            {"name": name, "active": why is None, "about": BY_NAME[name].about, **({"why_not": why} if why else {})}
+            for name, why in engine.loaded.drafters.items()
+        ],  # llama.cpp's extra CPU buffer types (off after an AMX fallback)
         "selftest": {"status": selftest.status, "note": selftest.note} if selftest else {"status": "not run"},
         "system_info": system_info(),
     }
