@@ -94,7 +94,8 @@ class DraftPolicy:
         """``drafters``: this sequence's drafter of each available source (spec/sources.py), by name;
         only those ``config.sources`` allows are used."""
         self.config = config
-        allowed = {n: d for n, d in drafters.items() if d is not None and n in config.sources}
+        # In the registry's order, which breaks ties between sources (spec/sources.py).
+        allowed = {n: drafters[n] for n in NAMES if drafters.get(n) is not None and n in config.sources}
         self.text = {n: _Text(n, d) for n, d in allowed.items() if KINDS[n] == "text"}
         self.model = {n: d for n, d in allowed.items() if KINDS[n] == "model"}
         self.costs = costs or CostModel()  # learns this machine's prices from the verify calls made
@@ -132,10 +133,11 @@ class DraftPolicy:
             return Plan()
         if cfg.window is None:
             return self._adaptive(k, load)
-        for name, t in self.text.items():
-            if t.drafter.strong():
-                t.kind = "strong"
-                return Plan(text=name, text_tokens=t.drafter.propose(k, last=last, pos=pos), window=k)
+        strong = [(n, t, t.drafter.propose(k, last=last, pos=pos)) for n, t in self.text.items() if t.drafter.strong()]
+        if strong:  # the longest strong candidate (a whole earlier answer beats the answer's own last line)
+            name, t, tokens = max(strong, key=lambda c: len(c[2]))
+            t.kind = "strong"
+            return Plan(text=name, text_tokens=tokens, window=k)
         if self.model:
             name = next(iter(self.model))
             return Plan(model=name, n_model=min(self._depth(name), k), window=k)

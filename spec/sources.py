@@ -48,10 +48,12 @@ class Source:
     propose_many: Callable[[list, list[int], list[int], int], list[list[int]]] | None = None
 
 
-#: Every source, in priority order (a fixed window tries text sources, then model sources, in this order).
+#: Every source, in priority order (a fixed window takes the longest strong text candidate, the first of
+#: equals in this order, else the first model source). Earlier answers come first: a continuation they
+#: share with the context (a conversation's earlier answer is in it) is an answer copied.
 REGISTRY: tuple[Source, ...] = (
-    Source("lookup", "text", "prompt lookup: continues the longest match in the document and the question"),
     Source("history", "text", "earlier answers about the document: repeated questions at copy speed"),
+    Source("lookup", "text", "prompt lookup: continues the longest match in the document and the question"),
     Source("mtp", "model", "the model's own multi-token-prediction head", mtp.draft_many),
     Source("draft", "model", "a separate small draft model sharing the vocabulary", draft_model.draft_many),
 )
