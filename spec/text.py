@@ -9,7 +9,10 @@ U+FFFD). Bytes that can never be UTF-8 (0xFF, a lead byte followed by a non-cont
 decode to U+FFFD where they occur: that is what the model wrote.
 
 Text that could still become the start of a stop string is held back until it cannot, so a stop
-string is never streamed.
+string is never streamed. Whitespace before the answer's first visible character is not emitted: the
+space a tokenizer writes before the first word (" Berlin.", issue 29), or a line break after the
+prompt's "Answer:", is the prompt's layout, not the answer. Stop strings are matched on the text as
+decoded, before that.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ class TextStream:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._stops = tuple(s for s in stops if s)
         self._pending = ""
+        self._started = False  # a visible character was emitted: whitespace is text from here on
         self.stopped = False
         self.text = ""  # everything emitted so far
 
@@ -39,8 +43,7 @@ class TextStream:
             hold = self._held_back()
             out = self._pending[: len(self._pending) - hold]
             self._pending = self._pending[len(self._pending) - hold :]
-        self.text += out
-        return out
+        return self._emit(out)
 
     def flush(self) -> str:
         """End of generation: release held-back text (never a whole stop string); an incomplete
@@ -54,6 +57,12 @@ class TextStream:
         cut = self._first_stop_in(out)
         if cut is not None:
             out, self.stopped = out[:cut], True
+        return self._emit(out)
+
+    def _emit(self, out: str) -> str:
+        if not self._started:
+            out = out.lstrip()
+            self._started = bool(out)
         self.text += out
         return out
 

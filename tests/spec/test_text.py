@@ -58,3 +58,17 @@ def test_a_broken_sequence_mid_stream_is_still_replaced():
     # A lead byte followed by a non-continuation byte is what the model wrote, not a cut.
     stream = TextStream()
     assert stream.push(b"\xf0\x9f") + stream.push(b"a") + stream.flush() == "\ufffda"
+
+
+def test_the_answer_does_not_start_with_the_prompts_whitespace():
+    """Issue 29: " Berlin." came out with the space the tokenizer puts before the first word."""
+    stream = TextStream(("\nQuestion:",))
+    assert [stream.push(p) for p in (b" ", b" Berlin", b".", b" It")] == ["", "Berlin", ".", " It"]
+    assert stream.text == "Berlin. It"
+    lines = TextStream()
+    assert lines.push(b"\n") == "" and lines.push(b"\nThe") == "The" and lines.push(b"\n") == "\n"
+
+
+def test_a_stop_string_at_the_very_start_still_stops():
+    stream = TextStream(("\nQuestion:",))
+    assert stream.push(b"\nQuestion:") == "" and stream.stopped and stream.text == ""
