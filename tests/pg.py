@@ -32,34 +32,62 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+class Postgres:
+    """A PostgreSQL server in a temporary directory on a free port, which a test may stop and start
+    again (an outage) while a docqa server uses it."""
+
+    def __init__(self, bin_dir: Path) -> None:
+        self.bin_dir = bin_dir
+        self.root = Path(tempfile.mkdtemp(prefix="docqa-pg-"))
+        self.prefix: list[str] = []
+        if os.geteuid() == 0:
+            user = pwd.getpwnam("postgres")
+            os.chown(self.root, user.pw_uid, user.pw_gid)
+            self.prefix = ["runuser", "-u", "postgres", "--"]
+        self.data, self.port = self.root / "data", _free_port()
+        subprocess.run(
+            [
+                *self.prefix,
+                str(bin_dir / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _ctl(self, *args: str, check: bool = True) -> None:
+        subprocess.run(
+            [*self.prefix, str(self.bin_dir / "pg_ctl"), "-D", str(self.data), *args], check=check, capture_output=True
+        )
+
+    def start(self) -> Postgres:
+        options = f"-k {self.root} -p {self.port} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._ctl("-o", options, "-l", str(self.root / "log"), "-w", "start")
+        return self
+
+    def stop(self) -> None:
+        self._ctl("-m", "immediate", "stop", check=False)
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
 @contextmanager
 def postgres_server(bin_dir: Path) -> Iterator[str]:
     """Start a server, yield its URL (superuser ``postgres``, database ``postgres``), stop it."""
-    root = Path(tempfile.mkdtemp(prefix="docqa-pg-"))
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        user = pwd.getpwnam("postgres")
-        os.chown(root, user.pw_uid, user.pw_gid)
-        prefix = ["runuser", "-u", "postgres", "--"]
-    data, port = root / "data", _free_port()
+    server = Postgres(bin_dir)
     try:
-        subprocess.run(
-            [*prefix, str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"],
-            check=True,
-            capture_output=True,
-        )
-        options = f"-k {root} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off"
-        subprocess.run(
-            [*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"],
-            check=True,
-            capture_output=True,
-        )
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        yield server.start().url
     finally:
-        subprocess.run(
-            [*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True
-        )
-        shutil.rmtree(root, ignore_errors=True)
+        server.remove()
 
 
 def fresh_database(server_url: str) -> str:

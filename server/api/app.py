@@ -51,7 +51,8 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
             store.share(owner_name(settings.replica_name), settings.ingest_lease_s)
         traffic = TrafficLog(settings) if settings.traffic_log else None
         engine = Engine(settings, store, observer=metrics, traffic=traffic)
-        leases = Leases(store, engine.submit_ingest) if settings.ingest_lease_s else None
+        # Resumes stranded ingestions (and renews leases when servers share the database).
+        leases = Leases(store, engine.submit_ingest, engine.progress.__contains__, settings.resume_check_s)
         app.state.store = store
         app.state.reingesting = set()  # documents being re-ingested (one re-ingest per document at a time)
         app.state.engine = engine

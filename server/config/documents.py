@@ -39,6 +39,12 @@ class DocumentSettings(BaseSettings):
         default=8 * 1024**2, ge=4096, description="Size at which traffic.jsonl rotates (two older files are kept)."
     )
 
+    resume_check_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds between checks for documents left `ingesting` with no prefill running (resumed).",
+    )
+
     # -- extraction --------------------------------------------------------------------------
     extract_timeout_s: float = Field(default=60.0, gt=0, description="Wall-clock limit of one text extraction.")
     extract_workers: int = Field(default=2, ge=1, le=64, description="Files read at once, each in a worker process.")

@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 
+from ingest.errors import StorageError
 from ingest.store import DocStore
 from server.config import errors
 from server.config.settings import Settings
@@ -41,6 +42,16 @@ _WAKE = object()  # wakes the engine thread (a shutdown began) without a job
 
 
 class Engine:
+    # Made at load on the engine thread (_load): the document sequence and RAM cache, the runner,
+    # admission, the ingestions, the answer histories, the citation worker and what finishes answers.
+    docs: HotDocs
+    runner: Runner
+    admission: Admission
+    ingest: Ingestions
+    histories: AnswerHistories
+    citations: Citations
+    finisher: Finisher
+
     def __init__(
         self, settings: Settings, store: DocStore, observer: Observer | None = None, traffic: TrafficLog | None = None
     ) -> None:
@@ -56,16 +67,7 @@ class Engine:
         self._thread = threading.Thread(target=self._run, name="docqa-engine", daemon=True)
         self._turn = 0  # alternates prefill chunks between questions and the ingestion
         self._closing_at: float | None = None  # monotonic deadline of a graceful shutdown
-        # After load (engine thread): the scheduler, the document sequence and RAM cache, the runner,
-        # admission, the ingestions and the citation worker.
-        self.scheduler: Scheduler | None = None
-        self.docs: HotDocs | None = None
-        self.runner: Runner | None = None
-        self.admission: Admission | None = None
-        self.ingest: Ingestions | None = None
-        self.citations: Citations | None = None
-        self.finisher: Finisher | None = None
-        self.histories: AnswerHistories | None = None
+        self.scheduler: Scheduler | None = None  # made at load, with the rest (_load)
 
     # -- lifecycle and the calls routes make (thread-safe) -------------------------------------------
     def start(self, timeout: float = 600.0) -> None:
@@ -89,17 +91,9 @@ class Engine:
         self._closing_at = time.monotonic() + timeout_s
         self._jobs.put(_WAKE)
 
-    @property
-    def model(self):
-        return self.loaded.model if self.loaded else None
-
-    @property
-    def layout(self):
-        return self.loaded.layout if self.loaded else None
-
-    @property
-    def n_ctx(self) -> int:
-        return self.loaded.ctx.n_ctx if self.loaded else 0
+    model = property(lambda self: self.loaded.model if self.loaded else None)
+    layout = property(lambda self: self.loaded.layout if self.loaded else None)
+    n_ctx = property(lambda self: self.loaded.ctx.n_ctx if self.loaded else 0)
 
     @property
     def queue_depth(self) -> int:
@@ -144,7 +138,7 @@ class Engine:
             return
         self.ready.set()
         resume_interrupted(self.store, self.submit_ingest)
-        while self._pull(block=self.scheduler.idle):
+        while self._pull(block=self.scheduler.idle, timeout=self.scheduler.wait_s()):
             self.step()
         self._close_down(force=True)
         self.citations.close()
@@ -169,10 +163,11 @@ class Engine:
         self.finisher = Finisher(self.citations, self.histories, self.docs, self.replica, self.observer, self.traffic)
         self.ingest = Ingestions(self.store, self.docs, self.progress, self.deleted, self.scheduler.ingest_seq)
 
-    def _pull(self, block: bool) -> bool:
-        """Move submitted jobs to the scheduler; wait for one if ``block``. False once stop() was called."""
+    def _pull(self, block: bool, timeout: float | None = None) -> bool:
+        """Move submitted jobs to the scheduler; wait for one (at most ``timeout`` s) if ``block``.
+        False once stop() was called."""
         try:
-            job = self._jobs.get() if block else self._jobs.get_nowait()
+            job = self._jobs.get(timeout=timeout) if block else self._jobs.get_nowait()
         except queue.Empty:
             return True
         while job is not None:
@@ -229,7 +224,12 @@ class Engine:
         sched = self.scheduler
         try:
             if isinstance(job, IngestJob):
-                if (work := self.ingest.start(job, idle=not sched.n_running)) is not None:
+                try:
+                    work = self.ingest.start(job, idle=not sched.n_running)
+                except StorageError as exc:  # the store is away: retried with backoff, never dropped
+                    log.warning("ingesting %s: %s; retrying in %.1f s", job.key, exc, sched.retry(job))
+                    return
+                if work is not None:
                     sched.begin_ingest(work)
             else:
                 seq_id, cells = sched.free_seq_id(), sched.cells_needed(job)

@@ -202,20 +202,30 @@ class Ingestions:
             log.error("%s: could not record the failure %r: %s", doc_id, reason, exc)
 
 
-def resume_interrupted(store: DocStore, submit: Callable[[str, int], None]) -> None:
-    """After a restart: mark ready the documents whose snapshot was complete (ready could not be
-    recorded), re-queue those that were mid-ingestion, or fail them with a reason. Servers sharing
-    the database (``store.owner``) take only the ingestions whose owner's lease ran out (it died):
-    the others are still being prefilled by a live server."""
+_quiet: dict[str, bool] = {}  # the store's last check failed (its error is then logged once)
+
+
+def resume_interrupted(
+    store: DocStore, submit: Callable[[str, int], None], skip: Callable[[str], bool] = lambda doc_id: False
+) -> None:
+    """After a restart, and now and then (server/engine/lease.py): mark ready the documents whose
+    snapshot was complete (ready could not be recorded), re-queue those that were mid-ingestion, or
+    fail them with a reason; ``skip(doc_id)``: one whose prefill is queued or running here. Servers
+    sharing the database (``store.owner``) take only the ingestions whose owner's lease ran out (it
+    died): the others are still being prefilled by a live server."""
     try:
         if store.owner:
             interrupted = store.claim_stale(store.owner, store.lease_s)
         else:
             interrupted = [doc for doc in store.list() if doc.status == INGESTING]
-    except StorageError as exc:
-        log.error("could not look for interrupted ingestions: %s", exc)
+    except StorageError as exc:  # the periodic check meets the outage every time: once in the log is enough
+        (log.error if not _quiet.get("store") else log.debug)("could not look for interrupted ingestions: %s", exc)
+        _quiet["store"] = True
         return
+    _quiet["store"] = False
     for doc in interrupted:
+        if skip(doc.id):
+            continue
         try:
             keys = store.keys(doc.id)
             if not all((store.state_dir(k) / "prefix.npy").is_file() for k in keys):

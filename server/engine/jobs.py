@@ -27,6 +27,7 @@ class IngestJob:
     key: str = ""  # the document (default) or one of its segments
     tokens_before: int = 0  # progress: prefix tokens of the segments before this one
     tokens_total: int = 0  # progress: prefix tokens of every segment (0: this job's own)
+    attempts: int = 0  # times it met an unreachable store (server/engine/engine.py retries it)
 
     def __post_init__(self) -> None:
         self.key = self.key or self.doc_id

@@ -1,11 +1,14 @@
-"""Ingestion leases for servers sharing one database and data directory (a cluster's reader replicas,
-or several docqa processes behind one load balancer; ``DOCQA_INGEST_LEASE_S``).
+"""No ingestion left stranded: a thread that, every few seconds, resumes the documents that are
+``ingesting`` with no prefill queued or running for them here (``resume_interrupted``: marked ready
+when their snapshot is complete, prefilled again otherwise).
 
-Each document a server ingests names it as ``owner`` with a lease (ingest/store.py). A thread here
-renews this server's leases every third of the lease, and takes over the ingestions whose owner's
-lease ran out, a server that died mid-prefill: each is marked ready (its snapshot was complete),
-failed (its upload never reached the disk) or prefilled again here (server/engine/ingestion.py,
-``resume_interrupted``), so no document stays ``ingesting`` forever.
+A document can be left so by a write of ``ready`` that failed while its store was away (its
+snapshot is complete), or by an ingestion given up on for a reason a retry would not fix (issue 27:
+a document stayed ``ingesting`` at 41 % until a restart). Servers sharing one database and data
+directory (a cluster's reader replicas, several docqa processes behind one load balancer;
+``DOCQA_INGEST_LEASE_S``) also renew their leases here: each document a server ingests names it as
+``owner`` with a lease (ingest/store.py), and the ingestions whose owner's lease ran out (a server
+that died mid-prefill) are taken over the same way.
 """
 
 from __future__ import annotations
@@ -29,8 +32,14 @@ def owner_name(replica_name: str | None) -> str:
 
 
 class Leases:
-    def __init__(self, store: DocStore, submit: Callable[[str, int], None]) -> None:
-        self.store, self.submit = store, submit
+    """``busy(doc_id)``: a prefill of the document is queued or running here; ``period_s``: seconds
+    between checks (a third of the lease when servers share the database)."""
+
+    def __init__(
+        self, store: DocStore, submit: Callable[[str, int], None], busy: Callable[[str], bool], period_s: float
+    ) -> None:
+        self.store, self.submit, self.busy = store, submit, busy
+        self.period_s = max(store.lease_s / 3, 0.1) if store.owner else period_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="docqa-leases", daemon=True)
 
@@ -42,11 +51,14 @@ class Leases:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        period = max(self.store.lease_s / 3, 0.1)
-        while not self._stop.wait(period):
+        while not self._stop.wait(self.period_s):
+            if self.store.owner:
+                try:
+                    self.store.renew(self.store.owner, self.store.lease_s)
+                except StorageError as exc:  # the database is away: the leases may run out; others take over
+                    log.warning("could not renew ingestion leases: %s", exc)
+                    continue
             try:
-                self.store.renew(self.store.owner, self.store.lease_s)
-            except StorageError as exc:  # the database is away: the leases may run out; others take over
-                log.warning("could not renew ingestion leases: %s", exc)
-                continue
-            resume_interrupted(self.store, self.submit)
+                resume_interrupted(self.store, self.submit, skip=self.busy)
+            except Exception:  # the check runs again in a moment; it must never end the thread
+                log.exception("looking for stranded ingestions failed")

@@ -12,11 +12,16 @@ without holding up the questions behind it. Engine thread only, as nano-vllm's `
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import time
 from collections import deque
 from typing import Protocol
 
 from server.engine.jobs import AnswerJob, IngestJob, Job
 from server.engine.sequence import DOC_SEQ, Sequence
+
+RETRY_FIRST_S, RETRY_MAX_S = 0.25, 30.0  # an ingestion's retries while the store is away (seconds)
 
 
 class Ingesting(Protocol):
@@ -37,6 +42,8 @@ class Scheduler:
         self._waiting: deque[Job] = deque()
         self._running: dict[int, Sequence] = {}  # seq_id -> question, in admission order
         self._ingesting: Ingesting | None = None
+        self._deferred: list[tuple[float, int, Job]] = []  # heap of (monotonic due time, order, job)
+        self._order = itertools.count()
 
     # -- what the engine reads ------------------------------------------------------------------------
     @property
@@ -51,7 +58,7 @@ class Scheduler:
 
     @property
     def n_waiting(self) -> int:
-        return len(self._waiting)
+        return len(self._waiting) + len(self._deferred)
 
     @property
     def n_running(self) -> int:
@@ -82,12 +89,26 @@ class Scheduler:
     def add(self, job: Job) -> None:
         self._waiting.append(job)
 
+    def retry(self, job: IngestJob) -> float:
+        """Queue ``job`` again later (it met an unreachable store): after 0.5 s, doubling per attempt,
+        at most :data:`RETRY_MAX_S`. Returns the delay in seconds."""
+        job.attempts += 1
+        delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2**job.attempts)
+        heapq.heappush(self._deferred, (time.monotonic() + delay, next(self._order), job))
+        return delay
+
+    def wait_s(self) -> float | None:
+        """Seconds until the next deferred job is due (0 when one is), None when none is deferred:
+        how long the idle engine thread may wait for a new job."""
+        return max(0.0, self._deferred[0][0] - time.monotonic()) if self._deferred else None
+
     def refuse_waiting(self, error: Exception) -> None:
         """Empty the queue, failing its questions with ``error`` (ingestions stay resumable)."""
         for job in self._waiting:
             if isinstance(job, AnswerJob):
                 job.fail(error)
         self._waiting.clear()
+        self._deferred.clear()
 
     def drop_cancelled(self) -> None:
         """Forget waiting questions whose client has gone."""
@@ -98,6 +119,9 @@ class Scheduler:
         """The next waiting job that may start now, removed from the queue; None if none may.
         ``loaded``: the document (or segment, ingest/segments.key) the document sequence holds, and
         ``n_loaded`` its prefix length in tokens."""
+        now = time.monotonic()
+        while self._deferred and self._deferred[0][0] <= now:
+            self._waiting.append(heapq.heappop(self._deferred)[2])
         for i, job in enumerate(self._waiting):
             if isinstance(job, IngestJob):
                 if self._ingesting is not None:

@@ -169,3 +169,19 @@ def test_waiting_questions_of_gone_clients_are_dropped_and_a_shutdown_refuses_th
     assert s.n_waiting == 2
     s.refuse_waiting(RuntimeError("stopping"))
     assert s.n_waiting == 0 and stays.events.get_nowait().data.args == ("stopping",)
+
+
+def test_an_ingestion_that_met_an_unreachable_store_is_retried_later_with_backoff(monkeypatch):
+    from server.engine import scheduler as module
+
+    now = [100.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    s = sched()
+    job = IngestJob("b", n_tokens=10)
+    delays = [s.retry(job) for _ in range(3)]
+    assert delays == [0.5, 1.0, 2.0] and s.n_waiting == 3, "each retry doubles, capped at RETRY_MAX_S"
+    s2 = sched()
+    assert s2.retry(IngestJob("c", n_tokens=10)) == 0.5 and s2.wait_s() == 0.5
+    assert s2.next_job(None, 0) is None, "not due yet"
+    now[0] += 0.5
+    assert isinstance(s2.next_job(None, 0), IngestJob) and s2.wait_s() is None
