@@ -60,21 +60,39 @@ def check_free(directory: Path, need: Need) -> None:
         )
 
 
-def make_room(files: DocFiles, need: Need, budget: int | None) -> list[str]:
+def make_room(files: DocFiles, need: Need, budget: int | None, keep: frozenset[str] = frozenset()) -> list[str]:
     """Before storing a new document: within ``budget`` (DOCQA_DISK_BUDGET_BYTES), evict least recently
-    used snapshots until it fits; then check the free space. Returns the evicted ids; raises DiskFull."""
+    used snapshots until it fits (never those of ``keep``: documents still being ingested); then check
+    the free space. A document that would be refused anyway is refused before anything is evicted
+    (issue 27: a refused upload had evicted every snapshot first). Returns the evicted ids; raises
+    DiskFull."""
     evicted: list[str] = []
     if budget is not None:
-        evicted = evict(files, budget, need.total)
         used = files.usage()
-        if used + need.total > budget:
+        evictable = sum(snapshot_size(files, d) for d in snapshot.least_recently_used(files.docs_dir) if d not in keep)
+        if used - evictable + need.total > budget:
             raise DiskFull(
                 f"storing this document needs about {need.describe()}, and the documents already take "
-                f"{mib(used)} (without the snapshots that could be evicted) of DOCQA_DISK_BUDGET_BYTES "
+                f"{mib(used - evictable)} (without the snapshots that could be evicted) of DOCQA_DISK_BUDGET_BYTES "
                 f"{mib(budget)}. Delete documents you no longer need, or raise the budget"
             )
+        evicted = evict(files, budget, need.total, keep)
     check_free(files.root, need)
     return evicted
+
+
+def snapshot_size(files: DocFiles, doc_id: str) -> int:
+    """Bytes eviction would free for ``doc_id``: its snapshot's files and its segments'."""
+    directory = files.dir(doc_id)
+    names = ("state.bin", "mtp.bin", "mtp_h.npy", "state.json", "draft.bin", "draft.json")
+    paths = [directory / n for n in names] + [p for n in names for p in directory.glob(f"segments/*/{n}")]
+    total = 0
+    for path in paths:
+        try:
+            total += path.stat().st_size
+        except FileNotFoundError:
+            pass
+    return total
 
 
 def evict(files: DocFiles, budget: int, need: int = 0, keep: frozenset[str] = frozenset()) -> list[str]:

@@ -17,7 +17,7 @@ from ingest import disk, pipeline
 from ingest.budget import Budget
 from ingest.extract import ExtractedText
 from ingest.pipeline import Prepared
-from ingest.store import DocRecord, DocStore
+from ingest.store import INGESTING, DocRecord, DocStore
 from server.config.errors import InvalidRequest
 from server.config.settings import Settings
 from server.engine.engine import Engine
@@ -66,7 +66,8 @@ def make_room(
         # a segmented document's snapshots together hold the whole document's KV (and the overlaps)
         snapshot=sum(snapshot_bytes(len(p)) for p in prepared.segment_prefixes or (prepared.prefix,)),
     )
-    disk.make_room(store, need, settings.disk_budget_bytes)
+    ingesting = frozenset(doc.id for doc in store.list() if doc.status == INGESTING)  # never evicted mid-prefill
+    disk.make_room(store, need, settings.disk_budget_bytes, keep=ingesting)
 
 
 def display_name(filename: str | None, extracted: ExtractedText) -> str:

@@ -57,6 +57,7 @@ class Ingestion:
         self.docs, self.progress = docs, progress
         self.before, self.total = counted or (0, len(prefix))
         self.n_done = 0
+        self.missing = False  # finished last, with another segment's snapshot missing (finish())
         ctx, mtp_ctx = docs.ctx, docs.mtp_ctx
         if seq_id == docs.seq_id:
             docs.clear()
@@ -111,6 +112,9 @@ class Ingestion:
         if not complete(store, self.doc_id):
             self.progress[self.doc_id] = (self.before + self.n_done) / max(1, self.total)
             log.info("ingested %s: %d tokens", self.key, self.n_tokens)
+            # The last segment, and still not complete: an earlier segment's snapshot went meanwhile
+            # (evicted, damaged); its prefill must be queued again, or the document stays ingesting.
+            self.missing = self.before + self.n_tokens >= self.total
             return True  # more segments to go
         self.progress.pop(self.doc_id, None)
         try:
@@ -122,7 +126,8 @@ class Ingestion:
             return True
         log.info("ingested %s: %d tokens", self.key, self.n_tokens)
         if docs.settings.disk_budget_bytes is not None:
-            disk.evict(store, docs.settings.disk_budget_bytes, keep=frozenset({self.doc_id}))
+            ingesting = {d.id for d in store.list() if d.status == INGESTING}  # never evicted mid-prefill
+            disk.evict(store, docs.settings.disk_budget_bytes, keep=frozenset({self.doc_id, *ingesting}))
         return True
 
     def release(self) -> None:
@@ -150,8 +155,18 @@ class Ingestions:
     """The engine's ingestions: they start in ``seq_id`` (the scheduler's ingest sequence), one at a
     time in the scheduler's ingest slot, a chunk per engine step."""
 
-    def __init__(self, store: DocStore, docs: HotDocs, progress: dict[str, float], deleted, seq_id: int) -> None:
+    def __init__(
+        self,
+        store: DocStore,
+        docs: HotDocs,
+        progress: dict[str, float],
+        deleted,
+        seq_id: int,
+        resubmit: Callable[[str, int], None] = lambda doc_id, n: None,
+    ) -> None:
+        """``resubmit(doc_id, tokens)``: queue a document's prefill again (its missing segments)."""
         self.store, self.docs, self.progress, self.deleted, self.seq_id = store, docs, progress, deleted, seq_id
+        self.resubmit = resubmit
 
     def start(self, job, idle: bool) -> Ingestion | None:
         """Begin ``job``'s document; None if there is nothing to prefill (it is gone, no longer
@@ -186,6 +201,11 @@ class Ingestions:
                 return False
             elif not work.finish(self.store, idle=idle):
                 work.abandon()
+            elif work.missing:
+                log.warning(
+                    "%s: a segment's snapshot went missing during its ingestion; prefilling it again", work.doc_id
+                )
+                self.resubmit(work.doc_id, work.total)
         except OSError as exc:  # the snapshot could not be written; save() removed what it wrote
             work.abandon()
             self._fail(work.doc_id, f"{disk.storage_error(exc, 'saving the snapshot')}, then re-ingest it")
