@@ -68,7 +68,7 @@ def test_eight_concurrent_greedy_answers_equal_alone_on_f16(server, cases, gemma
             suffix = layout.question_suffix(model, q)
             tokens, margins = plain_greedy(ctx, Prompt(ctx, prefix, suffix), MAX_TOKENS)
             tie = next((i for i, m in enumerate(margins) if m < NEAR_TIE), len(tokens))
-            reference = model.detokenize(tokens[:tie])
+            reference = model.detokenize(tokens[:tie]).lstrip()  # answers start at their first visible character
             one, batched = alone[q]["answer"], together[q]["answer"]
             for text in (one, batched):  # exact up to the first near-tie
                 n = min(len(reference), len(text))
