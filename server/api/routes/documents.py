@@ -1,5 +1,5 @@
 """Document routes: upload and re-ingest (the pipeline of ingest/pipeline.py, then the engine's
-prefill), list, get, text, delete."""
+prefill), list, get, text, the stored file, delete."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 from ingest import pipeline
 from ingest.reingest import reextract
 from ingest.store import FAILED, INGESTING, READY, DocRecord
-from server.api import uploads
+from server.api import segmented, uploads
 from server.api.deps import EngineDep, ExtractorDep, SettingsDep, StoreDep, existing_document
 from server.api.schemas import (
     DocumentCreated,
@@ -22,6 +22,7 @@ from server.api.schemas import (
     ReingestRequest,
     SegmentPublic,
 )
+from server.api.served import served_file
 from server.config.errors import DocumentFailed, DocumentIngesting
 from server.engine.engine import Engine
 
@@ -55,7 +56,14 @@ def _segments(doc: DocRecord, engine: Engine | None) -> list[SegmentPublic] | No
     segments = engine.store.read_segments(doc.id) if engine is not None else None
     if segments is None:
         return None
-    return [SegmentPublic(index=s.index, pages=s.pages, start=s.start, end=s.end, tokens=s.n_tokens) for s in segments]
+    n, by_pages = len(segments), segmented.paged(doc)
+    return [
+        SegmentPublic(
+            index=s.index, pages=s.pages, start=s.start, end=s.end, tokens=s.n_tokens, part=s.index + 1, parts=n,
+            label=segmented.label(s, n, by_pages),
+        )
+        for s in segments
+    ]  # fmt: skip
 
 
 @router.post("/documents", status_code=202, response_model=DocumentCreated)
@@ -116,6 +124,15 @@ async def get_text(doc_id: str, store: StoreDep) -> DocumentText:
     ends = [*starts[1:], len(extracted.text)]
     pages = [PageSpan(page=first + i, start=s, end=e) for i, (s, e) in enumerate(zip(starts, ends, strict=True))]
     return DocumentText(id=doc.id, text=extracted.text, pages=pages)
+
+
+@router.get("/documents/{doc_id}/file", response_class=Response)
+async def get_file(doc_id: str, request: Request, store: StoreDep) -> Response:
+    """The upload as it was sent (server/api/served.py): the page shows a PDF with PDF.js from it.
+    A part (``pages=`` / ``chars=``) gets the whole file: its page numbers are the file's own."""
+    doc = existing_document(store, doc_id)
+    data = await asyncio.to_thread(store.read_upload, doc.id)
+    return served_file(doc, data, request.headers.get("if-none-match"))
 
 
 @router.delete("/documents/{doc_id}", status_code=204)
