@@ -107,10 +107,10 @@ def explain(error_type: str, message: str, details: dict, about: About) -> str:
 
 def _too_long(file: str, details: dict) -> str:
     n, limit, fits = details.get("n_tokens"), details.get("limit"), details.get("fits")
-    size = f"about {n:,}" if details.get("estimated") and isinstance(n, int) else f"{n:,}" if isinstance(n, int) else "too many"
-    text = f"{file} is too long for this server: {size} tokens, at most {limit:,} fit in one piece" if isinstance(
-        limit, int
-    ) else f"{file} is too long for this server"
+    text = f"{file} is too long for this server"
+    if isinstance(n, int) and isinstance(limit, int):
+        about = "about " if details.get("estimated") else ""
+        text += f": {about}{n:,} tokens, at most {limit:,} fit in one piece"
     if fits:
         unit, (a, b) = next(iter(fits.items()))
         text += f"; ingest the part that fits with --{unit} {a}-{b}"
