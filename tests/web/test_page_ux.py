@@ -24,6 +24,12 @@ STATS = {
 STREAM = {"content-type": "text/event-stream"}
 
 
+def _own_text(cases, what: str) -> bytes:
+    """A short text of this test's own: the page tests share one server, and the same bytes uploaded
+    under another name by another test would come back as that document."""
+    return (cases / AGREEMENT).read_bytes()[:1500] + f"\n(The copy for {what}.)\n".encode()
+
+
 def _route_answers(page, bodies: list[str]) -> list[dict]:
     sent: list[dict] = []
 
@@ -39,7 +45,7 @@ def test_a_document_is_selected_on_load_the_last_used_else_the_first_ready(open_
     p = open_page(1280, 720)
     page = p.page
     crazy = p.upload(cases / PDF)
-    p.upload(cases / AGREEMENT)  # selected now, after upload; the click below picks the other
+    p.upload(name="agreement-selected.txt", data=_own_text(cases, "selection"))  # selected now
     page.click(f"#doc-list li.doc[data-id='{crazy}']")
     page.reload()
     p.wait_selected_ready("crazyones.pdf")  # the one used last, not "(select a document)"
@@ -183,7 +189,7 @@ def test_a_long_text_says_it_was_split_and_names_its_parts(open_page, cases):
     and an answer says which part (characters, not "page 1 and page 1")."""
     p = open_page(390, 844)
     page = p.page
-    doc_id = p.upload(cases / AGREEMENT)
+    doc_id = p.upload(name="agreement-split.txt", data=_own_text(cases, "a split document"))
     parts = [
         {"index": i, "pages": [1, 1], "start": a, "end": b, "tokens": 300, "part": i + 1, "parts": 3,
          "label": f"part {i + 1} of 3, characters {a:,}–{b:,}"}
@@ -200,7 +206,7 @@ def test_a_long_text_says_it_was_split_and_names_its_parts(open_page, cases):
 
     page.route(re.compile(r".*/v1/documents(/[0-9a-f]{16})?$"), split)
     page.reload()
-    p.wait_selected_ready("agreement-880-tokens.txt")
+    p.wait_selected_ready("agreement-split.txt")
     note = page.locator("#doc-list li.doc.selected .doc-split")
     p.assert_in_view(note, "why the document was split")
     assert re.fullmatch(
