@@ -1,4 +1,4 @@
-# docqa: `make serve` sets up everything and serves the embedded model on http://127.0.0.1:8000;
+# docqa: `make serve` sets up everything and serves the embedded model on http://127.0.0.1:8000 (PORT=, HOST=);
 # `make test` sets up everything and runs the test suite (what CI runs).
 PYTHON ?= python3
 VENV   := .venv
@@ -48,8 +48,11 @@ $(CLUSTER_STAMP): pyproject.toml | $(STAMP)
 	$(BIN)/pip install -e '.[test,cluster]'
 	touch $(CLUSTER_STAMP)
 
+# `make serve PORT=8080 HOST=0.0.0.0` (or `PORT=8080 make serve`): the port and address, over DOCQA_PORT
+# and DOCQA_HOST. `exec`: the server is make's own child, so Ctrl-C stops it cleanly (it exits 0 after
+# its graceful shutdown) and make prints nothing after it.
 serve: $(STAMP)
-	$(BIN)/python -m server
+	exec env $(if $(PORT),DOCQA_PORT='$(PORT)') $(if $(HOST),DOCQA_HOST='$(HOST)') $(BIN)/python -m server
 
 test: $(STAMP) $(CLUSTER_STAMP)
 	$(BIN)/ruff check .

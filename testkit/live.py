@@ -64,7 +64,8 @@ class Live:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited: {self.log.read_text()[-2000:]}")
             time.sleep(0.2)
-        raise TimeoutError("server did not start")
+        self.stop()  # leave no server behind: the caller never gets it to stop
+        raise TimeoutError(f"server did not start within {timeout:.0f} s: {self.log.read_text()[-2000:]}")
 
     def stop(self, sig: int = signal.SIGINT) -> None:
         if self.proc is not None:

@@ -35,6 +35,9 @@ class SegmentPublic(BaseModel):
     start: int  # character offsets into the document text, [start, end); neighbours overlap a little
     end: int
     tokens: int  # its prefix tokens
+    part: int | None = None  # index + 1
+    parts: int | None = None  # how many segments the document has
+    label: str | None = None  # "pages 5–9", or in a text without pages "part 2 of 3, characters 0–31,204"
 
 
 class DocumentPublic(BaseModel):
@@ -108,6 +111,10 @@ class SegmentUsed(BaseModel):
     index: int  # 0-based
     pages: list[int]  # [first, last], as printed
     score: float | None = None  # its BM25 score for the question (higher is better)
+    part: int | None = None  # index + 1
+    parts: int | None = None  # how many segments the document has
+    chars: list[int] | None = None  # [start, end) character offsets into the document text
+    label: str | None = None  # what it is, for people (server/api/segmented.py label)
 
 
 class AnswerStatsPublic(BaseModel):
@@ -144,6 +151,10 @@ class SegmentAnswerPublic(BaseModel):
 
     index: int
     pages: list[int]
+    part: int | None = None
+    parts: int | None = None
+    chars: list[int] | None = None
+    label: str | None = None
     text: str
     citations: list[CitationPublic]
 

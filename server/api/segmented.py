@@ -4,13 +4,20 @@ answer from the best one (or the best two), and give the route one stream of eve
 The rule (ingest/index.py ``chosen``): the segments are ranked by FTS5 BM25 over their text. The best
 one is answered from; the second best too when its score is at least DOCQA_SEGMENT_CLOSE_RATIO x the
 best's (default 0.8: they hold the question's words about equally well), and both answers are given,
-each after a "From pages X–Y:" line, with their citations. When no segment holds any of the question's
-words (less stopwords), the answer says that the document does not seem to contain it, and no model
-time is spent: answering from an arbitrary segment would only invite a made-up answer.
+each after a "From ...:" line naming its segment (:func:`label`), with their citations. When no
+segment holds any of the question's words (less stopwords), the answer says that the document does
+not seem to contain it, and no model time is spent: answering from an arbitrary segment would only
+invite a made-up answer.
 
-Events, in addition to an answer job's: ``segment`` ({index, pages}) before each segment's tokens, and,
-with two segments, ``answers`` ([{index, pages, text, citations}]) before ``stats``. ``stats`` gains
-``segments`` ([{index, pages, score}]); its counts are the sums over the answers.
+A segment is named by what it is: in a document with pages by its pages ("pages 5–9"); in a text
+without pages (a .txt or .md file is one page) by its part and its characters, "part 2 of 3, characters
+31,204–62,880" ([start, end) offsets into the document text, as citations give them), since "pages
+1–1" would say nothing.
+
+Events, in addition to an answer job's: ``segment`` ({index, pages, part, parts, chars, label}) before
+each segment's tokens, and, with two segments, ``answers`` ([{index, pages, part, parts, chars, label,
+text, citations}]) before ``stats``. ``stats`` gains ``segments`` ([{index, pages, part, parts, chars,
+label, score}]); its counts are the sums over the answers.
 """
 
 from __future__ import annotations
@@ -33,12 +40,44 @@ NOT_FOUND = (
 _SUMMED = ("prompt_tokens", "cached_tokens", "completion_tokens", "drafted_tokens", "accepted_tokens", "verify_steps")
 
 
+def label(segment: Segment, parts: int, paged: bool) -> str:
+    """What to call ``segment`` (of ``parts``) for people: "pages 5–9" ("page 5") in a document with
+    pages (``paged``: more than one), else "part 2 of 3, characters 31,204–62,880".
+
+    >>> label(Segment(1, 31204, 62880, 1, 1), 3, paged=False)
+    'part 2 of 3, characters 31,204–62,880'
+    >>> label(Segment(0, 0, 900, 5, 9), 2, paged=True), label(Segment(1, 800, 990, 9, 9), 2, paged=True)
+    ('pages 5–9', 'page 9')
+    """
+    if paged:
+        a, b = segment.pages
+        return f"page {a}" if a == b else f"pages {a}–{b}"
+    return f"part {segment.index + 1} of {parts}, characters {segment.start:,}–{segment.end:,}"
+
+
+def describe(segment: Segment, parts: int, paged: bool) -> dict[str, Any]:
+    """The fields every description of a segment carries: index, pages (kept for old clients), part
+    (1-based) of parts, chars ([start, end)), label."""
+    return {
+        "index": segment.index, "pages": segment.pages, "part": segment.index + 1, "parts": parts,
+        "chars": [segment.start, segment.end], "label": label(segment, parts, paged),
+    }  # fmt: skip
+
+
+def paged(doc: DocRecord) -> bool:
+    """Whether ``doc``'s segments are named by pages: it has more than one."""
+    return doc.pages > 1
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """The segments to answer from, best first, with their BM25 scores ([] : not in the document)."""
+    """The segments to answer from, best first, with their BM25 scores ([] : not in the document);
+    ``parts``: how many segments the document has, ``paged``: whether they are named by pages."""
 
     segments: list[Segment]
     scores: list[float]
+    parts: int = 0
+    paged: bool = True
 
 
 def plan(
@@ -54,7 +93,7 @@ def plan(
     ranked = integrity.rank_segments(store.dir(doc.id), question, history)
     scores = dict(ranked)
     picked = index.chosen(ranked, close)
-    return Plan([segments[i] for i in picked], [scores[i] for i in picked])
+    return Plan([segments[i] for i in picked], [scores[i] for i in picked], len(segments), paged(doc))
 
 
 def _stats_zero() -> dict[str, Any]:
@@ -101,12 +140,11 @@ class SegmentedAnswer:
         parts: list[dict[str, Any]] = []
         all_stats: list[dict[str, Any]] = []
         for i, (job, segment) in enumerate(zip(self.jobs, self.plan.segments, strict=True)):
-            where = {"index": segment.index, "pages": segment.pages}
+            where = describe(segment, self.plan.parts, self.plan.paged)
             put(EventKind.SEGMENT, where)
             part: dict[str, Any] = {**where, "text": "", "citations": []}
             if many:
-                a, b = segment.pages
-                put(EventKind.TOKEN, {"text": f"{chr(10) * 2 if i else ''}From pages {a}–{b}: "})
+                put(EventKind.TOKEN, {"text": f"{chr(10) * 2 if i else ''}From {where['label']}: "})
             while True:
                 event = await job.events.get()
                 if event.kind is EventKind.TOKEN:
@@ -136,7 +174,7 @@ class SegmentedAnswer:
         for name in _SUMMED:
             stats[name] = sum(s[name] for s in all_stats)
         stats["segments"] = [
-            {"index": s.index, "pages": s.pages, "score": round(score, 4)}
+            {**describe(s, self.plan.parts, self.plan.paged), "score": round(score, 4)}
             for s, score in zip(self.plan.segments, self.plan.scores, strict=True)
         ]
         return stats

@@ -1,5 +1,11 @@
-"""Serving: read settings from the environment, run the start-up self-test, and serve the app with
-uvicorn on 127.0.0.1:8000 by default (``python -m server``, ``docqa serve``)."""
+"""Serving: read settings from the environment, bind the port, run the start-up self-test, and serve
+the app with uvicorn on 127.0.0.1:8000 by default (``python -m server``, ``docqa serve``, ``make serve``).
+
+Start-up fails with one line and exit status 1, before the model is loaded, on invalid settings, an
+unusable data directory, a port in use (server/api/listen.py) or a self-test crash. A shutdown asked
+for by a signal (Ctrl-C, SIGTERM) that completes is a clean exit, status 0, with nothing printed after
+the log: not a KeyboardInterrupt traceback, and not a death by the signal that ``make`` reports as
+"Interrupt" or "Terminated"."""
 
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from ingest.errors import DataDirUnusable
     from server.api.app import create_app, open_store
+    from server.api.listen import CannotListen, bind
     from server.api.protocol import with_header_timeout
     from server.config.memory import with_preset
     from server.config.tuned import SETTINGS_FILE, describe
@@ -40,6 +47,11 @@ def main() -> None:
             settings.host,
         )
     try:
+        # Before the self-test and the model load: a port in use is known in a second, not a minute.
+        sock = bind(settings.host, settings.port)
+    except CannotListen as exc:
+        sys.exit(str(exc))
+    try:
         result = selftest.check(settings)
     except selftest.SelfTestFailed as exc:
         sys.exit(str(exc))
@@ -58,7 +70,7 @@ def main() -> None:
         # Connections still open this long after SIGTERM (a reader that stopped reading) are closed.
         timeout_graceful_shutdown=settings.shutdown_timeout_s + GRACE_S,
     )
-    GracefulServer(config, app).run()
+    GracefulServer(config, app).run(sockets=[sock])
 
 
 #: Seconds past DOCQA_SHUTDOWN_TIMEOUT_S for the last events of cut-off answers to reach their clients.
@@ -73,6 +85,13 @@ class GracefulServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app) -> None:
         super().__init__(config)
         self.app = app
+
+    async def _serve(self, sockets=None) -> None:
+        await super()._serve(sockets)
+        # uvicorn raises the signal that asked for the shutdown again once it is done, so that the
+        # process dies by it (a KeyboardInterrupt traceback, make's "Interrupt" / "Terminated"). The
+        # shutdown was graceful: exit normally instead.
+        self._captured_signals.clear()
 
     def handle_exit(self, sig: int, frame) -> None:
         engine = getattr(self.app.state, "engine", None)

@@ -1,92 +1,27 @@
-"""The ``docqa`` command line (click, with its progress bar, and httpx): serve, ingest with a progress bar, ask
-with a streamed answer, list documents, run the benchmark, plan memory, tune settings on recorded traffic
-(server/tools/tune.py).
+"""The ``docqa`` command line (click): serve, run the benchmark, plan memory, tune settings on recorded
+traffic (server/tools/tune.py), and the commands that talk to a running server (server/tools/remote.py:
+ingest with a progress bar, ask with a streamed answer, list, status, delete).
 
-``ingest``, ``ask`` and ``list`` talk to a running server. Its URL comes from ``--url`` (before or after the
-command), else ``DOCQA_URL``, else ``http://DOCQA_HOST:DOCQA_PORT`` (the variables ``docqa serve`` binds with),
-else http://127.0.0.1:8000.
+The server commands find it by ``--url`` (before or after the command), else ``DOCQA_URL``, else
+``http://DOCQA_HOST:DOCQA_PORT`` (the variables ``docqa serve`` binds with), else http://127.0.0.1:8000
+(server/tools/client.py).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import click
-import httpx
 
 from runtime.kvtypes import KV_TYPES
+from server.tools import remote
+from server.tools.client import KEY_HELP, URL_HELP, default_url
 from server.tools.tune import tune
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
-
-URL_HELP = "docqa server URL [default: DOCQA_URL, else http://DOCQA_HOST:DOCQA_PORT, else http://127.0.0.1:8000]"
-KEY_HELP = "API key, if the server needs one (its DOCQA_API_KEY) [env var: DOCQA_API_KEY]"
-
-
-def default_url() -> str:
-    """The server the environment names: DOCQA_URL, else DOCQA_HOST and DOCQA_PORT, as ``docqa serve`` binds."""
-    if url := os.environ.get("DOCQA_URL"):
-        return url
-    host = os.environ.get("DOCQA_HOST") or DEFAULT_HOST
-    port = os.environ.get("DOCQA_PORT") or str(DEFAULT_PORT)
-    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # a bind-everything address: connect locally
-    if ":" in host:  # an IPv6 literal
-        host = f"[{host}]"
-    return f"http://{host}:{port}"
-
-
-def server_options(command: Callable) -> Callable:
-    """``--url`` and ``--api-key`` on a subcommand, so they may follow it (``docqa list --url ...``)."""
-    command = click.option("--api-key", default=None, help=KEY_HELP)(command)
-    return click.option("--url", default=None, metavar="URL", help=URL_HELP)(command)
-
-
-@contextmanager
-def _client(ctx: click.Context, url: str | None, api_key: str | None) -> Iterator[httpx.Client]:
-    """An HTTP client for the server; a connection failure becomes one line naming the URL."""
-    url = (url or ctx.obj["url"] or default_url()).rstrip("/")
-    api_key = api_key or ctx.obj["api_key"]
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        with httpx.Client(base_url=url, headers=headers, timeout=httpx.Timeout(30.0, read=None)) as http:
-            yield http
-    except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-        raise click.ClickException(
-            f"{url!r} is not a server URL ({_reason(exc)}); write it as http://HOST:PORT"
-        ) from None
-    except httpx.ConnectError as exc:
-        raise click.ClickException(
-            f"cannot reach a docqa server at {url} ({_reason(exc)}); start one with `docqa serve`, "
-            "or give its address with --url or DOCQA_URL"
-        ) from None
-    except httpx.TransportError as exc:  # a timeout, a dropped connection
-        raise click.ClickException(f"lost the connection to the docqa server at {url} ({_reason(exc)})") from None
-
-
-def _reason(exc: Exception) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def _fail(response: httpx.Response) -> None:
-    try:
-        message = response.json()["error"]["message"]
-    except (ValueError, KeyError, TypeError):
-        message = response.text
-    raise click.ClickException(f"{response.status_code}: {message}")
-
-
-def _check(response: httpx.Response) -> httpx.Response:
-    if response.status_code >= 400:
-        _fail(response)
-    return response
+__all__ = ["default_url", "main"]
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -102,8 +37,8 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 
 @click.group(
-    epilog="ingest, ask and list talk to a running server: --url (before or after the command), else DOCQA_URL, "
-    "else http://DOCQA_HOST:DOCQA_PORT, else http://127.0.0.1:8000. Start one with `docqa serve`."
+    epilog="ingest, ask, list, status and delete talk to a running server: --url (before or after the command), "
+    "else DOCQA_URL, else http://DOCQA_HOST:DOCQA_PORT, else http://127.0.0.1:8000. Start one with `docqa serve`."
 )
 @click.option(
     "--version",
@@ -138,92 +73,6 @@ def serve(host: str | None, port: int | None, readers: int | None) -> None:
     if readers is not None:  # the cluster package sits above server/: run it, do not import it
         os.execv(sys.executable, [sys.executable, "-m", "cluster", "--readers", str(readers)])
     serve_main()
-
-
-@main.command()
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--password", default=None, help="password of an encrypted PDF")
-@server_options
-@click.pass_context
-def ingest(ctx: click.Context, file: Path, password: str | None, url: str | None, api_key: str | None) -> None:
-    """Upload FILE and wait until it is prefilled, with a progress bar. Prints the document id."""
-    with _client(ctx, url, api_key) as http:
-        data = {"password": password} if password else {}
-        doc = _check(http.post("/v1/documents", files={"file": (file.name, file.read_bytes())}, data=data)).json()
-        with click.progressbar(length=1000, label=f"prefill {file.name}", file=sys.stderr) as bar:
-            shown = 0
-            while True:
-                info = _check(http.get(f"/v1/documents/{doc['id']}")).json()
-                done = int(info["progress"] * 1000) if info["status"] != "ready" else 1000
-                bar.update(done - shown)
-                shown = done
-                if info["status"] != "ingesting":
-                    break
-                time.sleep(0.2)
-        if info["status"] == "failed":
-            raise click.ClickException(f"ingestion failed: {info['error']}")
-        click.echo(f"{doc['id']}\t{info['pages']} pages\t{info['tokens']} tokens", err=True)
-        for warning in info.get("warnings", []):
-            click.echo(f"warning: {warning['message']}", err=True)
-        click.echo(doc["id"])
-
-
-@main.command()
-@click.argument("doc")
-@click.argument("question")
-@click.option("--max-tokens", type=int, default=None)
-@click.option("--temperature", type=float, default=0.0, show_default=True)
-@click.option("--verify16", is_flag=True, help="16-token verification mode")
-@click.option("--draft-tokens", type=int, default=None, help="fixed draft window (0 = no speculation)")
-@server_options
-@click.pass_context
-def ask(ctx, doc: str, question: str, max_tokens, temperature, verify16, draft_tokens, url, api_key) -> None:
-    """Ask QUESTION about document DOC; the answer streams to stdout, stats go to stderr."""
-    body = {"question": question, "temperature": temperature, "verify16": verify16, "stream": True}
-    if max_tokens is not None:
-        body["max_tokens"] = max_tokens
-    if draft_tokens is not None:
-        body["draft_tokens"] = draft_tokens
-    with _client(ctx, url, api_key) as http, http.stream("POST", f"/v1/documents/{doc}/answers", json=body) as r:
-        if r.status_code >= 400:
-            r.read()
-            _fail(r)
-        event = None
-        for line in r.iter_lines():
-            if line.startswith("event: "):
-                event = line[7:]
-            elif line.startswith("data: "):
-                data = json.loads(line[6:])
-                if event == "token":
-                    click.echo(data["text"], nl=False)
-                elif event == "citations":
-                    for c in data["citations"]:
-                        pages = f"p. {c['page']}" if c["page"] == c["page_end"] else f"pp. {c['page']}-{c['page_end']}"
-                        quote = c["text"] if len(c["text"]) <= 100 else c["text"][:97] + "..."
-                        click.echo(f"\n[{pages}, chars {c['start']}-{c['end']}] {quote!r}", nl=False, err=True)
-                elif event == "stats":
-                    click.echo("")
-                    click.echo(
-                        f"[{data['completion_tokens']} tokens, TTFT {data['ttft_ms']:.0f} ms, "
-                        f"{data['decode_tokens_per_s']:.1f} tok/s, drafted/accepted "
-                        f"{data['drafted_tokens']}/{data['accepted_tokens']}]",
-                        err=True,
-                    )
-                    if data.get("segments") is not None:  # a long document: where the answer came from
-                        spans = [f"pages {s['pages'][0]}-{s['pages'][1]}" for s in data["segments"]]
-                        click.echo(f"[answered from {' and '.join(spans) or 'no part of the document'}]", err=True)
-                elif event == "error":
-                    raise click.ClickException(data["error"]["message"])
-
-
-@main.command(name="list")
-@server_options
-@click.pass_context
-def list_documents(ctx: click.Context, url: str | None, api_key: str | None) -> None:
-    """List documents: id, status, pages, tokens, name."""
-    with _client(ctx, url, api_key) as http:
-        for d in _check(http.get("/v1/documents")).json()["documents"]:
-            click.echo(f"{d['id']}\t{d['status']}\t{d['pages']}\t{d['tokens']}\t{d['name']}")
 
 
 @main.command()
@@ -293,6 +142,8 @@ def plan(
 
 
 main.add_command(tune)
+for command in remote.COMMANDS:
+    main.add_command(command)
 
 if __name__ == "__main__":
     main()

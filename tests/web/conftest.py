@@ -36,7 +36,7 @@ def live(tmp_path_factory: pytest.TempPathFactory, gemma_path: Path, cases: Path
     """One server (embedded model, n_ctx 8192, DOCQA_API_KEY set) shared by every page test."""
     server = Live(
         tmp_path_factory.mktemp("web") / "data", gemma_path, DOCQA_API_KEY=API_KEY, DOCQA_LONG_DOCUMENTS="refuse"
-    ).start()
+    ).start(timeout=600)  # the self-test and the cost calibration take minutes on a loaded 2-core machine
     try:
         yield server
     finally:

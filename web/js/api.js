@@ -168,3 +168,10 @@ export async function readEvents(res, onEvent) {
     reader.cancel().catch(() => {}); // releases the connection if we stopped early
   }
 }
+
+/** GET `path` as bytes (an ArrayBuffer), with the API key; throws ApiError on a non-2xx. */
+export async function fetchBytes(path) {
+  const res = await send(path, { method: 'GET' });
+  if (!res.ok) throw await errorFrom(res);
+  return res.arrayBuffer();
+}

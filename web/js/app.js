@@ -5,18 +5,24 @@
 import { api, ApiError, apiKey, hooks, setApiKey, upload } from './api.js';
 import * as chat from './chat.js';
 import { $, el, percent, progressBar } from './dom.js';
+import { download, fileName, toMarkdown } from './export.js';
 import { count, errorNode, plural, show } from './messages.js';
-import { showCitations, showDocument, shownId } from './viewer.js';
+import { remaining, Progress } from './progress.js';
+import * as viewer from './viewer.js';
 
-const POLL_MS = 500;
+const { showCitations, showDocument, shownId } = viewer;
+const LAST_DOC = 'docqa.lastDoc'; // localStorage: the document selected last, selected again on load
 
 const state = {
   docs: [], // documents as last seen from the server
   selectedId: null, // the document the Ask and Document panels show
   uploadId: null, // the latest upload, mirrored in #upload-status
   polling: new Set(), // ids with an active ingest poll loop
+  progress: new Map(), // id -> Progress (progress.js): the rate of a document being prepared, its ETA
   budget: null, // GET /health document_budget: the most tokens a document may have
+  model: null, // GET /health model, for the export
   shown: null, // "id:status" the panels were last rendered for
+  loaded: false, // the list was shown once (the first load selects a document)
 };
 
 const docUrl = (id) => `/v1/documents/${encodeURIComponent(id)}`;
@@ -35,6 +41,8 @@ async function loadHealth() {
     $('model-name').textContent = show(health.model);
     $('model-name').title = show(health.model_file);
     state.budget = health.document_budget || null;
+    state.model = health.model || null;
+    renderDocs(); // the notes on split documents name the budget
   } catch (_) {
     $('model-name').textContent = 'unavailable';
   }
@@ -68,11 +76,22 @@ async function refreshDocs() {
     $('doc-list').replaceChildren(item);
     return;
   }
-  if (!selectedDoc()) state.selectedId = null;
+  if (!selectedDoc()) state.selectedId = state.loaded ? null : firstChoice();
+  state.loaded = true;
   renderDocs();
   showSelected();
   // Resume polling for documents still being prepared (e.g. after a page reload).
   state.docs.filter((d) => d.status === 'ingesting').forEach((d) => startPolling(d.id));
+}
+
+/** On load: the document selected last in this browser, else the first ready one, else the first. */
+function firstChoice() {
+  let last = null;
+  try {
+    last = localStorage.getItem(LAST_DOC);
+  } catch (_) { /* storage disabled */ }
+  const pick = state.docs.find((d) => d.id === last) || state.docs.find((d) => d.status === 'ready') || state.docs[0];
+  return pick ? pick.id : null;
 }
 
 /** Insert or merge a document. */
@@ -95,8 +114,19 @@ function removeDoc(id) {
 }
 
 function statusWord(doc) {
-  if (doc.status === 'ingesting') return `preparing ${percent(doc.progress)}%`;
-  return doc.status;
+  if (doc.status !== 'ingesting') return doc.status;
+  const tracked = state.progress.get(doc.id);
+  const eta = tracked ? tracked.eta() : null;
+  return `preparing ${percent(doc.progress)}%${eta === null ? '' : ` · ${remaining(eta)}`}`;
+}
+
+/** Why and how a long document was split: "In 3 parts: 40,123 tokens, more than …". */
+function splitNote(doc) {
+  const parts = doc.segments;
+  if (!Array.isArray(parts) || parts.length < 2) return '';
+  const limit = state.budget ? `, more than the ${count(state.budget)} the model reads at once` : ', more than the model reads at once';
+  return `In ${parts.length} parts: ${plural(doc.tokens, 'token')}${limit}. `
+    + 'Each question is answered from the part (or two) that best matches it.';
 }
 
 function renderDocs() {
@@ -126,6 +156,12 @@ function renderDoc(doc) {
 
   item.append(head, el('div', 'doc-meta', `${statusWord(doc)} · ${plural(doc.pages, 'page')} · ${plural(doc.tokens, 'token')}`));
   if (doc.status === 'ingesting') item.append(progressBar(percent(doc.progress), `Preparing ${doc.name}`));
+  const split = splitNote(doc);
+  if (split) {
+    const note = el('div', 'doc-split', split);
+    note.title = doc.segments.map((p) => p.label || `pages ${p.pages[0]}–${p.pages[1]}`).join('\n');
+    item.append(note);
+  }
   if (doc.status === 'failed') item.append(errorNode(new ApiError(0, 'document_failed', doc.error || 'unknown error')));
   if (Array.isArray(doc.warnings) && doc.warnings.length) {
     const warnings = el('ul', 'doc-warnings');
@@ -144,8 +180,16 @@ function renderDoc(doc) {
   return item;
 }
 
-function selectDoc(id) {
+/** Make `id` the selected document, remembered for the next visit. */
+function choose(id) {
   state.selectedId = id;
+  try {
+    localStorage.setItem(LAST_DOC, id);
+  } catch (_) { /* storage disabled */ }
+}
+
+function selectDoc(id) {
+  choose(id);
   renderDocs();
   showSelected();
 }
@@ -183,10 +227,18 @@ async function deleteDoc(doc) {
   removeDoc(doc.id);
 }
 
-/** Poll one document every POLL_MS while it is being prepared. */
+/**
+ * Follow a document while it is being prepared, by polling GET /v1/documents/{id} at the interval
+ * its progress rate calls for (progress.js `Progress.nextPollMs`: about once a second at first, up to
+ * once every 5 s on a long prefill), not every 500 ms (1,012 access-log lines for one ingest).
+ * Polling, not server-sent events: it needs no connection held open per watcher nor a new route, and
+ * works the same through the cluster's ingress and any proxy; the ETA comes from the rate either way.
+ */
 function startPolling(id) {
   if (state.polling.has(id)) return;
   state.polling.add(id);
+  if (!state.progress.has(id)) state.progress.set(id, new Progress());
+  const tracked = state.progress.get(id);
   const tick = async () => {
     let doc;
     try {
@@ -196,15 +248,19 @@ function startPolling(id) {
         state.polling.delete(id); // gone, or no key: refreshDocs resumes polling later
         if (err.status === 404) removeDoc(id);
       } else {
-        setTimeout(tick, POLL_MS * 4); // transient failure: back off, keep trying
+        setTimeout(tick, tracked.backoffMs()); // transient failure: back off, keep trying
       }
       return;
     }
+    tracked.add(doc.progress);
     upsertDoc(doc);
-    if (doc.status === 'ingesting') setTimeout(tick, POLL_MS);
-    else state.polling.delete(id);
+    if (doc.status === 'ingesting') setTimeout(tick, tracked.nextPollMs());
+    else {
+      state.polling.delete(id);
+      state.progress.delete(id);
+    }
   };
-  setTimeout(tick, POLL_MS);
+  setTimeout(tick, tracked.nextPollMs());
 }
 
 // ---------------------------------------------------------------- upload
@@ -247,7 +303,7 @@ function renderUploadStatus(doc) {
   if (!doc) return;
   if (doc.status === 'ingesting') {
     const pct = percent(doc.progress);
-    setUploadMessage(`${doc.name}: preparing ${pct}%`);
+    setUploadMessage(`${doc.name}: ${statusWord(doc)}`);
     $('upload-status').append(progressBar(pct, `Preparing ${doc.name}`));
   } else if (doc.status === 'ready') {
     setUploadMessage(`${doc.name}: ready (${plural(doc.pages, 'page')}, ${plural(doc.tokens, 'token')})`, 'ok');
@@ -294,7 +350,7 @@ async function sendUpload(file, password, part) {
     // The upload reply has only id, name and status; the list wants pages and tokens too.
     const doc = await api(docUrl(body.id)).catch(() => body);
     state.uploadId = doc.id;
-    state.selectedId = doc.id; // questions go to the new document
+    choose(doc.id); // questions go to the new document
     upsertDoc(doc); // shows it in every panel
     if (status === 200) setUploadMessage(`${doc.name} was already uploaded (${statusWord(doc)}).`, 'ok');
     if (doc.status === 'ingesting') startPolling(doc.id);
@@ -326,6 +382,7 @@ function updateAskState() {
   $('stop').disabled = !busy;
   $('question').disabled = busy;
   $('new-conversation').disabled = !doc || !chat.threadOf(doc.id).length;
+  $('export').disabled = !doc || !chat.threadOf(doc.id).length;
   const name = $('selected-name');
   name.textContent = doc ? `— ${doc.name}${ready ? '' : ` (${statusWord(doc)})`}` : '(select a document)';
   name.title = doc ? doc.name : '';
@@ -375,6 +432,12 @@ function onNewConversation() {
   $('question').focus();
 }
 
+function onExport() {
+  const doc = selectedDoc();
+  if (!doc) return;
+  download(toMarkdown(doc, chat.threadOf(doc.id), { model: state.model }), fileName(doc.name));
+}
+
 // ---------------------------------------------------------------- wiring
 
 function init() {
@@ -399,6 +462,8 @@ function init() {
   });
   $('stop').addEventListener('click', chat.stop);
   $('new-conversation').addEventListener('click', onNewConversation);
+  $('export').addEventListener('click', onExport);
+  viewer.init();
   loadHealth();
   refreshDocs();
 }

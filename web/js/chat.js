@@ -20,10 +20,11 @@ export function threadOf(docId) {
   return threads.get(docId);
 }
 
-/** The citations of the latest answer that has any, for the viewer. */
+/** The citations of the latest answer, for the viewer ([] when it has none: an older answer's
+ * highlight would point at text the latest answer did not quote). */
 export function latestCitations(docId) {
-  const turn = [...threadOf(docId)].reverse().find((t) => t.citations.length);
-  return turn ? turn.citations : [];
+  const turns = threadOf(docId);
+  return turns.length ? turns[turns.length - 1].citations : [];
 }
 
 export function stop() {
@@ -125,7 +126,8 @@ function fillTurn(turn) {
   node.note.replaceChildren(...note);
   const meta = [];
   if (turn.citations.length) {
-    const pages = [...new Set(turn.citations.map((c) => c.page))].sort((a, b) => a - b);
+    const pages = [...new Set(turn.citations.flatMap((c) => (c.page_end > c.page ? [c.page, c.page_end] : [c.page])))]
+      .sort((a, b) => a - b);
     const quotes = el('button', 'turn-cites secondary',
       `${turn.citations.length === 1 ? '1 quote' : `${turn.citations.length} quotes`} · p. ${pages.join(', ')}`);
     quotes.type = 'button';
@@ -141,12 +143,13 @@ function fillTurn(turn) {
   node.meta.replaceChildren(...meta);
 }
 
-/** "answered from pages X–Y" for an answer from a long document's segment(s), else ''. */
+/** "answered from pages X–Y" ("… from part 2 of 3, characters A–B" in a text without pages) for an
+ * answer from a long document's segment(s), else ''. The server names each segment (its `label`). */
 function answeredFrom(stats) {
   const segments = stats && stats.segments;
   if (!segments || !segments.length) return '';
   const span = ([a, b]) => (a === b ? `page ${a}` : `pages ${a}–${b}`);
-  return `answered from ${segments.map((s) => span(s.pages)).join(' and ')}`;
+  return `answered from ${segments.map((s) => s.label || span(s.pages)).join(' and ')}`;
 }
 
 /** Show the conversation about `doc` (or an invitation) and the stats of its latest answer. */
@@ -165,9 +168,15 @@ export function renderThread(doc) {
     list.replaceChildren(...turns.map((t) => turnNode(t, doc.id)));
     list.scrollTop = list.scrollHeight;
   }
-  const withStats = [...turns].reverse().find((t) => t.stats);
-  renderStats(withStats ? withStats.stats : null);
+  // The latest answer's statistics only: one that was stopped (or is still being written) has none
+  // yet, and an earlier answer's numbers would read as its own.
+  const latest = turns[turns.length - 1];
+  renderStats(latest ? latest.stats : null);
 }
+
+// Statistics whose values are long ("1,248 / 1,107 (89%)", a part's characters): a row of their own,
+// so that the value stays on its label's line.
+const WIDE = new Set(['drafts', 'sources', 'segments']);
 
 function renderStats(s) {
   const box = $('stats');
@@ -200,7 +209,7 @@ function renderStats(s) {
       'a long document is kept in segments; the question was answered from the best-matching one(s)']);
   }
   box.replaceChildren(...rows.map(([key, label, value, why]) => {
-    const stat = el('div', key === 'sources' ? 'stat wide' : 'stat');
+    const stat = el('div', WIDE.has(key) ? 'stat wide' : 'stat');
     const dt = el('dt', '', label);
     dt.title = why;
     const dd = el('dd', '', value);
@@ -230,6 +239,7 @@ export async function ask(doc, question, params, ui) {
   turns.push(turn);
   active.controller = new AbortController();
   active.docId = doc.id;
+  if (ui.isShown(doc.id)) showCitations(doc.id, []); // the earlier answer's quotes are not this one's
   ui.changed();
   ui.status('Waiting for the first token…');
 
@@ -273,7 +283,7 @@ export async function ask(doc, question, params, ui) {
     active.docId = null;
     dirty.delete(turn);
     ui.changed(); // re-renders the thread and stats if this document is shown
-    if (turn.citations.length && ui.isShown(doc.id)) showCitations(doc.id, turn.citations);
+    if (ui.isShown(doc.id)) showCitations(doc.id, turn.citations);
     if (turn.status === 'done') {
       if (turn.answer.trim()) ui.status('Done.', 'ok');
       else ui.status('The model gave no answer.', 'warn');

@@ -65,3 +65,9 @@ export const count = (v) => (typeof v === 'number' && Number.isFinite(v) ? v.toL
 export function plural(n, noun) {
   return `${count(n)} ${n === 1 ? noun : `${noun}s`}`;
 }
+
+/** `text` between quote marks, folded to one line; a mark the quote already has at an end is not doubled. */
+export function inQuotes(text) {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return `${/^[“"«‘]/.test(flat) ? '' : '“'}${flat}${/[”"»’]$/.test(flat) ? '' : '”'}`;
+}

@@ -1,28 +1,59 @@
-// The document viewer: the selected document's text with page markers, and the spans an answer
-// quotes highlighted. It always shows the selected document; one that is not ready yet gets a
-// placeholder, never the previous document's text.
+// The document viewer: the selected document's text with page markers and the spans an answer quotes
+// highlighted, or, for a PDF, the PDF itself (pdfview.js) with the quotes highlighted on their pages:
+// a toggle between the two, remembered in this browser. It always shows the selected document; one
+// that is not ready yet gets a placeholder, never the previous document's text.
 
 import { api, ApiError } from './api.js';
 import { $, el, percent, scrollWithin } from './dom.js';
-import { errorNode } from './messages.js';
+import { errorNode, inQuotes, plural } from './messages.js';
+import { PdfView } from './pdfview.js';
+import { perPage } from './textmatch.js';
+
+const MODE_STORAGE = 'docqa.view';
 
 const view = {
   id: null, // id of the document whose text is shown (null: a placeholder)
+  kind: null, // its kind (pdf | docx | epub | html | text)
   text: '',
   pages: [], // [{page, start, end}]
   citations: [], // [{start, end, page, page_end, text, source}] of the answer being shown
   loading: 0, // bumps on every request, so a late reply for another document is dropped
+  pdf: null, // the PdfView of document `id`, once the PDF view was opened for it
+  focus: 0, // the citation last focused
 };
 
 export const shownId = () => view.id;
 
+function storedMode() {
+  try {
+    return localStorage.getItem(MODE_STORAGE) === 'pdf' ? 'pdf' : 'text';
+  } catch (_) {
+    return 'text';
+  }
+}
+
+let choice = storedMode(); // what the reader chose last, in this browser
+
+/** The view shown: the PDF for a PDF when the reader chose it last, else the text. */
+const mode = () => (view.id && view.kind === 'pdf' && choice === 'pdf' ? 'pdf' : 'text');
+
+function closePdf() {
+  if (view.pdf) view.pdf.close();
+  view.pdf = null;
+  $('pdf-view').replaceChildren();
+}
+
 function placeholder(name, node) {
   view.id = null;
+  view.kind = null;
   view.citations = [];
+  closePdf();
   $('viewer-name').textContent = name ? `— ${name}` : '';
   $('viewer-name').title = name || '';
   $('citations').replaceChildren();
+  $('pdf-note').replaceChildren();
   $('viewer').replaceChildren(node);
+  applyMode();
 }
 
 /** Show `doc` (a document from the list, or null). Ready documents get their text, loaded once. */
@@ -50,8 +81,9 @@ export async function showDocument(doc) {
   try {
     const body = await api(`/v1/documents/${encodeURIComponent(doc.id)}/text`);
     if (ticket !== view.loading) return; // another document was selected meanwhile
-    Object.assign(view, { id: doc.id, text: body.text || '', pages: body.pages || [], citations: [] });
+    Object.assign(view, { id: doc.id, kind: doc.kind, text: body.text || '', pages: body.pages || [], citations: [] });
     render();
+    applyMode();
   } catch (err) {
     if (ticket === view.loading) placeholder(doc.name, errorNode(err instanceof ApiError ? err : new ApiError(0, 'network', String(err))));
   }
@@ -61,8 +93,68 @@ export async function showDocument(doc) {
 export function showCitations(docId, citations) {
   if (view.id !== docId) return;
   view.citations = citations || [];
+  view.focus = 0;
   render();
+  if (mode() === 'pdf') highlightPdf();
 }
+
+// ---------------------------------------------------------------- text or PDF
+
+/** Show the view the reader chose (`chosen`: 'text' | 'pdf', remembered), or the current one. */
+export function applyMode(chosen) {
+  if (chosen) {
+    choice = chosen;
+    try {
+      localStorage.setItem(MODE_STORAGE, chosen);
+    } catch (_) { /* storage disabled: this page only */ }
+  }
+  const pdfDoc = Boolean(view.id) && view.kind === 'pdf';
+  const current = mode();
+  $('view-toggle').hidden = !pdfDoc;
+  $('show-text').setAttribute('aria-pressed', String(current === 'text'));
+  $('show-pdf').setAttribute('aria-pressed', String(current === 'pdf'));
+  $('viewer').hidden = current !== 'text';
+  $('pdf-view').hidden = current !== 'pdf';
+  if (current !== 'pdf') $('pdf-note').replaceChildren();
+  if (current === 'pdf') openPdf();
+}
+
+async function openPdf() {
+  if (view.pdf) return;
+  const docId = view.id;
+  const pdf = new PdfView($('pdf-view'));
+  view.pdf = pdf;
+  $('pdf-view').replaceChildren(el('p', 'placeholder', 'Loading the PDF…'));
+  try {
+    await pdf.open(docId);
+    if (view.pdf !== pdf) return;
+    const first = view.pages.length ? view.pages[0].page : 1; // a part (pages=5-9) starts at its own page
+    if (view.citations.length) await highlightPdf();
+    else if (first > 1) await pdf.highlight([{ page: first, text: '', near: 0, cite: -1 }], -1);
+  } catch (err) {
+    if (view.pdf !== pdf) return;
+    view.pdf = null;
+    const why = err instanceof ApiError ? err : new ApiError(0, 'pdf_unreadable', String(err && err.message ? err.message : err));
+    const box = el('div', 'placeholder');
+    box.append(el('p', '', 'The PDF could not be shown here; the Text view still shows its text.'), errorNode(why));
+    $('pdf-view').replaceChildren(box);
+  }
+}
+
+/** Highlight the shown citations on the PDF's pages, scrolled to citation `view.focus`. */
+async function highlightPdf() {
+  const pdf = view.pdf;
+  if (!pdf || !pdf.doc) return;
+  const spans = view.citations.flatMap((c, i) => perPage(c, view.text, view.pages).map((s) => ({ ...s, cite: i })));
+  const results = await pdf.highlight(spans, view.focus);
+  if (view.pdf !== pdf) return;
+  const missing = new Set(results.filter((r) => !r.found).map((r) => r.cite));
+  $('pdf-note').replaceChildren(...(missing.size ? [el('p', 'muted',
+    `${plural(missing.size, 'quote')} could not be found on ${missing.size === 1 ? 'its page' : 'their pages'} `
+    + 'as the PDF’s own text layer reads it; the Text view highlights it.')] : []));
+}
+
+// ---------------------------------------------------------------- the text
 
 /**
  * Render the text with a marker at each page start and a <mark> on each cited span.
@@ -110,22 +202,35 @@ function render() {
     const item = el('li');
     item.dataset.cite = i;
     const pages = c.page === c.page_end ? `p. ${c.page}` : `pp. ${c.page}–${c.page_end}`;
-    const quote = c.text.length > 120 ? `${c.text.slice(0, 117)}…` : c.text;
     const link = el('button', 'cite-link');
     link.type = 'button';
-    link.title = `Show this quote in the text (characters ${c.start}–${c.end}, ${c.source})`;
-    link.append(el('span', 'cite-page', pages), el('span', 'cite-text', `“${quote}”`));
+    link.title = `Show this quote (characters ${c.start}–${c.end}, ${c.source})`;
+    link.append(el('span', 'cite-page', pages), el('span', 'cite-text', shortQuote(c.text)));
     link.addEventListener('click', () => focusCitation(i));
     item.append(link);
     return item;
   }));
-  if (view.citations.length) focusCitation(0);
+  if (view.citations.length) focusCitation(0, false);
+}
+
+/** The quote for the list, between quote marks (not doubled when it has its own), at most 120 characters. */
+function shortQuote(text) {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return inQuotes(flat.length > 120 ? `${flat.slice(0, 117)}…` : flat);
 }
 
 /** Mark citation i as focused and scroll the viewer (only the viewer, not the page) to it. */
-function focusCitation(i) {
+function focusCitation(i, pdfToo = true) {
+  view.focus = i;
   const box = $('viewer');
   box.querySelectorAll('mark.cite').forEach((m) => m.classList.toggle('focused', m.dataset.cite === String(i)));
+  $('citations').querySelectorAll('li').forEach((li) => li.classList.toggle('focused', li.dataset.cite === String(i)));
   const mark = box.querySelector(`mark.cite[data-cite="${i}"]`);
-  if (mark) scrollWithin(box, mark);
+  if (mark && !box.hidden) scrollWithin(box, mark);
+  if (pdfToo && mode() === 'pdf') highlightPdf();
+}
+
+export function init() {
+  $('show-text').addEventListener('click', () => applyMode('text'));
+  $('show-pdf').addEventListener('click', () => applyMode('pdf'));
 }

@@ -1,5 +1,5 @@
 """Document routes: upload and re-ingest (the pipeline of ingest/pipeline.py, then the engine's
-prefill), list, get, text, delete."""
+prefill), list, get, text, the stored file, delete."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ingest import pipeline
 from ingest.errors import DocumentError, DocumentFilesDamaged, TextDamaged
 from ingest.reingest import reextract_async
 from ingest.store import FAILED, INGESTING, READY, DocRecord
-from server.api import uploads
+from server.api import segmented, uploads
 from server.api.deps import EngineDep, ExtractorDep, SettingsDep, StoreDep, existing_document
 from server.api.schemas import (
     DocumentCreated,
@@ -24,6 +24,7 @@ from server.api.schemas import (
     ReingestRequest,
     SegmentPublic,
 )
+from server.api.served import served_file
 from server.config.errors import DocumentFailed, DocumentIngesting, ReingestRunning, damaged
 from server.engine.engine import Engine
 
@@ -63,7 +64,14 @@ def _segments(doc: DocRecord, engine: Engine | None) -> list[SegmentPublic] | No
         return None
     if segments is None:
         return None
-    return [SegmentPublic(index=s.index, pages=s.pages, start=s.start, end=s.end, tokens=s.n_tokens) for s in segments]
+    n, by_pages = len(segments), segmented.paged(doc)
+    return [
+        SegmentPublic(
+            index=s.index, pages=s.pages, start=s.start, end=s.end, tokens=s.n_tokens, part=s.index + 1, parts=n,
+            label=segmented.label(s, n, by_pages),
+        )
+        for s in segments
+    ]  # fmt: skip
 
 
 @router.post("/documents", status_code=202, response_model=DocumentCreated)
@@ -147,6 +155,15 @@ async def _text_again(store, extractor, doc: DocRecord, exc: TextDamaged):
             await asyncio.to_thread(store.write_text, doc.id, fresh)
             return fresh
     raise damaged(exc, doc.id) from None
+
+
+@router.get("/documents/{doc_id}/file", response_class=Response)
+async def get_file(doc_id: str, request: Request, store: StoreDep) -> Response:
+    """The upload as it was sent (server/api/served.py): the page shows a PDF with PDF.js from it.
+    A part (``pages=`` / ``chars=``) gets the whole file: its page numbers are the file's own."""
+    doc = existing_document(store, doc_id)
+    data = await asyncio.to_thread(store.read_upload, doc.id)
+    return served_file(doc, data, request.headers.get("if-none-match"))
 
 
 @router.delete("/documents/{doc_id}", status_code=204)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from types import SimpleNamespace
 
+from ingest.segments import Segment
 from server.api.segmented import NOT_FOUND, Plan, SegmentedAnswer
 from server.engine.events import Event, EventKind
 
@@ -39,8 +39,8 @@ def answered(text: str, citation: dict) -> Job:
     )
 
 
-def segment(index: int, pages: list[int]) -> SimpleNamespace:
-    return SimpleNamespace(index=index, pages=pages)
+def segment(index: int, pages: list[int], chars: tuple[int, int] = (0, 10)) -> Segment:
+    return Segment(index, chars[0], chars[1], pages[0], pages[1])
 
 
 async def read(answer: SegmentedAnswer) -> list[Event]:
@@ -53,7 +53,7 @@ async def read(answer: SegmentedAnswer) -> list[Event]:
 
 def test_two_segments_answer_in_turn_with_their_pages_and_summed_stats():
     jobs = [answered("Lyon.", {"start": 1}), answered("Paris.", {"start": 2})]
-    plan = Plan([segment(3, [7, 9]), segment(0, [1, 2])], [2.0, 1.8])
+    plan = Plan([segment(3, [7, 9]), segment(0, [1, 2])], [2.0, 1.8], 5, paged=True)
     events = asyncio.run(read(SegmentedAnswer(jobs, plan)))
     kinds = [e.kind for e in events]
     assert kinds == [
@@ -67,9 +67,30 @@ def test_two_segments_answer_in_turn_with_their_pages_and_summed_stats():
     stats = events[8].data
     assert stats["completion_tokens"] == 6 and stats["cached_tokens"] == 200
     assert stats["segments"] == [
-        {"index": 3, "pages": [7, 9], "score": 2.0},
-        {"index": 0, "pages": [1, 2], "score": 1.8},
+        {"index": 3, "pages": [7, 9], "part": 4, "parts": 5, "chars": [0, 10], "label": "pages 7–9", "score": 2.0},
+        {"index": 0, "pages": [1, 2], "part": 1, "parts": 5, "chars": [0, 10], "label": "pages 1–2", "score": 1.8},
     ]
+
+
+def test_a_text_without_pages_names_its_segments_by_part_and_characters():
+    """A .txt split in three: "part 2 of 3, characters 31,204–62,880", not "pages 1–1" (issue 29)."""
+    jobs = [answered("Lyon.", {"start": 31_300}), answered("Paris.", {"start": 5})]
+    plan = Plan([segment(1, [1, 1], (31_204, 62_880)), segment(0, [1, 1], (0, 31_900))], [2.0, 1.9], 3, paged=False)
+    events = asyncio.run(read(SegmentedAnswer(jobs, plan)))
+    text = "".join(e.data["text"] for e in events if e.kind is EventKind.TOKEN)
+    assert text == "From part 2 of 3, characters 31,204–62,880: Lyon.\n\nFrom part 1 of 3, characters 0–31,900: Paris."
+    assert "page" not in text
+    first = events[0].data
+    assert first == {
+        "index": 1, "pages": [1, 1], "part": 2, "parts": 3, "chars": [31_204, 62_880],
+        "label": "part 2 of 3, characters 31,204–62,880",
+    }  # fmt: skip
+    by_kind = {e.kind: e.data for e in events}
+    assert [a["label"] for a in by_kind[EventKind.ANSWERS]["answers"]] == [
+        "part 2 of 3, characters 31,204–62,880",
+        "part 1 of 3, characters 0–31,900",
+    ]
+    assert [u["chars"] for u in by_kind[EventKind.STATS]["segments"]] == [[31_204, 62_880], [0, 31_900]]
 
 
 def test_an_error_in_one_segment_ends_the_stream_and_cancels_the_others():

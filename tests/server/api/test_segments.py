@@ -137,7 +137,8 @@ def test_a_long_book_is_segmented_and_answered_from_the_segment_with_the_needle(
         assert all(OTHER in text[segments[u["index"]]["start"] : segments[u["index"]]["end"]] for u in both["answers"])
         for part in both["answers"]:
             a, b = part["pages"]
-            assert f"From pages {a}–{b}: " in both["answer"]
+            assert part["label"] == (f"page {a}" if a == b else f"pages {a}–{b}")  # an EPUB has pages
+            assert f"From {part['label']}: " in both["answer"]
             assert all(a <= c["page"] <= b for c in part["citations"])
 
         # The OpenAI route: the latest user turn picks the segment.
@@ -148,6 +149,33 @@ def test_a_long_book_is_segmented_and_answered_from_the_segment_with_the_needle(
         )
         assert r.status_code == 200, r.text
         assert r.json()["docqa"]["segments"][0]["index"] == used[0]["index"]
+
+
+def test_a_long_text_without_pages_names_its_parts_by_characters(server, cases):
+    """A .txt is one page: its segments are "part k of n, characters a–b" in the document, in the
+    answer's "From ...:" lines and in stats.segments, never "pages 1–1" (issue 29)."""
+    pages = with_needle(with_needle(chapters(cases, per_page=3)[:6], 4), 1, OTHER)
+    text = "\n\n".join(with_needle(pages, 6, OTHER))
+    with server(**SMALL) as client:
+        r = client.post("/v1/documents", files={"file": ("around.txt", text.encode())})
+        assert r.status_code == 202, r.text
+        doc = wait_ready(client, r.json()["id"], timeout=600)
+        assert doc["status"] == "ready" and doc["pages"] == 1
+        segments = doc["segments"]
+        n = len(segments)
+        assert n >= 3
+        for s in segments:
+            assert (s["part"], s["parts"]) == (s["index"] + 1, n)
+            assert s["label"] == f"part {s['index'] + 1} of {n}, characters {s['start']:,}–{s['end']:,}"
+        answer = _ask(client, doc["id"], QUESTION, verify16=True)
+        used = answer["stats"]["segments"]
+        assert used and all(u["label"] == segments[u["index"]]["label"] for u in used)
+        assert all(u["chars"] == [segments[u["index"]]["start"], segments[u["index"]]["end"]] for u in used)
+        both = _ask(client, doc["id"], "What did Ignatius Pell collect?", verify16=True)
+        assert len(both["answers"]) == 2, both["stats"]["segments"]
+        for part in both["answers"]:
+            assert f"From {part['label']}: " in both["answer"] and part["label"].startswith("part ")
+        assert "page" not in both["answer"].split(":")[0]
 
 
 def test_refuse_keeps_the_413(server, cases):

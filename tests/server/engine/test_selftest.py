@@ -15,6 +15,7 @@ import time
 import pytest
 
 from server.engine import selftest
+from testkit.live import free_port
 from tests.conftest import ROOT, make_settings
 
 
@@ -74,12 +75,13 @@ def test_hanging_child_is_killed(tmp_path, gemma_path):
 
 
 def test_server_exits_non_zero_with_the_reason(tmp_path, gemma_path):
-    """`python -m server` with a probe that always dies: exit code 1 and the message, before binding."""
+    """`python -m server` with a probe that always dies: exit code 1 and the message, before listening."""
     code = (
         "import server.engine.selftest as st; from tests.server.engine import test_selftest as t; "
         "st.probe = t.always_crash; from server.__main__ import main; main()"
     )
     env = dict(os.environ, DOCQA_DATA_DIR=str(tmp_path), DOCQA_MODEL_PATH=str(gemma_path), DOCQA_N_THREADS="2")
+    env["DOCQA_PORT"] = str(free_port())  # the port is bound before the self-test: never one in use
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr[-2000:]
     assert "self-test" in done.stderr and "SIGSEGV" in done.stderr and gemma_path.name in done.stderr

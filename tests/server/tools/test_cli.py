@@ -1,17 +1,25 @@
-"""The docqa CLI: against a real server started with ``docqa serve --host --port``, and with no server."""
+"""The docqa CLI: against a real server started with ``docqa serve --host --port``, and with no server;
+its words for the API's errors (server/tools/client.py) and an answer with no text (server/tools/remote.py)."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
 from server.tools.cli import default_url, main
+from server.tools.client import About, explain
+from server.tools.remote import _print_answer
 from testkit.live import ROOT, Live, free_port
 
 PDF = "pdf/pypdf-resources/crazyones.pdf"
+LOCKED = "pdf/sample-files/005-libreoffice-writer-password/libreoffice-writer-password.pdf"
+LONG_PDF = "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf"  # 117 pages, ~57k tokens
+AGREEMENT = "synthetic/agreement-880-tokens.txt"
 KEY = "cli-test-key"
 # Nothing from the test process's environment decides where the CLI connects, unless a test says so.
 NO_ENV = {"DOCQA_URL": None, "DOCQA_HOST": None, "DOCQA_PORT": None, "DOCQA_API_KEY": None}
@@ -22,7 +30,7 @@ def run(*args: str, **env: str | None):
 
 
 def test_cli_against_a_real_server(tmp_path, gemma_path, cases):
-    server = Live(tmp_path / "cli", gemma_path, DOCQA_API_KEY=KEY)
+    server = Live(tmp_path / "cli", gemma_path, DOCQA_API_KEY=KEY, DOCQA_LONG_DOCUMENTS="refuse")
     # `docqa serve --host --port` wins over DOCQA_HOST / DOCQA_PORT, which point nowhere usable:
     # the server is found on server.port only if the options reached it.
     server.env.update(DOCQA_HOST="192.0.2.1", DOCQA_PORT=str(free_port()))
@@ -40,6 +48,7 @@ def test_cli_against_a_real_server(tmp_path, gemma_path, cases):
         # The server's address from DOCQA_HOST / DOCQA_PORT (what `docqa serve` binds), the key from DOCQA_API_KEY.
         r = run("list", DOCQA_HOST="127.0.0.1", DOCQA_PORT=str(server.port), DOCQA_API_KEY=KEY)
         assert r.exit_code == 0, r.output
+        assert r.stdout.splitlines()[0] == "ID\tSTATUS\tPAGES\tTOKENS\tNAME"  # a header
         assert f"{doc_id}\tready\t1\t{tokens.group(1)}\tcrazyones.pdf" in r.stdout
         r = run("list", DOCQA_PORT=str(server.port), DOCQA_API_KEY=KEY)  # DOCQA_HOST unset: 127.0.0.1
         assert r.exit_code == 0 and doc_id in r.stdout, r.output
@@ -53,6 +62,7 @@ def test_cli_against_a_real_server(tmp_path, gemma_path, cases):
         assert r.exit_code == 0 and doc_id in r.stdout, r.output
         r = run("list", "--url", url)  # no key
         assert r.exit_code == 1 and "401: this server needs an API key" in r.stderr, r.output
+        assert "--api-key" in r.stderr and "DOCQA_API_KEY" in r.stderr and "Authorization" not in r.stderr
 
         r = run(
             "--url", url, "--api-key", KEY,
@@ -65,16 +75,66 @@ def test_cli_against_a_real_server(tmp_path, gemma_path, cases):
         assert int(drafted) >= int(accepted) > 0  # drafted first, as on the page
         r = run("ask", "nope", "x", "--url", url, "--api-key", KEY)
         assert r.exit_code != 0 and "no document with id" in r.stderr
+        assert "list them with `docqa list`" in r.stderr and "GET /v1" not in r.stderr
         r = run("ingest", str(cases / "synthetic/png-renamed-to.pdf"), "--url", url, "--api-key", KEY)
         assert r.exit_code != 0 and "415" in r.stderr and "PNG" in r.stderr
+
+        # status: the server (/health), then one document.
+        srv = ("--url", url, "--api-key", KEY)
+        r = run("status", *srv)
+        assert r.exit_code == 0, r.output
+        assert f"server   {url}: ok" in r.stdout and "n_ctx 8,192" in r.stdout and "documents 1: 1 ready" in r.stdout
+        r = run("status", doc_id, *srv)
+        assert r.exit_code == 0, r.output
+        assert re.search(rf"^id +{doc_id}$", r.stdout, re.M) and re.search(r"^status +ready$", r.stdout, re.M)
+        assert re.search(rf"^tokens +{tokens.group(1)}$", r.stdout, re.M)
+        r = run("status", "0123456789abcdef", *srv)
+        assert r.exit_code == 1 and "404: no document with id '0123456789abcdef'" in r.stderr
+
+        # Errors in the CLI's words: --password, --pages.
+        r = run("ingest", str(cases / LOCKED), *srv)
+        assert r.exit_code == 1 and "give its password with --password" in r.stderr, r.output
+        assert "form field" not in r.stderr
+        r = run("ingest", str(cases / LOCKED), "--password", "not-it", *srv)
+        assert r.exit_code == 1 and "check --password" in r.stderr, r.output
+        r = run("ingest", str(cases / LONG_PDF), *srv)
+        fits = re.search(r"ingest the part that fits with --pages 1-(\d+)", r.stderr)
+        assert r.exit_code == 1 and "413: GeoTopo-komprimiert.pdf is too long" in r.stderr and fits, r.output
+        assert "pages=" not in r.stderr
+        # --pages and --chars: a part of the upload.
+        r = run("ingest", str(cases / LONG_PDF), "--pages", "2", *srv)
+        assert r.exit_code == 0, r.output
+        part = r.stdout.strip().splitlines()[-1]
+        assert "\t1 pages\t" in r.stderr
+        r = run("ingest", str(cases / AGREEMENT), "--chars", "0-1200", *srv)
+        assert r.exit_code == 0, r.output
+        chars_part = r.stdout.strip().splitlines()[-1]
+        names = {line.split("\t")[0]: line.split("\t")[-1] for line in run("list", *srv).stdout.splitlines()[1:]}
+        assert names[part] == "GeoTopo-komprimiert.pdf (page 2)" or names[part].startswith("GeoTopo"), names
+        assert names[chars_part].startswith("agreement-880-tokens.txt"), names
+        r = run("ingest", str(cases / AGREEMENT), "--chars", "a lot", *srv)
+        assert r.exit_code == 2 and "write it as --chars 0-50000" in r.stderr
+
+        # delete: gone from the list; a second time, a 404 in the CLI's words.
+        r = run("delete", part, chars_part, *srv)
+        assert r.exit_code == 0 and r.stdout.split() == ["deleted", part, "deleted", chars_part], r.output
+        assert part not in run("list", *srv).stdout
+        r = run("delete", part, *srv)
+        assert r.exit_code == 1 and f"404: no document with id '{part}'" in r.stderr and "`docqa list`" in r.stderr
     finally:
         server.stop()
 
 
 @pytest.mark.parametrize(
     "args",
-    [("list",), ("ask", "0123456789abcdef", "Why?"), ("ingest", str(ROOT / "README.md"))],
-    ids=["list", "ask", "ingest"],
+    [
+        ("list",),
+        ("ask", "0123456789abcdef", "Why?"),
+        ("ingest", str(ROOT / "README.md")),
+        ("status",),
+        ("delete", "0123456789abcdef"),
+    ],
+    ids=["list", "ask", "ingest", "status", "delete"],
 )
 def test_no_server_is_one_line_naming_the_url(args):
     port = free_port()  # nothing listens there
@@ -102,7 +162,7 @@ def test_help_shows_where_the_server_is_found():
     text = " ".join(r.stdout.split())
     for needle in ("--url URL", "before or after the command", "DOCQA_URL", "DOCQA_HOST:DOCQA_PORT", "docqa serve"):
         assert needle in text, needle
-    for command in ("ingest", "ask", "list"):
+    for command in ("ingest", "ask", "list", "status", "delete"):
         text = " ".join(run(command, "--help").stdout.split())
         assert "--url URL docqa server URL [default: DOCQA_URL, else http://DOCQA_HOST:DOCQA_PORT" in text, command
         assert "--api-key" in text and "DOCQA_API_KEY" in text, command
@@ -129,3 +189,60 @@ def test_default_url(monkeypatch, env, url):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert default_url() == url
+
+
+def _sse(*events: tuple[str, dict]) -> httpx.Response:
+    body = "".join(f"event: {kind}\ndata: {json.dumps(data)}\n\n" for kind, data in events)
+    return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+
+
+STATS = {"completion_tokens": 3, "ttft_ms": 20.0, "decode_tokens_per_s": 50.0, "drafted_tokens": 0}
+STATS |= {"accepted_tokens": 0, "finish_reason": "stop"}
+
+
+def test_an_answer_with_no_text_says_so_and_fails(capsys):
+    """The model stopped at once (3 end-of-turn tokens, no text): not a blank line and exit 0."""
+    empty = _sse(("token", {"text": " "}), ("citations", {"citations": []}), ("stats", STATS), ("done", {}))
+    with pytest.raises(Exception) as info:
+        _print_answer(empty, About(doc="abc"))
+    assert info.value.exit_code == 1
+    message = info.value.format_message()
+    assert message.startswith("the model wrote no answer (3 tokens, none of them text") and "--temperature" in message
+    capsys.readouterr()
+    answered = _sse(("token", {"text": "Berlin."}), ("stats", STATS), ("done", {}))
+    _print_answer(answered, About(doc="abc"))
+    assert capsys.readouterr().out.startswith("Berlin.")
+
+
+def test_a_segmented_answer_names_its_part(capsys):
+    segments = [{"index": 1, "pages": [1, 1], "label": "part 2 of 3, characters 31,204–62,880"}]
+    _print_answer(_sse(("token", {"text": "Lyon."}), ("stats", {**STATS, "segments": segments})), About())
+    assert "[answered from part 2 of 3, characters 31,204–62,880]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("error_type", "message", "details", "words", "gone"),
+    [
+        ("document_not_found", "no document with id 'x'; list them with GET /v1/documents", {}, "`docqa list`", "GET"),
+        ("password_required", "this PDF is encrypted; send its password in the `password` form field", {},
+         "give its password with --password", "form field"),
+        ("wrong_password", "the password is wrong for this encrypted PDF; send the right `password`", {},
+         "check --password", "send the right"),
+        ("document_too_long", "... upload it again with pages=1-13 ...",
+         {"n_tokens": 57_000, "limit": 7_168, "estimated": True, "fits": {"pages": [1, 13]}},
+         "about 57,000 tokens, at most 7,168 fit in one piece; ingest the part that fits with --pages 1-13", "pages="),
+        ("document_too_long", "...",
+         {"n_tokens": 9_000, "limit": 7_168, "estimated": False, "fits": {"chars": [0, 50]}},
+         "9,000 tokens, at most 7,168 fit in one piece; ingest the part that fits with --chars 0-50", "about"),
+        ("document_ingesting", "document x is still being ingested (40%); retry soon", {}, "`docqa status x`", None),
+        ("document_failed", "document x has no stored text (failed)", {}, "`docqa delete x`", None),
+        ("unauthorized", "this server needs an API key: send `Authorization: Bearer <key>`", {},
+         "this server needs an API key: give it with --api-key KEY or DOCQA_API_KEY", "Authorization"),
+        ("invalid_request", "max_tokens: must be at least 1", {}, "max_tokens: must be at least 1", None),
+    ],
+)  # fmt: skip
+def test_api_errors_in_the_cli_s_words(error_type, message, details, words, gone):
+    text = explain(error_type, message, details, About(doc="x", file="f.pdf"))
+    assert words in text
+    if gone:
+        assert gone not in text

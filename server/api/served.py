@@ -1,0 +1,88 @@
+"""``GET /v1/documents/{id}/file``: the stored upload as the HTTP response, with its content type by the
+document's kind, ``Content-Disposition: inline`` and a file name made from the document's name (never
+from the request), and headers that keep an uploaded file from acting as a page of this site.
+
+What is served is the upload as it was sent, whole: a document that is a part of its upload
+(``pages=5-9`` / ``chars=0-50000``) gets the whole file, since its page numbers are the file's own
+(ingest/cut.py), so a citation's page is the page to open in it. The name loses the part suffix
+("book.pdf (pages 5-9)" is served as "book.pdf").
+
+* An HTML or text upload could hold script: every kind but PDF is served with ``Content-Security-Policy:
+  sandbox`` (a unique origin, no script), and all with ``X-Content-Type-Options: nosniff``. A PDF opens
+  in the browser's PDF viewer, which runs none of the file's script as this site.
+* The bytes of an id never change (a re-ingest keeps them), so the ETag is the upload's sha256 and an
+  ``If-None-Match`` that names it gets a 304.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+from fastapi import Response
+
+from ingest.store import INGESTING, DocRecord
+from server.config.errors import DocumentFailed, DocumentIngesting
+
+#: kind (ingest/extract.py KINDS) -> (media type, extension the served name must end with).
+MEDIA = {
+    "pdf": ("application/pdf", ".pdf"),
+    "docx": ("application/vnd.openxmlformats-officedocument.wordprocessingml.document", ".docx"),
+    "epub": ("application/epub+zip", ".epub"),
+    "html": ("text/html", ".html"),
+    "text": ("text/plain", ".txt"),
+}
+_PART = re.compile(r" \((?:pages|characters) \d+-\d+\)$")  # server/api/uploads.py display_name
+_UNSAFE = re.compile(r"[^A-Za-z0-9._ ()+-]")
+
+
+def file_name(doc: DocRecord) -> str:
+    """The name to save the upload as: the document's name without the part suffix, ending in the
+    kind's extension ("notes.md" keeps its own; a PDF named "scan" becomes "scan.pdf")."""
+    name = _PART.sub("", doc.name).strip().strip(".") or "document"
+    _, ext = MEDIA.get(doc.kind, ("", ""))
+    own = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    if doc.kind == "text" and own in ("txt", "md", "markdown", "text"):
+        return name
+    if doc.kind == "html" and own in ("htm", "html", "xhtml"):
+        return name
+    return name if name.lower().endswith(ext) else name + ext
+
+
+def disposition(name: str) -> str:
+    """``inline`` with an ASCII ``filename`` (anything else becomes ``_``) and the real name as an
+    RFC 8187 ``filename*``."""
+    ascii_name = _UNSAFE.sub("_", name)
+    return f"inline; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(name, safe='')}"
+
+
+def media_type(doc: DocRecord, name: str) -> str:
+    media, _ = MEDIA.get(doc.kind, ("application/octet-stream", ""))
+    if doc.kind == "text" and name.lower().endswith((".md", ".markdown")):
+        media = "text/markdown"
+    if media.startswith("text/"):
+        media += f"; charset={doc.encoding or 'utf-8'}"
+    return media
+
+
+def served_file(doc: DocRecord, data: bytes | None, if_none_match: str | None = None) -> Response:
+    """The response for ``doc``'s stored upload ``data`` (None: not stored). Raises DocumentIngesting
+    (409) while the upload is still being written, DocumentFailed (409) when it is gone."""
+    if data is None:
+        if doc.status == INGESTING:
+            raise DocumentIngesting(f"document {doc.id} is still being stored; ask for its file again in a moment")
+        why = f" ({doc.error})" if doc.error else ""
+        raise DocumentFailed(f"document {doc.id} has no stored file{why}; upload it again")
+    name = file_name(doc)
+    etag = f'"{doc.sha256}"'
+    headers = {
+        "Content-Disposition": disposition(name),
+        "X-Content-Type-Options": "nosniff",
+        "Cache-Control": "private, no-cache",
+        "ETag": etag,
+    }
+    if doc.kind != "pdf":
+        headers["Content-Security-Policy"] = "sandbox"
+    if if_none_match and etag in [t.strip() for t in if_none_match.split(",")]:
+        return Response(status_code=304, headers={k: v for k, v in headers.items() if k != "Content-Disposition"})
+    return Response(data, media_type=media_type(doc, name), headers=headers)

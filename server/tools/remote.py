@@ -1,0 +1,228 @@
+"""The CLI commands that talk to a running server: ingest, ask, list, status, delete (server/tools/cli.py
+adds them to ``docqa``). Where the server is, and the words of its errors: server/tools/client.py.
+
+Output: what a script wants on stdout (an id, the answer, the table of documents), progress, stats and
+notes on stderr. Exit status 1 for any error, one line; for an answer with no text too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import click
+import httpx
+
+from server.tools.client import About, check, client, explain, fail, server_options
+
+#: Seconds between two looks at a document being prepared (each is one line of the server's access log).
+POLL_S = 1.0
+_RANGE = re.compile(r"\d+(-\d+)?")
+
+
+def _range(unit: str):
+    def validate(_ctx, _param, value: str | None) -> str | None:
+        if value is not None and not _RANGE.fullmatch(value.strip()):
+            example = "--pages 1-80 (or --pages 7)" if unit == "pages" else "--chars 0-50000"
+            raise click.BadParameter(f"{value!r} is not a range; write it as {example}")
+        return value.strip() if value else None
+
+    return validate
+
+
+def segment_lines(doc: dict, budget: int | None = None) -> list[str]:
+    """A segmented document's note and parts, for people ([] for one answered whole)."""
+    segments = doc.get("segments")
+    if not segments:
+        return []
+    limit = f", more than the {budget:,} tokens one piece may hold" if budget else ""
+    lines = [
+        f"split into {len(segments)} parts: the document has {doc['tokens']:,} tokens{limit}; "
+        "each question is answered from the part(s) that match it best"
+    ]
+    for s in segments:
+        label = s.get("label") or f"pages {s['pages'][0]}-{s['pages'][1]}"
+        lines.append(f"  {label} ({s['tokens']:,} tokens)")
+    return lines
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--password", default=None, help="password of an encrypted PDF")
+@click.option("--pages", default=None, callback=_range("pages"), metavar="A-B",
+              help="ingest only pages A-B (as printed, from 1), e.g. the part of a long PDF that fits")  # fmt: skip
+@click.option("--chars", default=None, callback=_range("chars"), metavar="A-B",
+              help="ingest only characters [A, B) of the text")  # fmt: skip
+@server_options
+@click.pass_context
+def ingest(ctx, file: Path, password: str | None, pages: str | None, chars: str | None, url, api_key) -> None:
+    """Upload FILE and wait until it is prefilled, with a progress bar. Prints the document id."""
+    if pages and chars:
+        raise click.UsageError("give --pages or --chars, not both")
+    about = About(file=file.name)
+    form = {k: v for k, v in {"password": password, "pages": pages, "chars": chars}.items() if v}
+    with client(ctx, url, api_key) as http:
+        r = check(http.post("/v1/documents", files={"file": (file.name, file.read_bytes())}, data=form), about)
+        doc = r.json()
+        about = About(doc=doc["id"], file=file.name)
+        if r.status_code == 200:
+            click.echo(f"{file.name} is already on the server as {doc['id']} ({doc['status']})", err=True)
+        with click.progressbar(length=1000, label=f"prefill {file.name}", file=sys.stderr) as bar:
+            shown = 0
+            while True:
+                info = check(http.get(f"/v1/documents/{doc['id']}"), about).json()
+                done = int(info["progress"] * 1000) if info["status"] != "ready" else 1000
+                bar.update(done - shown)
+                shown = done
+                if info["status"] != "ingesting":
+                    break
+                time.sleep(POLL_S)
+        if info["status"] == "failed":
+            raise click.ClickException(
+                f"ingestion failed: {info['error']}; remove it with `docqa delete {doc['id']}` and try again"
+            )
+        click.echo(f"{doc['id']}\t{info['pages']} pages\t{info['tokens']} tokens", err=True)
+        for line in segment_lines(info):
+            click.echo(line, err=True)
+        for warning in info.get("warnings", []):
+            click.echo(f"warning: {warning['message']}", err=True)
+        click.echo(doc["id"])
+
+
+@click.command()
+@click.argument("doc")
+@click.argument("question")
+@click.option("--max-tokens", type=int, default=None)
+@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--verify16", is_flag=True, help="16-token verification: the model checks 16 drafted tokens a step")
+@click.option("--draft-tokens", type=int, default=None, help="fixed draft window (0 = no speculation)")
+@server_options
+@click.pass_context
+def ask(ctx, doc: str, question: str, max_tokens, temperature, verify16, draft_tokens, url, api_key) -> None:
+    """Ask QUESTION about document DOC; the answer streams to stdout, stats go to stderr. An answer
+    with no text is an error (exit status 1)."""
+    body = {"question": question, "temperature": temperature, "verify16": verify16, "stream": True}
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    if draft_tokens is not None:
+        body["draft_tokens"] = draft_tokens
+    about = About(doc=doc)
+    with client(ctx, url, api_key) as http, http.stream("POST", f"/v1/documents/{doc}/answers", json=body) as r:
+        if r.status_code >= 400:
+            r.read()
+            fail(r, about)
+        _print_answer(r, about)
+
+
+def _print_answer(r: httpx.Response, about: About) -> None:
+    event, text, stats = None, "", None
+    for line in r.iter_lines():
+        if line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: "):
+            data = json.loads(line[6:])
+            if event == "token":
+                text += data["text"]
+                click.echo(data["text"], nl=False)
+            elif event == "citations":
+                for c in data["citations"]:
+                    pages = f"p. {c['page']}" if c["page"] == c["page_end"] else f"pp. {c['page']}-{c['page_end']}"
+                    quote = c["text"] if len(c["text"]) <= 100 else c["text"][:97] + "..."
+                    click.echo(f"\n[{pages}, chars {c['start']}-{c['end']}] {quote!r}", nl=False, err=True)
+            elif event == "stats":
+                stats = data
+                click.echo("")
+                click.echo(
+                    f"[{data['completion_tokens']} tokens, TTFT {data['ttft_ms']:.0f} ms, "
+                    f"{data['decode_tokens_per_s']:.1f} tok/s, drafted/accepted "
+                    f"{data['drafted_tokens']}/{data['accepted_tokens']}]",
+                    err=True,
+                )
+                if data.get("segments") is not None:  # a long document: where the answer came from
+                    spans = [s.get("label") or f"pages {s['pages'][0]}-{s['pages'][1]}" for s in data["segments"]]
+                    click.echo(f"[answered from {' and '.join(spans) or 'no part of the document'}]", err=True)
+            elif event == "error":
+                error = data["error"]
+                raise click.ClickException(explain(error.get("type", ""), error["message"], {}, about))
+    if stats is not None and not text.strip():
+        raise click.ClickException(
+            f"the model wrote no answer ({stats['completion_tokens']} tokens, none of them text; finish reason "
+            f"{stats['finish_reason']}); rephrase the question, or sample other words with --temperature 0.7"
+        )
+
+
+@click.command(name="list")
+@server_options
+@click.pass_context
+def list_documents(ctx: click.Context, url: str | None, api_key: str | None) -> None:
+    """List documents: id, status, pages, tokens, name (tab-separated, under a header)."""
+    with client(ctx, url, api_key) as http:
+        documents = check(http.get("/v1/documents")).json()["documents"]
+    click.echo("ID\tSTATUS\tPAGES\tTOKENS\tNAME")
+    for d in documents:
+        click.echo(f"{d['id']}\t{d['status']}\t{d['pages']}\t{d['tokens']}\t{d['name']}")
+    if not documents:
+        click.echo("no documents yet; add one with `docqa ingest FILE`", err=True)
+
+
+@click.command()
+@click.argument("doc", required=False)
+@server_options
+@click.pass_context
+def status(ctx: click.Context, doc: str | None, url: str | None, api_key: str | None) -> None:
+    """The server's state (GET /health), or with DOC that document's: status, size, parts, warnings."""
+    with client(ctx, url, api_key) as http:
+        health = check(http.get("/health")).json()
+        if doc is None:
+            _server_status(http, health)
+            return
+        info = check(http.get(f"/v1/documents/{doc}"), About(doc=doc)).json()
+    state = info["status"] if info["status"] != "ingesting" else f"preparing, {info['progress']:.0%}"
+    rows = [("id", info["id"]), ("name", info["name"]), ("status", state), ("kind", info.get("kind", "?"))]
+    rows += [("pages", f"{info['pages']:,}"), ("tokens", f"{info['tokens']:,}")]
+    if info.get("error"):
+        rows.append(("error", info["error"]))
+    for name, value in rows:
+        click.echo(f"{name:<8}{value}")
+    for line in segment_lines(info, health.get("document_budget")):
+        click.echo(line)
+    for w in info.get("warnings", []):
+        click.echo(f"warning: page {w['page']}: {w['message']}" if w.get("page") else f"warning: {w['message']}")
+
+
+def _server_status(http: httpx.Client, health: dict) -> None:
+    click.echo(f"server   {http.base_url}: {health['status']}")
+    if health["status"] != "ok":
+        if health.get("error"):
+            click.echo(f"error    {health['error']}")
+        return
+    click.echo(f"model    {health['model']} ({health['model_file']})")
+    click.echo(f"context  n_ctx {health['n_ctx']:,}; documents up to {health['document_budget']:,} tokens in one piece")
+    click.echo(
+        f"answers  {health['active_answers']} in progress, {health['queue_depth']} waiting "
+        f"(at most {health['n_seq_max']} at once)"
+    )
+    click.echo(f"selftest {health['selftest']['status']}")
+    r = http.get("/v1/documents")
+    if r.status_code == 200:
+        docs = r.json()["documents"]
+        n = {s: sum(d["status"] == s for d in docs) for s in ("ready", "ingesting", "failed")}
+        click.echo(f"documents {len(docs)}: {n['ready']} ready, {n['ingesting']} preparing, {n['failed']} failed")
+
+
+@click.command()
+@click.argument("docs", nargs=-1, required=True, metavar="DOC...")
+@server_options
+@click.pass_context
+def delete(ctx: click.Context, docs: tuple[str, ...], url: str | None, api_key: str | None) -> None:
+    """Delete documents DOC... (ids from `docqa list`): their text, saved state and upload."""
+    with client(ctx, url, api_key) as http:
+        for doc in docs:
+            check(http.delete(f"/v1/documents/{doc}"), About(doc=doc))
+            click.echo(f"deleted {doc}")
+
+
+COMMANDS = (ingest, ask, list_documents, status, delete)

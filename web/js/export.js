@@ -1,0 +1,65 @@
+// Taking a conversation away: the questions, the answers (Markdown, as the model wrote them) and each
+// answer's citations with the document's name and page, as a Markdown file made and downloaded in
+// the browser (conversations live in the page; the server keeps none).
+
+import { inQuotes } from './messages.js';
+
+/** "p. 3" or "pp. 3–4". */
+const pages = (c) => (c.page === c.page_end ? `p. ${c.page}` : `pp. ${c.page}–${c.page_end}`);
+
+/** `text` as a Markdown block quote (every line quoted, blank lines kept inside the quote). */
+const quoted = (text) => text.trim().split('\n').map((line) => (line.trim() ? `> ${line}` : '>')).join('\n');
+
+/** Where a segmented document's answer came from ("part 2 of 3, characters 0–31,204"), or ''. */
+function answeredFrom(stats) {
+  const segments = stats && stats.segments;
+  if (!segments || !segments.length) return '';
+  return segments.map((s) => s.label || `pages ${s.pages[0]}–${s.pages[1]}`).join(' and ');
+}
+
+/**
+ * The conversation about `doc` ({name, kind, pages}) as Markdown. `turns`: [{question, answer,
+ * citations, stats, status}] (chat.js); `meta`: {model, exported (a Date)}.
+ */
+export function toMarkdown(doc, turns, meta = {}) {
+  const when = (meta.exported || new Date()).toISOString().replace('T', ' ').slice(0, 16);
+  const lines = [`# Conversation about ${doc.name}`, ''];
+  lines.push(`Exported from docqa on ${when} UTC${meta.model ? ` · model: ${meta.model}` : ''}.`, '');
+  turns.forEach((turn, n) => {
+    lines.push(`## Question ${n + 1}`, '', quoted(turn.question), '', '**Answer**', '');
+    const answer = turn.answer.trim();
+    if (answer) lines.push(answer, '');
+    const note = { stopped: '_Stopped before the answer was complete._', error: '_Not answered: an error ended it._' }[turn.status]
+      || (!answer ? '_The model gave no answer._' : '');
+    if (note) lines.push(note, '');
+    const where = answeredFrom(turn.stats);
+    if (where) lines.push(`_Answered from ${where} of the document._`, '');
+    if (turn.citations.length) {
+      lines.push('**Citations**', '');
+      turn.citations.forEach((c, i) => {
+        lines.push(`${i + 1}. ${doc.name}, ${pages(c)} (characters ${c.start}–${c.end}): ${inQuotes(c.text)}`);
+      });
+      lines.push('');
+    }
+  });
+  return `${lines.join('\n').trimEnd()}\n`;
+}
+
+/** A file name for the export of `name`: its stem, safe on every system, and "-conversation.md". */
+export function fileName(name) {
+  const stem = name.replace(/\.[A-Za-z0-9]{1,8}(?= \(|$)/, '').replace(/[^\p{L}\p{N}._ ()-]+/gu, '_').trim();
+  return `${stem.slice(0, 80) || 'document'}-conversation.md`;
+}
+
+/** Download `text` as `name` (a Blob URL on a temporary link). */
+export function download(text, name) {
+  const url = URL.createObjectURL(new Blob([text], { type: 'text/markdown;charset=utf-8' }));
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = name;
+  link.hidden = true;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 0);
+}
