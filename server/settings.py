@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from ingest.normalize import TEXT_RULES
 from runtime.kvtypes import GGML, KV_TYPES
+from runtime.models import NAMES as MODEL_NAMES
 from runtime.plan_fit import parse_size
 from server.settings_shared import SharedSettings
 from server.tuned import TunedSettingsSource
@@ -36,7 +37,11 @@ class Settings(SharedSettings):
     # -- model -------------------------------------------------------------------------------
     model_path: Path | None = Field(
         default=None,
-        description="GGUF file to serve. Unset: the embedded Gemma 3 270M Q4_K_M, assembled into data_dir.",
+        description="GGUF file to serve; wins over DOCQA_MODEL. Unset: the embedded model DOCQA_MODEL names.",
+    )
+    model: Literal[MODEL_NAMES] = Field(  # runtime/models.py; the default is chosen in bench/results/quality.md
+        default="gemma-270m",
+        description="Embedded model, assembled into data_dir: gemma-270m | qwen-coder-0.5b | qwen-coder-1.5b.",
     )
     n_ctx: int = Field(default=32768, ge=256, description="Context size in tokens (document + question + answer).")
     n_batch: int = Field(default=512, ge=32, description="Tokens per llama_decode call during prefill.")
