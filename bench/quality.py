@@ -68,12 +68,14 @@ def run_server(system: str, model: str, path: Path, docs: list[Doc], args, out: 
     """Upload each document to a fresh server, ask its questions; returns {doc_id: (tokens, ready s)}."""
     n_ctx = args.segment_ctx if system == "segments" else args.whole_ctx
     data = Path(tempfile.mkdtemp(prefix=f"docqa-quality-{model}-{system}-"))
-    live = Live(data / "data", path, root=root, DOCQA_N_CTX=str(n_ctx), DOCQA_N_THREADS=str(args.threads))
+    env = {"DOCQA_N_CTX": str(n_ctx), "DOCQA_N_THREADS": str(args.threads), "DOCQA_SELFTEST": "false"}
+    live = Live(data / "data", path, root=root, **env)
     ready: dict[str, tuple[int, float]] = {}
     live.start(timeout=900)
     try:
         for doc in docs:
-            reuse = system == "segments" and args.fits.get((model, doc.doc_id), False)
+            whole = args.ready.get(f"{model}/whole", {}).get(doc.doc_id)
+            reuse = system == "segments" and whole is not None and whole[0] <= n_fit(args)
             if reuse:
                 for rec in [
                     r for r in out if r["model"] == model and r["system"] == "whole" and r["doc"] == doc.doc_id
@@ -84,8 +86,6 @@ def run_server(system: str, model: str, path: Path, docs: list[Doc], args, out: 
             status, created = live.upload(doc.name, doc.data if doc.data is not None else doc.text.encode())
             info = live.wait_ready(created["id"], timeout=3600)
             ready[doc.doc_id] = (info["tokens"], time.perf_counter() - t0)
-            if system == "whole":
-                args.fits[(model, doc.doc_id)] = info["tokens"] <= n_fit(args) and not info.get("segments")
             print(f"  {system} {model} {doc.doc_id}: {info['status']}, {info['tokens']} tokens, "
                   f"{ready[doc.doc_id][1]:.1f} s", flush=True)  # fmt: skip
             for item in doc.items:
@@ -159,7 +159,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=26)
     p.add_argument("--sizes", default="needles-2k=2000,needles-8k=8000,long=24000", help="needle documents, tokens")
     p.add_argument("--sets", default="", help="only these sets (comma-separated); default all")
-    p.add_argument("--quality-limit", type=int, default=None, help="only the first n QuALITY articles")
+    p.add_argument("--quality", default="", help="only these QuALITY articles (doc ids, comma-separated)")
     p.add_argument("--model-sets", default="", help="model=set+set;... to run fewer sets on a slow model")
     p.add_argument("--whole-ctx", type=int, default=10240)
     p.add_argument("--segment-ctx", type=int, default=3072)
@@ -169,9 +169,8 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=RESULTS / "quality")
     p.add_argument("--resume", action="store_true", help="keep the records of --out.json and skip what they cover")
     args = p.parse_args()
-    args.fits = {}
     sizes = {k: int(v) for k, v in (x.split("=") for x in args.sizes.split(","))}
-    docs = build(args.seed, sizes, args.quality_limit)
+    docs = build(args.seed, sizes, args.quality.split(",") if args.quality else None)
     if args.sets:
         docs = [d for d in docs if d.set in args.sets.split(",")]
     model_sets = {k: v.split("+") for k, v in (x.split("=") for x in args.model_sets.split(";") if x)}
@@ -180,6 +179,7 @@ def main() -> None:
     if args.resume and json_path.is_file():
         results = json.loads(json_path.read_text())
     out = results["records"]
+    args.ready = results["ready"]  # the whole system's document sizes tell which documents fit one segment
     models_dir = Path(tempfile.gettempdir()) / "docqa-quality-models"
     for model in args.models.split(","):
         path = model_path(model, models_dir)

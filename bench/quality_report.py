@@ -88,8 +88,20 @@ def ready_table(results: dict) -> list[str]:
     return lines
 
 
+def examples_table(records: list[dict]) -> list[str]:
+    """The README's example questions: how each answer ended (repetition = the loop guard fired)."""
+    lines = ["| model | system | question | finish | tokens | answer (start) |", "|---|---|---|---|---|---|"]
+    for r in records:
+        if r["kind"] == "free":
+            text = " ".join(r["answer"].split())[:90].replace("|", "/")
+            lines.append(f"| {r['model']} | {r['system']} | {r['qid']} | {r.get('finish_reason')} | "
+                         f"{r.get('completion_tokens')} | {text} |")  # fmt: skip
+    return lines
+
+
 def write_report(results: dict, path: Path) -> None:
-    records = results["records"]
+    everything = results["records"]
+    records = [r for r in everything if r["kind"] != "free"]
     m = results.get("machine", {})
     runs = results.get("runs", [])
     out = [
@@ -118,6 +130,10 @@ def write_report(results: dict, path: Path) -> None:
         "stops: answers ended by the loop guard (spec/repetition.py) / by max_tokens.",
         "",
         *detail_table(records),
+        "",
+        "## The README's example questions (crazyones.pdf, max_tokens 256)",
+        "",
+        *examples_table(everything),
         "",
         "## Time to ready (upload to ready, prefill included)",
         "",

@@ -37,7 +37,7 @@ class Item:
 
     qid: str
     question: str
-    kind: str  # mc | exact | refusal | counterfactual | injection
+    kind: str  # mc | exact | refusal | counterfactual | injection | free (not scored)
     gold: str  # mc: the letter; exact/counterfactual/injection: the value; refusal: ""
     accept: list[list[str]] = field(default_factory=list)  # exact: any alternative, all of its parts
     options: list[str] = field(default_factory=list)  # mc: option texts, A first
@@ -164,8 +164,8 @@ def needle_doc(doc_id: str, set_name: str, source: str, start: float, n_tokens: 
 # -- the sets ---------------------------------------------------------------------------------------
 
 
-def quality_docs(limit: int | None = None) -> list[Doc]:
-    """The QuALITY articles (L-Eval's two, then "The Girl in His Mind"); ``limit``: the first n."""
+def quality_docs(only: list[str] | None = None) -> list[Doc]:
+    """The QuALITY articles (L-Eval's two, then "The Girl in His Mind"); ``only``: these doc ids."""
     docs = []
     sample = json.loads((CASES / "qa" / "quality_leval_sample2.json").read_text())
     for d in sample["docs"]:
@@ -184,7 +184,7 @@ def quality_docs(limit: int | None = None) -> list[Doc]:
         items.append(Item(f"girl-q{i}", f"{q['question']}\n\n{opts}{MC_SUFFIX}", "mc", letter,
                           options=list(q["options"]), max_tokens=12))  # fmt: skip
     docs.append(Doc("quality-girl", "quality", "quality-girl.txt", girl["document"], items))
-    return docs[:limit]
+    return [d for d in docs if only is None or d.doc_id in only]
 
 
 COUNTERFACTS = [
@@ -283,11 +283,25 @@ def pdf10_doc(rng: random.Random, used: set[str]) -> Doc:
     return Doc("pdf10", "pdf10", "ten-pages.pdf", "\n\n".join(pages), items, data=text_pdf(pages))
 
 
-def build(seed: int, sizes: dict[str, int], quality_limit: int | None = None) -> list[Doc]:
+EXAMPLE_QUESTIONS = ("Quote section 2.", "Quote the sentence about errors.", "What is this document about?")
+
+
+def examples_doc() -> Doc:
+    """The README's example questions about ../shared/cases crazyones.pdf (the file its screenshots
+    use), at the default max_tokens: not scored, only watched for loops (finish_reason)."""
+    pdf = CASES / "pdf" / "pypdf-resources" / "crazyones.pdf"
+    from pypdf import PdfReader
+
+    text = "\n".join(p.extract_text() for p in PdfReader(pdf).pages)
+    items = [Item(f"example-{i}", q, "free", "", max_tokens=256) for i, q in enumerate(EXAMPLE_QUESTIONS)]
+    return Doc("examples", "examples", pdf.name, text, items, data=pdf.read_bytes())
+
+
+def build(seed: int, sizes: dict[str, int], quality: list[str] | None = None) -> list[Doc]:
     """Every set's documents for ``seed``. ``sizes``: needle document sizes in tokens, by name
     (e.g. {"needles-2k": 2000, "needles-8k": 8000}); the one named "long" goes in the ``long`` set."""
     rng, used = random.Random(seed), set()
-    docs = quality_docs(quality_limit)
+    docs = quality_docs(quality)
     sources = ["alice-in-wonderland-pg11.txt", "around-the-world-in-80-days-pg103.txt"]
     for i, (name, n_tokens) in enumerate(sizes.items()):
         set_name = "long" if name == "long" else "needles"
@@ -295,4 +309,5 @@ def build(seed: int, sizes: dict[str, int], quality_limit: int | None = None) ->
     docs.append(counterfactual_doc())
     docs += injection_docs(rng, used)
     docs.append(pdf10_doc(rng, used))
+    docs.append(examples_doc())
     return docs

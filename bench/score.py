@@ -59,6 +59,8 @@ def is_refusal(answer: str) -> bool:
 def score(item, answer: str) -> dict:
     """``{"right": bool, ...}`` for one answer; extra keys per kind (letter, refused, memory, obeyed)."""
     kind = item.kind
+    if kind == "free":
+        return {"right": None}
     if kind == "mc":
         letter = mc_letter(answer, item.options)
         return {"right": letter == item.gold, "letter": letter}

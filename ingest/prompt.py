@@ -68,7 +68,9 @@ GROUNDED = Wording(
     ),
     reminder=f"\nAnswer from the document above only; if it does not say, answer: {NOT_SAID}\n",
 )
-WORDINGS = {w.name: w for w in (V1, GROUNDED)}
+#: Measured beside them: the system message alone, the user turn as in v1 (chat models only).
+SYSTEM_ONLY = Wording(name="system-only", instruction=V1.instruction, system=GROUNDED.system)
+WORDINGS = {w.name: w for w in (V1, GROUNDED, SYSTEM_ONLY)}
 DEFAULT = GROUNDED
 INSTRUCTION = DEFAULT.instruction
 
@@ -113,6 +115,20 @@ class PromptLayout:
         """Number of prefix tokens after the document's last token."""
         return len(tok.tokenize(self.between, parse_special=True))
 
+    def frames(self, tok: Tokenizer, prefix: np.ndarray) -> bool:
+        """True when ``prefix`` (a stored document prefix) starts with this layout's head tokens and
+        ends with its between tokens: it was made with this layout, so :meth:`n_head` and
+        :meth:`n_between` locate its document tokens. False for a prefix made before a change of
+        wording: its saved state still answers, but citation offsets would be shifted; the caller
+        should prefill it again from the stored text."""
+        head = self.document_prefix(tok, "")
+        n_head, n_between = self.n_head(tok), self.n_between(tok)
+        return (
+            len(prefix) >= n_head + n_between
+            and np.array_equal(prefix[:n_head], head[:n_head])
+            and np.array_equal(prefix[len(prefix) - n_between :], head[n_head:])
+        )
+
     def document_prefix(self, tok: Tokenizer, document: str) -> np.ndarray:
         """Token ids of the fixed prefix, int32 shape [n]."""
         parts = [
@@ -145,11 +161,12 @@ class PromptLayout:
 
 
 def plain_layout(add_bos: bool, wording: Wording = DEFAULT) -> PromptLayout:
-    """The base-model layout: ``instruction``, the document between markers, ``reminder``, then
-    ``Question: ...`` and ``Answer:`` (a base model has no system message)."""
+    """The base-model layout: ``instruction``, the document between markers, then ``Question: ...``
+    and ``Answer:``. A base model has no system message, and no ``reminder`` either: the embedded
+    Gemma copied a line placed after the document into its answers (bench/results/quality.md)."""
     return PromptLayout(
         head=f"{wording.instruction}\n\n=== DOCUMENT ===\n",
-        between=PLAIN_TAIL + wording.reminder + PLAIN_QUESTION,
+        between=PLAIN_TAIL + PLAIN_QUESTION,
         tail=PLAIN_ANSWER,
         stops=PLAIN_STOPS,
         bos=add_bos,
