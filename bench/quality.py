@@ -64,7 +64,7 @@ def ask_server(live: Live, doc_id: str, item) -> dict:
     }
 
 
-def run_server(system: str, model: str, path: Path, docs: list[Doc], args, out: list[dict], root: Path) -> dict:
+def run_server(system: str, model: str, path: Path, docs: list[Doc], args, out: list[dict], root: Path, save) -> dict:
     """Upload each document to a fresh server, ask its questions; returns {doc_id: (tokens, ready s)}."""
     n_ctx = args.segment_ctx if system == "segments" else args.whole_ctx
     data = Path(tempfile.mkdtemp(prefix=f"docqa-quality-{model}-{system}-"))
@@ -91,6 +91,7 @@ def run_server(system: str, model: str, path: Path, docs: list[Doc], args, out: 
             for item in doc.items:
                 rec = ask_server(live, created["id"], item)
                 out.append(record(model, system, doc, item, rec))
+            save(ready)  # a run cut short keeps every document it finished (--resume goes on from there)
     finally:
         live.stop()
     return ready
@@ -101,7 +102,7 @@ def n_fit(args) -> int:
     return args.segment_ctx - 1024
 
 
-def run_inprocess(system: str, model: str, path: Path, docs: list[Doc], args, out: list[dict]) -> dict:
+def run_inprocess(system: str, model: str, path: Path, docs: list[Doc], args, out: list[dict], save) -> dict:
     from bench.rag import Rag, Whole
     from ingest.prompt import WORDINGS
 
@@ -126,6 +127,7 @@ def run_inprocess(system: str, model: str, path: Path, docs: list[Doc], args, ou
                 label = system if system == "rag" else f"inproc-{args.wording}"
                 out.append(record(model, label, doc, item, rec))
             print(f"  {system} {model} {doc.doc_id} done", flush=True)
+            save(ready)
     finally:
         reader.close()
     return ready
@@ -188,26 +190,32 @@ def main() -> None:
             if system == "whole-v1" and model == "gemma-270m":
                 continue  # no chat template: v1 and the new plain layout differ only in wording (inproc compares them)
             label = f"inproc-{args.wording}" if system == "inproc" else system
-            if any(r["model"] == model and r["system"] == label for r in out):
-                continue  # --resume
+            done = {r["doc"] for r in out if r["model"] == model and r["system"] == label}
+            todo = [d for d in mdocs if d.doc_id not in done]  # --resume: what the JSON does not hold yet
+            if not todo:
+                continue
             t0, load0 = time.time(), os.getloadavg()
-            print(f"{model} / {system}: {len(mdocs)} documents", flush=True)
+            print(f"{model} / {system}: {len(todo)} documents", flush=True)
+
+            def save(ready: dict, final: bool = False, model=model, label=label, t0=t0, load0=load0) -> None:
+                results["ready"].setdefault(f"{model}/{label}", {}).update(ready)
+                if final:
+                    results["runs"].append({"model": model, "system": label, "seconds": time.time() - t0,
+                                            "load_before": load0, "load_after": os.getloadavg()})  # fmt: skip
+                results["machine"], results["rev"] = machine(), git_rev(ROOT)
+                results["args"] = {
+                    k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "ready"
+                }
+                json_path.parent.mkdir(parents=True, exist_ok=True)
+                json_path.write_text(json.dumps(results, indent=1))
+                write_report(results, args.out.with_suffix(".md"))
+
             if system in ("rag", "inproc"):
-                ready = run_inprocess(system, model, path, mdocs, args, out)
+                ready = run_inprocess(system, model, path, todo, args, out, save)
             else:
                 root = args.baseline_root if system == "whole-v1" else ROOT
-                ready = run_server(system, model, path, mdocs, args, out, root)
-            results["ready"][f"{model}/{label}"] = ready
-            results["runs"].append({"model": model, "system": label, "seconds": time.time() - t0,
-                                    "load_before": load0, "load_after": os.getloadavg()})  # fmt: skip
-            results["machine"], results["rev"], results["args"] = (
-                machine(),
-                git_rev(ROOT),
-                {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "fits"},
-            )
-            json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(json.dumps(results, indent=1))
-            write_report(results, args.out.with_suffix(".md"))
+                ready = run_server(system, model, path, todo, args, out, root, save)
+            save(ready, final=True)
     print(args.out.with_suffix(".md").read_text())
 
 

@@ -154,3 +154,27 @@ def write_report(results: dict, path: Path) -> None:
     if extra:
         out += ["## Notes", "", *extra, ""]
     path.write_text("\n".join(out))
+
+
+def merge(target: Path, others: list[Path]) -> dict:
+    """Fold the records of ``others`` (runs of bench/quality.py side by side, each with its own
+    ``--out``) into ``target``'s JSON; a (model, system, question) already there is kept."""
+    import json
+
+    results = json.loads(target.read_text())
+    have = {(r["model"], r["system"], r["qid"]) for r in results["records"]}
+    for path in others:
+        extra = json.loads(path.read_text())
+        results["records"] += [r for r in extra["records"] if (r["model"], r["system"], r["qid"]) not in have]
+        for key, docs in extra.get("ready", {}).items():
+            results["ready"].setdefault(key, {}).update(docs)
+        results["runs"] += [{**r, "worker": path.stem} for r in extra.get("runs", [])]
+    target.write_text(json.dumps(results, indent=1))
+    return results
+
+
+if __name__ == "__main__":  # python -m bench.quality_report bench/results/quality.json [other.json ...]
+    import sys
+
+    main_json, *rest = (Path(a) for a in sys.argv[1:])
+    write_report(merge(main_json, rest), main_json.with_suffix(".md"))
