@@ -39,8 +39,8 @@ class Settings(SharedSettings):
         default=None,
         description="GGUF file to serve; wins over DOCQA_MODEL. Unset: the embedded model DOCQA_MODEL names.",
     )
-    model: Literal[MODEL_NAMES] = Field(  # runtime/models.py; the default is chosen in bench/results/quality.md
-        default="gemma-270m",
+    model: Literal[MODEL_NAMES] = Field(  # runtime/models.py; the default chosen by bench/results/quality.md
+        default="qwen-coder-1.5b",
         description="Embedded model, assembled into data_dir: gemma-270m | qwen-coder-0.5b | qwen-coder-1.5b.",
     )
     n_ctx: int = Field(default=32768, ge=256, description="Context size in tokens (document + question + answer).")
