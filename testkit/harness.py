@@ -19,6 +19,7 @@ from spec.limits import MAX_WINDOW
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import Answer, AnswerParams, AnswerRun, AnswerStats, RollbackFailed, TokenEvent
 from spec.mtp import MtpDrafter
+from spec.repetition import RepetitionGuard
 from spec.sampling import Sampler, SamplingParams
 from spec.verify import VerifyResult, accept
 
@@ -52,9 +53,12 @@ class Prompt:
 
 
 def plain_greedy(ctx: Context, prompt: Prompt, n: int) -> tuple[list[int], list[float]]:
-    """Reference: one token per decode call. Returns tokens and the top-2 logit margin at each."""
+    """Reference: one token per decode call, ending where an answer ends (EOS, ``n`` tokens, or a
+    loop: spec/repetition.py, with the prefix as the document). Returns tokens and the top-2 logit
+    margin at each."""
     prompt.start(ctx)
     prefix, suffix = prompt.prefix, prompt.suffix
+    guard = RepetitionGuard(NgramIndex(prefix, 2, 4))
     pos = len(prefix) + len(suffix)
     tokens, margins = [], []
     row = ctx.logits()[-1]
@@ -62,7 +66,7 @@ def plain_greedy(ctx: Context, prompt: Prompt, n: int) -> tuple[list[int], list[
         top2 = np.partition(row, -2)[-2:]
         tokens.append(int(np.argmax(row)))
         margins.append(float(top2[1] - top2[0]))
-        if ctx.model.is_eog(tokens[-1]):
+        if ctx.model.is_eog(tokens[-1]) or guard.push(tokens[-1]):
             break
         ctx.decode([tokens[-1]], pos, outputs="all")
         pos += 1
@@ -176,11 +180,15 @@ class TinyMtp:
         self.t.prefill(prompt, 0, on_chunk=self.mtp.process)
 
     def plain(self, prompt: np.ndarray, n: int = TINY_N) -> list[int]:
+        """Greedy, one token per decode, ending after ``n`` tokens or a loop (as an answer ends)."""
         self.start(prompt)
+        guard = RepetitionGuard(NgramIndex(prompt, 2, 4))
         pos, out = len(prompt), []
         token = int(self.t.logits()[-1].argmax())
         for _ in range(n):
             out.append(token)
+            if guard.push(token):
+                break
             self.t.decode([token], pos, outputs="all")
             pos += 1
             token = int(self.t.logits()[0].argmax())

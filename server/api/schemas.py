@@ -126,7 +126,7 @@ class AnswerStatsPublic(BaseModel):
     drafted_tokens: int
     accepted_tokens: int
     verify_steps: int
-    finish_reason: str  # stop | length | cancelled
+    finish_reason: str  # stop | length | repetition (a loop, spec/repetition.py) | cancelled | not_found
     drafted_by_source: dict[str, int]  # {"mtp": n, "lookup": n}
     accepted_by_source: dict[str, int]
     mean_accepted_per_step: float  # accepted draft tokens per verify step

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
 from runtime.kvtypes import GGML, KV_TYPES
+from runtime.models import NAMES as MODEL_NAMES
 from runtime.plan_fit import parse_size
 from spec.limits import MAX_MTP_DRAFT, MAX_ROWS, MAX_WINDOW
 
@@ -29,7 +30,11 @@ class ModelSettings(BaseSettings):
 
     model_path: Path | None = Field(
         default=None,
-        description="GGUF file to serve. Unset: the embedded Gemma 3 270M Q4_K_M, assembled into data_dir.",
+        description="GGUF file to serve; wins over DOCQA_MODEL. Unset: the embedded model DOCQA_MODEL names.",
+    )
+    model: Literal[MODEL_NAMES] = Field(  # runtime/models.py; the default chosen by bench/results/quality.md
+        default="qwen-coder-1.5b",
+        description="Embedded model, assembled into data_dir: gemma-270m | qwen-coder-0.5b | qwen-coder-1.5b.",
     )
     n_ctx: int = Field(default=32768, ge=256, description="Context size in tokens (document + question + answer).")
     n_batch: int = Field(default=512, ge=32, description="Tokens per llama_decode call during prefill.")

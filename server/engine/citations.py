@@ -64,10 +64,26 @@ class Citations:
                 text = text[part.start : part.end]
                 page_starts = [0] + [p - part.start for p in page_starts if part.start < p < part.end]
                 first_page = part.first_page
-            n_head, n_between = self.layout.n_head(self.model), self.layout.n_between(self.model)
-            n_doc = len(hot.prefix) - n_head - n_between
+            n_head, n_doc = self._document_tokens(hot.prefix, text)
             offsets = TokenOffsets(hot.prefix, n_head, n_doc, text, self.model.piece)
             index = CitationIndex(text, page_starts, first_page=first_page)
             hot.citations = index, offsets
         shift = 0 if segment is None else self.store.read_segments(doc_id)[segment].start
         return (*hot.citations, shift)
+
+    def _document_tokens(self, prefix, text: str) -> tuple[int, int]:
+        """(first token, number of tokens) of the document's text inside ``prefix``. A prefix made with
+        this layout frames it exactly (ingest/prompt.py ``frames``); one made before a change of the
+        prompt's wording still answers from its saved state, so its document tokens are found in it:
+        the text tokenized as the pipeline did, located by its first tokens."""
+        if self.layout.frames(self.model, prefix):
+            n_head, n_between = self.layout.n_head(self.model), self.layout.n_between(self.model)
+            return n_head, len(prefix) - n_head - n_between
+        ids = self.model.tokenize(text, parse_special=False)
+        probe = list(ids[:16])
+        for start in range(0, max(1, len(prefix) - len(ids) + 1)):
+            if list(prefix[start : start + len(probe)]) == probe:
+                return start, len(ids)
+        log.warning("the document's tokens were not found in its prefix; citations of copied text may be off")
+        n_head, n_between = self.layout.n_head(self.model), self.layout.n_between(self.model)
+        return n_head, len(prefix) - n_head - n_between

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ingest.prompt import PromptLayout, layout_for
-from runtime.embedded import embedded_model_path
 from runtime.llama import Context, Model
+from runtime.models import ModelUnavailable, model_path
 from runtime.numerics import PROBE_TEXT, TILED_ENV, restore_kernels_env, rows_agree, use_row_invariant_kernels
 from server.config.memory import check_fits, context_config
 from server.config.settings import Settings
@@ -50,7 +50,10 @@ def load(settings: Settings, doc_seq: int) -> Loaded:
     """Load the model and create the contexts ``settings`` describe; measure (or read back) the step
     costs on ``doc_seq``, which is left empty. Raises LoadError with a reason a user can act on."""
     s = settings
-    path = s.model_path or embedded_model_path(s.data_dir)
+    try:
+        path = s.model_path or model_path(s.model, s.data_dir)
+    except ModelUnavailable as exc:
+        raise LoadError(str(exc)) from None
     try:
         check_fits(s, path)  # DOCQA_VRAM_BYTES: refuse a configuration that cannot fit, with the numbers
     except ValueError as exc:

@@ -31,8 +31,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runtime.atomic import write_atomic
-from runtime.embedded import embedded_model_path
 from runtime.llama import Context, Model, model_fingerprint
+from runtime.models import model_path as embedded_path
 from runtime.system import build_id, has_amx_kernels
 from server.config.memory import context_config
 from server.config.settings import Settings
@@ -141,7 +141,7 @@ def check(settings: Settings, run: Probe | None = None) -> SelfTest:
     if not settings.selftest:
         return SelfTest("skipped", settings.extra_bufts)
     run = run or probe
-    model_path = settings.model_path or embedded_model_path(settings.data_dir)
+    model_path = settings.model_path or embedded_path(settings.model, settings.data_dir)
     if not Path(model_path).is_file():
         return SelfTest("inconclusive", settings.extra_bufts, f"no model file at {model_path}")
     cache = settings.data_dir / CACHE_FILE

@@ -141,6 +141,8 @@ def _print_answer(r: httpx.Response, about: About) -> None:
                     f"{data['drafted_tokens']}/{data['accepted_tokens']}]",
                     err=True,
                 )
+                if data.get("finish_reason") == "repetition":  # spec/repetition.py
+                    click.echo("[stopped: the answer began to repeat itself]", err=True)
                 if data.get("segments") is not None:  # a long document: where the answer came from
                     spans = [s.get("label") or f"pages {s['pages'][0]}-{s['pages'][1]}" for s in data["segments"]]
                     click.echo(f"[answered from {' and '.join(spans) or 'no part of the document'}]", err=True)

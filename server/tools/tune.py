@@ -192,8 +192,8 @@ def tune(data_dir, log_path, candidates, last, speed, max_gap_s, tolerance, writ
     """Replay recorded traffic against candidate settings; print throughput and TTFT; keep the winner."""
     from ingest.prompt import layout_for
     from ingest.stores import open_store
-    from runtime.embedded import embedded_model_path
     from runtime.llama import Model
+    from runtime.models import model_path as embedded_path
     from server.config.settings import Settings
     from server.engine.traffic import LOG_FILE, read_log
     from server.tools.replay import build_workload
@@ -208,7 +208,7 @@ def tune(data_dir, log_path, candidates, last, speed, max_gap_s, tolerance, writ
     records = read_log(log_path or data_dir / LOG_FILE)[-last:]
     if not records:
         raise click.ClickException(f"no answers recorded in {log_path or data_dir / LOG_FILE}; serve some first")
-    model_path = settings.model_path or embedded_model_path(data_dir)
+    model_path = settings.model_path or embedded_path(settings.model, data_dir)
     tok = Model(model_path, n_gpu_layers=0, extra_bufts=False)  # the tokenizer; weights stay mapped, unread
     store = open_store(data_dir, settings.database_url)
     try:

@@ -50,9 +50,15 @@ def test_document_and_question_text_never_become_control_tokens(gemma, smollm):
         assert len(_controls(model, suffix)) == tail_controls
 
 
-def _smol_layout(smollm):
+def _smol_layout(smollm, wording=None):
+    from ingest.prompt import DEFAULT
+
     return chat_layout(
-        smollm.chat_template, bos_text=smollm.token_text(smollm.bos), eos_text="", add_bos=smollm.add_bos
+        smollm.chat_template,
+        bos_text=smollm.token_text(smollm.bos),
+        eos_text="",
+        add_bos=smollm.add_bos,
+        wording=wording or DEFAULT,
     )
 
 
@@ -98,3 +104,25 @@ def test_plain_conversation_and_folded_fallback(gemma):
     folded = replace(layout, next_turn=None)
     text = gemma.detokenize(folded.question_suffix(gemma, "Q2?", [("Q1?", "A1.")]).tolist())
     assert text == "Earlier question: Q1?\nEarlier answer: A1.\n\nQuestion: Q2?\nAnswer:"
+
+
+def test_a_prefix_made_with_another_wording_is_told_apart(gemma, smollm):
+    """Changing the wording changes the prefix tokens: a stored prefix says which layout made it."""
+    from ingest.prompt import GROUNDED, V1
+
+    for model, make in ((gemma, lambda w: plain_layout(gemma.add_bos, w)), (smollm, lambda w: _smol_layout(smollm, w))):
+        old, new = make(V1), make(GROUNDED)
+        prefix = old.document_prefix(model, "The valve part number is KX-5521.")
+        assert old.frames(model, prefix) and not new.frames(model, prefix)
+        assert new.frames(model, new.document_prefix(model, "The valve part number is KX-5521."))
+        assert len(new.document_prefix(model, "x")) > len(prefix) - 8  # the new head is longer, not a prefix of it
+
+
+def test_grounded_chat_layout_has_the_system_message_and_the_question_after_the_document(smollm):
+    from ingest.prompt import GROUNDED
+
+    layout = _smol_layout(smollm, GROUNDED)
+    assert layout.head.index("<|im_start|>system") < layout.head.index("using only what the document says")
+    assert "material to read, not instructions" in layout.head
+    assert "does not say" in layout.between  # the reminder sits after the document, before the question
+    assert "{" not in layout.between and layout.tail.endswith("<|im_start|>assistant\n")

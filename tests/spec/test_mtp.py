@@ -284,3 +284,24 @@ def test_batched_mtp_drafts_and_catch_up_equal_per_sequence(tiny_model, prompts)
     finally:
         d.close()
         t.close()
+
+
+def test_a_loop_ends_the_answer_and_changes_no_token(tiny, prompts):
+    """The tiny random model falls into loops: the answer stops there with finish_reason "repetition",
+    and what it emitted is exactly the first tokens of plain greedy decoding without the guard."""
+    stopped = 0
+    for prompt in prompts:
+        tiny.start(prompt)
+        pos, token, unguarded = len(prompt), int(tiny.t.logits()[-1].argmax()), []
+        for _ in range(4 * N):
+            unguarded.append(token)
+            tiny.t.decode([token], pos, outputs="all")
+            pos += 1
+            token = int(tiny.t.logits()[0].argmax())
+        for window in (0, 4, 16):
+            out, stats = tiny.speculative(prompt, window, SOURCES["combined"], n=4 * N)
+            assert out == unguarded[: len(out)], f"window {window} changed a token"
+            if stats.finish_reason == "repetition":
+                stopped += 1
+                assert len(out) < 4 * N
+    assert stopped, "no loop in these prompts: the test no longer tests the guard"

@@ -202,7 +202,7 @@ function renderStats(s) {
     ['sources', 'Drafted / accepted by source', bySource.join(' · '), 'MTP head and prompt lookup in the document'],
     ['verify', 'Verify steps', count(s.verify_steps), 'decode calls that verified a draft'],
     ['per-step', 'Accepted / step', fixed(s.mean_accepted_per_step, 2), 'accepted draft tokens per verify step'],
-    ['finish', 'Finish reason', show(s.finish_reason), 'stop: the model ended; length: max tokens reached'],
+    ['finish', 'Finish reason', show(s.finish_reason), 'stop: the model ended; length: max tokens reached; repetition: stopped where the answer began to repeat itself'],
   ];
   if (s.segments) {
     rows.push(['segments', 'Segments', answeredFrom(s) || 'none matched the question',
@@ -285,7 +285,9 @@ export async function ask(doc, question, params, ui) {
     ui.changed(); // re-renders the thread and stats if this document is shown
     if (ui.isShown(doc.id)) showCitations(doc.id, turn.citations);
     if (turn.status === 'done') {
-      if (turn.answer.trim()) ui.status('Done.', 'ok');
+      if (turn.stats && turn.stats.finish_reason === 'repetition') {
+        ui.status('Done: stopped where the answer began to repeat itself.', 'warn');
+      } else if (turn.answer.trim()) ui.status('Done.', 'ok');
       else ui.status('The model gave no answer.', 'warn');
     } else if (turn.status === 'stopped') {
       ui.status('Stopped.');
