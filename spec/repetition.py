@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from spec.lookup import NgramIndex, _hash
+from spec.lookup import NgramIndex, ngram_hash
 
 MAX_PERIOD = 64  # longest repeated block, in tokens (a line of about 40 words)
 MIN_SPAN = 16  # fewest tokens a loop spans (a short block must repeat more often)
@@ -98,7 +98,7 @@ class RepetitionGuard:
         n = min(index.max_n, len(self.ids))
         if n < index.min_n:
             return 0
-        end = index.maps[n].get(_hash(self.ids[-n:]))  # position after the latest occurrence
+        end = index.maps[n].get(ngram_hash(self.ids[-n:]))  # position after the latest occurrence
         if end is None or end < period:
             return 0
         if not np.array_equal(doc[end - period : end], np.asarray(self.ids[-period:], dtype=doc.dtype)):

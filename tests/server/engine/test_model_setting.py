@@ -21,7 +21,7 @@ def test_model_names_are_checked(monkeypatch, tmp_path):
 def test_a_missing_embedded_model_is_a_load_error_naming_the_fix(monkeypatch, tmp_path):
     """An embedded model whose parts are not installed: LoadError with the requirements file."""
     from runtime import models
-    from server.engine.engine import loading
+    from server.engine import loading
 
     missing = replace(models.QWEN_0_5B, parts=(models.Part("docqa-no-such-part1", 1, "0" * 64),))
     monkeypatch.setitem(models.CATALOGUE, "qwen-coder-0.5b", missing)
