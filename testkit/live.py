@@ -33,7 +33,10 @@ class Live:
     def __init__(self, data_dir: Path, model: Path, root: Path = ROOT, **env: str) -> None:
         self.root = root
         self.port = free_port()
-        defaults = {"DOCQA_N_CTX": "8192", "DOCQA_N_THREADS": "2"}  # ``env`` overrides them
+        # ``env`` overrides them. No answer history unless asked for: its drafts change a repeated
+        # question's verify row counts, and so on a quantized model possibly its text (notes §14), which
+        # tests that compare repeated answers must not meet by chance.
+        defaults = {"DOCQA_N_CTX": "8192", "DOCQA_N_THREADS": "2", "DOCQA_ANSWER_HISTORY": "false"}
         self.env = {
             **os.environ,
             **defaults,

@@ -118,7 +118,8 @@ def gemma(gemma_path: Path):
 def make_settings(data_dir: Path, model_path: Path, **overrides):
     from server.config.settings import Settings
 
-    values = dict(data_dir=data_dir, model_path=model_path, n_ctx=8192, n_threads=THREADS)
+    # No answer history unless a test asks for it (testkit/live.py says why).
+    values = dict(data_dir=data_dir, model_path=model_path, n_ctx=8192, n_threads=THREADS, answer_history=False)
     values.update(overrides)
     return Settings(**values)
 

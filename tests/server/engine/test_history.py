@@ -31,7 +31,7 @@ def _flushed(client) -> None:
 
 def test_a_question_asked_again_is_drafted_from_its_first_answer_and_survives_a_restart(server, cases, tmp_path):
     data = tmp_path / "data"
-    with server(data_dir=data) as client:
+    with server(data_dir=data, answer_history=True) as client:
         doc = upload(client, cases / CRAZY)
         first = _ask(client, doc["id"], draft_tokens=8)
         assert first["stats"]["accepted_by_source"]["history"] == 0, "nothing to draft from yet"
@@ -39,7 +39,9 @@ def test_a_question_asked_again_is_drafted_from_its_first_answer_and_survives_a_
         assert _history_file(data, doc["id"]).is_file()
         again = _ask(client, doc["id"], draft_tokens=8)
         _copied_from_history(again)
-    with server(data_dir=data) as client:  # a restart: the history is read from the document's directory
+    with server(
+        data_dir=data, answer_history=True
+    ) as client:  # a restart: the history is read from the document's directory
         _copied_from_history(_ask(client, doc["id"], draft_tokens=8))
 
 
@@ -65,7 +67,7 @@ def test_no_history_when_it_is_turned_off(server, cases, tmp_path):
 
 def test_a_reingest_starts_the_history_empty(server, cases, tmp_path):
     data = tmp_path / "data"
-    with server(data_dir=data) as client:
+    with server(data_dir=data, answer_history=True) as client:
         doc = upload(client, cases / CRAZY)
         _ask(client, doc["id"])
         _flushed(client)
@@ -78,7 +80,7 @@ def test_a_reingest_starts_the_history_empty(server, cases, tmp_path):
 
 
 def test_a_conversations_earlier_answer_is_history_for_its_next_turn(server, cases):
-    with server() as client:
+    with server(answer_history=True) as client:
         doc = upload(client, cases / CRAZY)
         first = _ask(client, doc["id"])
         _flushed(client)
@@ -100,7 +102,9 @@ def test_answers_with_history_drafts_equal_plain_greedy_when_batch_invariant(tmp
     logits do not depend on its call's row count, so the second asking, drafted from the first answer,
     equals plain greedy decoding token for token (a server process of its own: ggml reads the kernel
     switch once per process)."""
-    server = Live(tmp_path / "data", gemma_path, DOCQA_BATCH_INVARIANT="true", DOCQA_SELFTEST="false").start()
+    server = Live(
+        tmp_path / "data", gemma_path, DOCQA_BATCH_INVARIANT="true", DOCQA_SELFTEST="false", DOCQA_ANSWER_HISTORY="true"
+    ).start()
     try:
         doc = server.ingest("crazyones.pdf", (cases / CRAZY).read_bytes())
         url = f"/v1/documents/{doc}/answers"
