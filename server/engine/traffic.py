@@ -17,9 +17,13 @@ import time
 from dataclasses import dataclass
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from server.config.settings import Settings
+from spec.limits import MAX_WINDOW
+from spec.sources import NAMES
 
 if TYPE_CHECKING:
     from server.engine.sequence import Sequence
@@ -28,6 +32,9 @@ log = logging.getLogger("docqa.traffic")
 LOG_FILE = "traffic.jsonl"
 BACKUPS = 2  # rotated files kept: traffic.jsonl.1 (newer), traffic.jsonl.2
 VERSION = 1  # of the record layout; readers skip lines of other versions
+#: Bounds of a replayed record: a context of 10M tokens, a question of at most 256k, an answer of at
+#: most the API's max_tokens (server/api/schemas.py MAX_ANSWER_TOKENS).
+MAX_TOKENS, MAX_QUESTION_TOKENS, MAX_ANSWER_TOKENS = 10_000_000, 262_144, 32_768
 
 
 class TrafficLog:
@@ -109,25 +116,54 @@ def log_files(path: Path) -> list[Path]:
     return [p for p in (*older, path) if p.is_file()]
 
 
+class TrafficLine(BaseModel):
+    """What a line of the log must be to be replayed: every count and time bounded (issue 27: one line
+    with ``question_tokens: 1e9`` grew ``docqa tune`` to 22.8 GB, a document id ``../../../etc`` and a
+    string ``t`` gave tracebacks). A line that is not one is skipped and counted."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    v: Literal[1]
+    t: float = Field(ge=0, allow_inf_nan=False)
+    doc: str = Field(pattern=r"^[0-9a-zA-Z]{1,64}$")
+    doc_tokens: int = Field(ge=0, le=MAX_TOKENS)
+    question_tokens: int = Field(ge=1, le=MAX_QUESTION_TOKENS)
+    answer_tokens: int = Field(ge=0, le=MAX_ANSWER_TOKENS)
+    concurrency: int = Field(ge=0, le=1024)
+    window: int | None = Field(ge=0, le=MAX_WINDOW)
+    window_by: Literal["request", "server"]
+    sources: list[Literal[NAMES]] = Field(min_length=1, max_length=len(NAMES))
+    temperature: float = Field(ge=0, le=5, allow_inf_nan=False)
+    top_k: int = Field(ge=0, le=1_000_000)
+    top_p: float = Field(gt=0, le=1, allow_inf_nan=False)
+    ttft_ms: float = Field(ge=0, le=1e9, allow_inf_nan=False)
+    decode_ms: float = Field(ge=0, le=1e10, allow_inf_nan=False)
+
+
 def read_log(path: Path) -> list[TrafficRecord]:
-    """Every record of ``path`` (and its rotated files), by arrival time. Lines that are not records of
-    this version (a line cut by a crash, a future layout) are skipped and counted in the log."""
+    """Every record of ``path`` (and its rotated files), by arrival time (:func:`read_log_counted`)."""
+    return read_log_counted(path)[0]
+
+
+def read_log_counted(path: Path) -> tuple[list[TrafficRecord], int]:
+    """Every record of ``path`` (and its rotated files), by arrival time, and how many lines were
+    skipped: lines that are not records of this version (a line cut by a crash, a future layout), or
+    whose values are out of bounds (:class:`TrafficLine`)."""
     records: list[TrafficRecord] = []
     skipped = 0
     for file in log_files(path):
-        for line in file.read_text(encoding="utf-8").splitlines():
+        for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
-                raw = json.loads(line)
-                if raw.get("v") != VERSION:
-                    raise ValueError(f"version {raw.get('v')}")
-                records.append(
-                    TrafficRecord(
-                        **{k: raw[k] for k in TrafficRecord.__slots__ if k != "sources"},
-                        sources=tuple(raw["sources"]),
-                    )
-                )
-            except (ValueError, KeyError, TypeError, AttributeError):
+                raw = TrafficLine.model_validate_json(line)
+            except ValidationError:
                 skipped += 1
+                continue
+            fields = raw.model_dump()
+            records.append(
+                TrafficRecord(
+                    **{k: fields[k] for k in TrafficRecord.__slots__ if k != "sources"}, sources=tuple(raw.sources)
+                )
+            )
     if skipped:
-        log.warning("%s: skipped %d lines that are not traffic records", path, skipped)
-    return sorted(records, key=lambda r: r.t)
+        log.warning("%s: skipped %d lines that are not valid traffic records", path, skipped)
+    return sorted(records, key=lambda r: r.t), skipped

@@ -89,18 +89,27 @@ def bench(quick: bool) -> None:
 @click.option("--preset", "preset_name", default=None, help="plan a model we have no file for (qwen3.6-27b-q4_k_m)")
 @click.option("--vram", default=None, help="GPU memory budget: 24GiB, 24000MiB, 24GB")
 @click.option(
-    "--n-ctx", type=int, default=None, help="context tokens [default: the largest that fits --vram, or 32768]"
+    "--n-ctx",
+    type=click.IntRange(min=256),
+    default=None,
+    help="context tokens [default: the largest that fits --vram, or 32768]",
 )
 @click.option(
-    "--n-seq-max", type=int, default=1, show_default=True, help="llama.cpp sequences (server: DOCQA_N_SEQ_MAX + 1)"
+    "--n-seq-max",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="llama.cpp sequences (server: DOCQA_N_SEQ_MAX + 1)",
 )
-@click.option("--n-rs-seq", type=int, default=None, help="recurrent snapshots [default: 16 on hybrid models]")
+@click.option(
+    "--n-rs-seq", type=click.IntRange(0, 64), default=None, help="recurrent snapshots [default: 16 on hybrid models]"
+)
 @click.option("--type-k", type=click.Choice(KV_TYPES), default="f16", show_default=True)
 @click.option("--type-v", type=click.Choice(KV_TYPES), default="f16", show_default=True)
 @click.option("--mtp/--no-mtp", default=None, help="add the MTP draft context [default: when the model has MTP layers]")
 @click.option("--flash-attn/--no-flash-attn", default=True, show_default=True)
-@click.option("--n-batch", type=int, default=512, show_default=True)
-@click.option("--n-ubatch", type=int, default=512, show_default=True)
+@click.option("--n-batch", type=click.IntRange(min=1), default=512, show_default=True)
+@click.option("--n-ubatch", type=click.IntRange(min=1), default=512, show_default=True)
 @click.option("--n-gpu-layers", type=int, default=-1, show_default=True)
 @click.option("--kv-unified", is_flag=True, help="one KV stream shared by all sequences")
 @click.option("--swa-full", is_flag=True, help="full-size sliding-window caches")
@@ -122,7 +131,12 @@ def plan(
     if (model is None) == (preset_name is None):
         raise click.UsageError("give either MODEL.gguf or --preset NAME")
     try:
-        shape = preset(preset_name) if preset_name else ModelShape.from_gguf(model)
+        try:
+            shape = preset(preset_name) if preset_name else ModelShape.from_gguf(model)
+        except ValueError:
+            raise
+        except Exception as exc:  # gguf's reader on something else: /dev/zero, a truncated or foreign file
+            raise ValueError(f"{model} is not a GGUF model file ({type(exc).__name__}: {exc})") from None
         budget = parse_size(vram) if vram else None
         n_rs_seq = opts.pop("n_rs_seq")
         mtp = opts.pop("mtp")

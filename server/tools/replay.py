@@ -50,11 +50,16 @@ class Workload:
     dropped: int = 0  # records whose document is no longer in the store (or not ready)
 
 
+#: Most answers one replay sends (the latest ones): a tuning run stays minutes long, whatever the log holds.
+MAX_REPLAYED = 2000
+
+
 def synthesize(tok, layout: PromptLayout, source_ids: np.ndarray, n_tokens: int, start: int) -> str:
     """A question whose suffix (``layout.question_suffix``) is ``n_tokens`` long, or as close as
     detokenizing allows: the document's tokens from ``start`` (``source_ids``: int32 [n], the
     document's text tokenized), trimmed or extended by the difference, at most six tries."""
-    n = max(1, n_tokens - len(layout.question_suffix(tok, "a")) + 1)
+    # A question is at most MAX_QUESTION_CHARS characters, so never more tokens than that are cut.
+    n = min(MAX_QUESTION_CHARS, max(1, n_tokens - len(layout.question_suffix(tok, "a")) + 1))
     best, best_err = "", None
     for _ in range(6):
         ids = np.resize(source_ids, start + n)[start:]  # wraps around a short document
@@ -71,7 +76,9 @@ def synthesize(tok, layout: PromptLayout, source_ids: np.ndarray, n_tokens: int,
 def build_workload(
     records: list[TrafficRecord], store: DocStore, tok, layout: PromptLayout, speed: float, max_gap_s: float
 ) -> Workload:
-    """The replay of ``records`` (by arrival time); ``tok``: the model's tokenizer (runtime.llama.Model)."""
+    """The replay of ``records`` (by arrival time; the last :data:`MAX_REPLAYED` of them); ``tok``: the
+    model's tokenizer (runtime.llama.Model)."""
+    records = records[-MAX_REPLAYED:]
     documents: dict[str, tuple[str, bytes]] = {}
     source: dict[str, np.ndarray] = {}
     kept = []

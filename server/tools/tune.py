@@ -195,7 +195,7 @@ def tune(data_dir, log_path, candidates, last, speed, max_gap_s, tolerance, writ
     from runtime.llama import Model
     from runtime.models import model_path as embedded_path
     from server.config.settings import Settings
-    from server.engine.traffic import LOG_FILE, read_log
+    from server.engine.traffic import LOG_FILE, read_log_counted
     from server.tools.replay import build_workload
 
     try:
@@ -205,7 +205,10 @@ def tune(data_dir, log_path, candidates, last, speed, max_gap_s, tolerance, writ
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     data_dir = settings.data_dir
-    records = read_log(log_path or data_dir / LOG_FILE)[-last:]
+    records, skipped = read_log_counted(log_path or data_dir / LOG_FILE)
+    records = records[-last:]
+    if skipped:
+        click.echo(f"skipped {skipped} lines of the traffic log that are not valid records", err=True)
     if not records:
         raise click.ClickException(f"no answers recorded in {log_path or data_dir / LOG_FILE}; serve some first")
     model_path = settings.model_path or embedded_path(settings.model, data_dir)

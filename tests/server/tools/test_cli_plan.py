@@ -44,3 +44,16 @@ def test_plan_refuses_bad_input(tiny_qwen35_path):
     assert r.exit_code == 1 and "unknown model preset" in r.output
     r = CliRunner().invoke(main, ["plan", "--type-v", "q8_0", "--no-flash-attn", str(tiny_qwen35_path)])
     assert r.exit_code == 1 and "flash attention" in r.output
+
+
+def test_plan_refuses_a_file_that_is_no_gguf_and_a_zero_context(tmp_path):
+    """Issue 27: /dev/zero printed a traceback and --n-ctx 0 was accepted."""
+    from click.testing import CliRunner
+
+    from server.tools.cli import main
+
+    runner = CliRunner()
+    zero = runner.invoke(main, ["plan", "/dev/zero"])
+    assert zero.exit_code != 0 and "not a GGUF model file" in zero.output and "Traceback" not in zero.output
+    noctx = runner.invoke(main, ["plan", "--preset", "qwen3.6-27b-q4_k_m", "--n-ctx", "0"])
+    assert noctx.exit_code == 2 and "--n-ctx" in noctx.output
