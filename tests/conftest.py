@@ -94,6 +94,27 @@ def gemma_f16_path(gemma_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def reader_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``reader_model(name)``: an embedded reader model's GGUF (runtime/models.py), assembled once per
+    session from its hash-pinned parts (``make test`` installs them); skipped with the reason when its
+    parts are not installed (a user's clone that ran only ``make serve``)."""
+    from runtime.models import ModelUnavailable, model_path
+
+    directory = tmp_path_factory.mktemp("readers")
+    paths: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in paths:
+            try:
+                paths[name] = model_path(name, directory)
+            except ModelUnavailable as exc:
+                pytest.skip(str(exc))
+        return paths[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
 def smollm_path() -> Path:
     import importlib.util
 

@@ -30,13 +30,8 @@ def ask(client, doc_id: str, question: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, least, refuses", READERS)
-def test_reader_model_finds_needles_and_refuses(server, tmp_path, docs, name, least, refuses):
-    from runtime.models import ModelUnavailable, model_path
-
-    try:
-        path = model_path(name, tmp_path / "models")
-    except ModelUnavailable as exc:
-        pytest.skip(str(exc))
+def test_reader_model_finds_needles_and_refuses(server, tmp_path, docs, name, least, refuses, reader_model):
+    path = reader_model(name)
     needles, pdf = docs["needles-2k"], docs["pdf10"]
     with server(model_path=path) as client:
         doc = upload(client, tmp_path / "n.txt", name="needles.txt", data=needles.text.encode())

@@ -5,6 +5,8 @@ document ingested before the draft model was set answered without it."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import upload
 
 CRAZY = "pdf/pypdf-resources/crazyones.pdf"
@@ -81,3 +83,48 @@ def test_a_document_ingested_before_the_draft_model_is_answered_without_it(serve
         assert r.json()["stats"]["drafted_by_source"]["draft"] == 0
         off = {d["name"]: d for d in client.get("/health").json()["drafters"]}
         assert off["mtp"]["active"] is False and "no MTP layers" in off["mtp"]["why_not"]
+
+
+QUESTIONS = [
+    "Who are the crazy ones?", "What do they push forward?", "Quote the title.", "What can you not do about them?",
+    "What do they invent?", "Who sees genius?", "What do they change?", "Why do some see them as crazy?",
+    "Quote the last sentence.", "What do they have no respect for?",
+]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_qwen_draft_model_keeps_the_1_5b_targets_greedy_answers(tmp_path, reader_model, cases):
+    """Issue 28's pair: Qwen2.5-Coder-0.5B-Instruct drafting for Qwen2.5-Coder-1.5B-Instruct (one
+    vocabulary). Under DOCQA_BATCH_INVARIANT the target's greedy answers on 10 prompts equal its plain
+    answers, token for token, with the draft model's drafts verified."""
+    from testkit.live import Live
+
+    server = Live(
+        tmp_path / "data", reader_model("qwen-coder-1.5b"), DOCQA_DRAFT_MODEL_PATH=str(reader_model("qwen-coder-0.5b")),
+        DOCQA_BATCH_INVARIANT="true", DOCQA_SELFTEST="false", DOCQA_N_CTX="4096",
+    ).start(timeout=900)  # fmt: skip
+    try:
+        doc = server.ingest("crazyones.pdf", (cases / CRAZY).read_bytes())
+        accepted = 0
+        for q in QUESTIONS:
+            body = {"question": q, "max_tokens": 24, "draft_source": "draft"}
+            s1, plain = server.post_json(f"/v1/documents/{doc}/answers", {**body, "draft_tokens": 0})
+            s2, spec = server.post_json(f"/v1/documents/{doc}/answers", {**body, "draft_tokens": 4})
+            assert s1 == s2 == 200, (plain, spec)
+            assert spec["answer"] == plain["answer"], q
+            accepted += spec["stats"]["accepted_by_source"]["draft"]
+        assert accepted > 0
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_gemma_as_a_draft_for_qwen_is_refused_naming_the_first_difference(tmp_path, reader_model, gemma_path):
+    from server.config.settings import Settings
+    from server.engine.loading import LoadError, load
+
+    settings = Settings(
+        data_dir=tmp_path, model_path=reader_model("qwen-coder-1.5b"), draft_model_path=gemma_path, n_ctx=2048
+    )
+    with pytest.raises(LoadError, match="cannot draft for .* must share the target's vocabulary"):
+        load(settings, 0)
