@@ -61,7 +61,7 @@ class Reader:
         drafter = LookupDrafter(NgramIndex(prefix, 2, 4), self.model.piece, self.model.unspaced)
         drafter.extend(suffix.tolist())
         stats = AnswerStats()
-        run = AnswerRun(ctx, self.model, drafter, len(prefix) + len(suffix), stats, t0)
+        run = AnswerRun(ctx, self.model, {"lookup": drafter}, len(prefix) + len(suffix), stats, t0)
         params = AnswerParams(max_tokens, SamplingParams(temperature=0.0), None, stops=self.layout.stops)
         text = "".join(event.text for event in generate(run, params))
         return Reply(

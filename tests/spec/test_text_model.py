@@ -32,7 +32,7 @@ def _answer(ctx, prompt, max_tokens: int, stops: tuple[str, ...] | None = None) 
     drafter = LookupDrafter(NgramIndex(prompt.prefix, 2, 4), ctx.model.piece, ctx.model.unspaced)
     drafter.extend(prompt.suffix.tolist())
     n_past = len(prompt.prefix) + len(prompt.suffix)
-    run = AnswerRun(ctx, ctx.model, drafter, n_past, AnswerStats(), time.perf_counter())
+    run = AnswerRun(ctx, ctx.model, {"lookup": drafter}, n_past, AnswerStats(), time.perf_counter())
     params = AnswerParams(max_tokens=max_tokens, sampling=SamplingParams(), window=None, stops=stops)
     text, tokens = "", []
     for event in generate(run, params):
