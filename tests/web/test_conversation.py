@@ -131,7 +131,7 @@ def test_stream_events_markdown_empty_answer_and_stream_errors(open_page, cases)
     assert turn.locator(".turn-cites").inner_text() == "1 quote · p. 1"
     # Drafted first, accepted second, in both places.
     assert p.stat("drafts") == "248 / 108 (44%)"
-    assert p.stat("sources") == "MTP 0 / 0 · lookup 248 / 108"
+    assert p.stat("sources") == "lookup 248 / 108"  # sources that drafted nothing are left out
 
     # 2. An empty answer says what happened and what to try.
     p.ask("And then?")

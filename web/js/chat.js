@@ -177,6 +177,7 @@ export function renderThread(doc) {
 // Statistics whose values are long ("1,248 / 1,107 (89%)", a part's characters): a row of their own,
 // so that the value stays on its label's line.
 const WIDE = new Set(['drafts', 'sources', 'segments']);
+const SOURCE_NAMES = { history: 'earlier answers', lookup: 'lookup', mtp: 'MTP', draft: 'draft model' };
 
 function renderStats(s) {
   const box = $('stats');
@@ -190,7 +191,9 @@ function renderStats(s) {
   const rate = drafted > 0 ? ` (${Math.round((100 * accepted) / drafted)}%)` : '';
   const d = s.drafted_by_source || {};
   const a = s.accepted_by_source || {};
-  const bySource = ['mtp', 'lookup'].map((k) => `${k === 'mtp' ? 'MTP' : 'lookup'} ${count(d[k] || 0)} / ${count(a[k] || 0)}`);
+  // Every source the server names (spec/sources.py), in its order; those that drafted nothing are left out.
+  const bySource = Object.keys(d).filter((k) => Number(d[k]) > 0)
+    .map((k) => `${SOURCE_NAMES[k] || k} ${count(d[k])} / ${count(a[k] || 0)}`);
   // [key, label, value, explanation]; every pair of draft figures reads drafted / accepted.
   const rows = [
     ['ttft', 'TTFT', `${fixed(s.ttft_ms, 0)} ms`, 'time to first token'],
@@ -199,7 +202,7 @@ function renderStats(s) {
     ['cached', 'Cached tokens', count(s.cached_tokens), 'the document, restored from its saved state'],
     ['completion', 'Completion tokens', count(s.completion_tokens), 'tokens the model wrote'],
     ['drafts', 'Drafted / accepted', `${count(drafted)} / ${count(accepted)}${rate}`, 'draft tokens proposed / verified and kept'],
-    ['sources', 'Drafted / accepted by source', bySource.join(' · '), 'MTP head and prompt lookup in the document'],
+    ['sources', 'Drafted / accepted by source', bySource.join(' · ') || 'no drafts', 'earlier answers (history), prompt lookup in the document, the model\'s MTP head, a separate draft model'],
     ['verify', 'Verify steps', count(s.verify_steps), 'decode calls that verified a draft'],
     ['per-step', 'Accepted / step', fixed(s.mean_accepted_per_step, 2), 'accepted draft tokens per verify step'],
     ['finish', 'Finish reason', show(s.finish_reason), 'stop: the model ended; length: max tokens reached; repetition: stopped where the answer began to repeat itself'],

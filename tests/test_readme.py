@@ -1,0 +1,136 @@
+"""The README's snippets run as written (issue 29): every ``sh`` and ``python`` block is marked either
+``<!-- readme-test: run -->`` or ``<!-- readme-test: skip (why) -->``, and the ``run`` ones are run, in
+order, against a real server (``python -m server``) with the embedded Gemma on a free port, as a user
+types them into one terminal: shell variables carry from one block to the next. Only the port is
+rewritten (``127.0.0.1:8000`` and the CLI's default URL). The docs it links to exist, and every setting
+is documented in docs/settings.md.
+
+The slow test asks the quick start's questions of the default model, as a new user would, and checks
+that the answers are the README's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testkit.live import Live
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+MARKED_BLOCK = re.compile(r"<!-- readme-test: (run|skip \([^)]+\)) -->\n```(\w+)\n(.*?)\n```", re.S)
+ANY_BLOCK = re.compile(r"^```(sh|python)\n", re.M)
+
+
+def blocks(text: str) -> list[tuple[str, str, str]]:
+    """``[(mark, language, code)]`` of every marked block, in order."""
+    return [(m.group(1), m.group(2), m.group(3)) for m in MARKED_BLOCK.finditer(text)]
+
+
+def test_every_snippet_is_marked_run_or_skip_with_a_reason():
+    text = README.read_text()
+    assert len(blocks(text)) == len(ANY_BLOCK.findall(text)), "a sh/python block without a readme-test mark"
+    assert sum(mark == "run" for mark, _, _ in blocks(text)) >= 4
+
+
+def test_linked_files_exist():
+    for path in ("README.md", "ARCHITECTURE.md", *map(str, (ROOT / "docs").glob("*.md"))):
+        text = (ROOT / path).read_text()
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            assert ((ROOT / path).parent / target).exists(), f"{path} links to {target}, which is missing"
+
+
+def test_every_setting_is_documented():
+    from server.config.settings import Settings
+
+    documented = set(re.findall(r"DOCQA_[A-Z0-9_]+", (ROOT / "docs" / "settings.md").read_text()))
+    missing = [f"DOCQA_{name.upper()}" for name in Settings.model_fields if f"DOCQA_{name.upper()}" not in documented]
+    assert not missing, f"docs/settings.md does not describe {missing}"
+
+
+def _script(port: int) -> tuple[str, list[str]]:
+    """The ``run`` blocks as one bash script (each shell block echoes a marker after it) and the Python
+    blocks, both with the port rewritten."""
+    shell, python = [], []
+    for i, (mark, language, code) in enumerate(blocks(README.read_text())):
+        if mark != "run":
+            continue
+        code = code.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+        if language == "sh":
+            shell.append(f"{code}\necho '<<block {i} done>>'")
+        else:
+            assert language == "python", language
+            python.append(code)
+    return "set -euo pipefail\n" + "\n".join(shell) + "\n", python
+
+
+def run_readme(live: Live) -> tuple[str, list[str]]:
+    """Runs the README's snippets against ``live``; returns the shell output and each Python block's."""
+    script, python = _script(live.port)
+    env = {**os.environ, "DOCQA_URL": f"http://127.0.0.1:{live.port}", "PYTHONPATH": str(ROOT)}
+    env.pop("DOCQA_PORT", None)
+    r = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, f"stdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
+    outputs = []
+    for code in python:
+        p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        assert p.returncode == 0, p.stderr[-3000:]
+        outputs.append(p.stdout)
+    return r.stdout, outputs
+
+
+def _answers(shell_out: str) -> list[str]:
+    """The ``answer`` of every non-streamed JSON answer the shell blocks printed."""
+    return [json.loads(line)["answer"] for line in shell_out.splitlines() if line.startswith('{"answer"')]
+
+
+@pytest.fixture
+def readme_server(tmp_path, gemma_path):
+    if not (ROOT / ".venv" / "bin" / "docqa").exists():
+        pytest.skip("the README's snippets call .venv/bin/docqa: run `make test`, which creates it")
+    live = Live(tmp_path / "data", gemma_path).start(timeout=600)
+    yield live
+    live.stop()
+
+
+def test_snippets_run_as_written(readme_server):
+    out, python = run_readme(readme_server)
+    blocks_run = [m for m, _, _ in blocks(README.read_text()) if m == "run"]
+    assert out.count("done>>") == sum(lang == "sh" for m, lang, _ in blocks(README.read_text()) if m == "run")
+    assert '"error"' not in out, out
+    assert _answers(out), out  # the curl answers came back as answers
+    assert "event: token" in out and "event: done" in out  # the streamed one
+    assert "ID\tSTATUS\tPAGES\tTOKENS\tNAME" in out  # docqa list
+    assert all(p.strip() for p in python) and len(blocks_run) >= 4
+    status, docs = readme_server.get("/v1/documents")
+    assert status == 200 and {d["status"] for d in docs["documents"]} == {"ready"}
+
+
+@pytest.mark.slow
+def test_the_default_model_answers_the_quick_start(tmp_path, reader_model):
+    """What a new user sees: the quick start's questions, asked of the default model, answered from
+    the README (the tests run on the 1.5B assembled from its pinned parts, as `make serve` does)."""
+    from server.config.model import ModelSettings
+
+    default = ModelSettings.model_fields["model"].default
+    live = Live(tmp_path / "data", reader_model(default), DOCQA_N_CTX="16384").start(timeout=600)
+    try:
+        doc = live.ingest("README.md", README.read_bytes())
+        for question, expected in [
+            ("Which command runs the tests?", "make test"),
+            ("How do I choose the port?", "PORT="),
+            ("Which command serves the page?", "make serve"),
+        ]:
+            status, answer = live.post_json(f"/v1/documents/{doc}/answers", {"question": question})
+            assert status == 200, answer
+            assert expected in answer["answer"], (question, answer["answer"])
+    finally:
+        live.stop()
