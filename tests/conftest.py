@@ -215,10 +215,11 @@ def metric(client, name: str) -> float:
     return client.app.state.metrics.registry.get_sample_value(name) or 0.0
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator:
-    """Debian's Chromium under Playwright, one for the session: a second sync_playwright() in this
-    process would fail while the first runs (tests/web and tests/cluster both use this one)."""
+    """Debian's Chromium under Playwright, one per test module. Not one for the session: Playwright's
+    sync API keeps an asyncio loop running on the main thread while it is started, so every later
+    test that calls asyncio.run() would fail with "cannot be called from a running event loop"."""
     from tests.web.conftest import ARGS, CHROMIUM
 
     if not Path(CHROMIUM).is_file():

@@ -53,17 +53,20 @@ def _whole_prefix(data: bytes) -> str:
 
 def test_no_cut_point_leaves_part_of_a_character(gemma, hieroglyphs):
     ctx, prompt = hieroglyphs
-    reference, _ = plain_greedy(ctx, prompt, 17)
+    reference, _ = plain_greedy(ctx, prompt, 40)
     pieces = [gemma.piece(t) for t in reference]
-    assert sum(len(p) == 1 and p[0] >= 0x80 for p in pieces) >= 12, "the model must answer in byte tokens"
+    byte_token = [len(p) == 1 and p[0] >= 0x80 for p in pieces]
+    assert True in byte_token, f"the model must answer in byte tokens: {pieces}"
+    first = byte_token.index(True)  # the answer may begin with words before it copies the line
+    assert sum(byte_token[first : first + 16]) >= 12, "the model must copy the hieroglyphs"
     inside = 0
-    for n in range(1, 17):  # four hieroglyphs: 12 of 16 cuts inside one (issue 27 saw U+FFFD at 11 of 15)
+    for n in range(first + 1, first + 17):  # four hieroglyphs: 12 of 16 cuts inside one (issue 27: 11 of 15)
         text, tokens = _answer(ctx, prompt, n)
         assert tokens == reference[:n], "greedy and lossless: the same tokens as plain decoding"
         data = b"".join(pieces[:n])
         inside += _whole_prefix(data).encode() != data
         assert "\ufffd" not in text, f"max_tokens={n} left U+FFFD: {text!r}"
-        assert text == _whole_prefix(data), f"max_tokens={n}"
+        assert text == _whole_prefix(data).lstrip(), f"max_tokens={n}"  # an answer starts at its first word
     assert inside >= 10, "most cut points must fall inside a character, or this tests nothing"
 
 

@@ -3,6 +3,7 @@ the traffic log's rotation and reading, candidates, the default grid and the cho
 
 from __future__ import annotations
 
+import time
 import json
 import subprocess
 import sys
@@ -77,7 +78,7 @@ def _answer(i: int, window=None, sources=("mtp", "lookup")):
     """What TrafficLog.record reads of a finished answer (server/engine/sequence.py Sequence, AnswerStats)."""
     sampling = SimpleNamespace(temperature=0.0, top_k=0, top_p=1.0)
     params = SimpleNamespace(max_tokens=32, window=window, sources=sources, n_mtp=2, sampling=sampling)
-    job = SimpleNamespace(doc_id="d1", params=params, history=(), t_start=0.0)
+    job = SimpleNamespace(doc_id="d1", params=params, history=(), t_start=time.perf_counter())  # arrived now
     seq = SimpleNamespace(job=job, n_prefix=900, suffix=[0] * (5 + i), n_running=i % 3)
     stats = {
         "completion_tokens": 20 + i, "finish_reason": "length", "drafted_by_source": {"lookup": 4},
