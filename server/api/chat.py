@@ -5,26 +5,27 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from server.api.schemas import (
     MAX_ANSWER_TOKENS,
     MAX_CONVERSATION_CHARS,
     MAX_QUESTION_CHARS,
     AnswerRequest,
+    Body,
     DraftSource,
 )
 from server.config.errors import InvalidRequest
 from spec.limits import MAX_WINDOW
 
 
-class ContentPart(BaseModel):
+class ContentPart(Body):
     model_config = ConfigDict(extra="ignore")
     type: str
     text: str | None = None
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(Body):
     model_config = ConfigDict(extra="ignore")
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
@@ -38,13 +39,14 @@ class ChatMessage(BaseModel):
         return "".join(p.text or "" for p in self.content)
 
 
-class StreamOptions(BaseModel):
+class StreamOptions(Body):
     model_config = ConfigDict(extra="ignore")
     include_usage: bool = False
 
 
-class ChatCompletionRequest(BaseModel):
-    """The subset of the OpenAI request that docqa honours; unknown fields are ignored."""
+class ChatCompletionRequest(Body):
+    """The subset of the OpenAI request that docqa honours; unknown fields are ignored, and a null
+    means unset (:class:`server.api.schemas.Body`)."""
 
     model_config = ConfigDict(extra="ignore")
 

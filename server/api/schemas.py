@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from spec.limits import MAX_WINDOW
 from spec.sources import NAMES
@@ -18,6 +18,21 @@ MAX_QUESTION_CHARS = 20_000
 MAX_CONVERSATION_CHARS = 100_000
 #: Largest max_tokens a request may ask for (both question routes).
 MAX_ANSWER_TOKENS = 32_768
+
+
+class Body(BaseModel):
+    """A request body whose optional fields take JSON ``null`` as "not sent": OpenAI clients and proxies
+    send nulls for the fields a caller left unset (llama.cpp issue 25515), so a null for a field with a
+    default is dropped before validation and the default applies. A null for a required field is
+    still refused (422 naming it)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_are_unset(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        fields = cls.model_fields
+        return {k: v for k, v in data.items() if v is not None or (k in fields and fields[k].is_required())}
 
 
 class PageWarning(BaseModel):
@@ -64,7 +79,7 @@ class DocumentCreated(BaseModel):
     note: str | None = None  # re-ingest: why the stored text was kept instead of extracted again
 
 
-class ReingestRequest(BaseModel):
+class ReingestRequest(Body):
     """Optional body of a re-ingest: an encrypted PDF's password (passwords are never stored)."""
 
     password: str | None = Field(default=None, max_length=1024)
@@ -86,8 +101,8 @@ class DocumentText(BaseModel):
     pages: list[PageSpan]
 
 
-class AnswerRequest(BaseModel):
-    """A question about one document. Only `question` is required."""
+class AnswerRequest(Body):
+    """A question about one document. Only `question` is required; null means unset for the rest."""
 
     question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_ANSWER_TOKENS)

@@ -149,3 +149,26 @@ def test_stop_adds_to_the_end_of_turn_stops(served):
     assert extra.choices[0].message.content == plain.choices[0].message.content
     assert extra.choices[0].finish_reason == plain.choices[0].finish_reason
     assert "\nQuestion:" not in extra.choices[0].message.content
+
+
+def test_nulls_mean_unset_on_both_question_routes(served):
+    """llama.cpp issue 25515: OpenAI clients and proxies send null for every field left unset; `"n": null`
+    and `"stream": null` were 422. Every optional field sent as null answers as if it were not sent."""
+    from tests.server.api.test_chat import ANSWER_NULLS, CHAT_NULLS
+
+    server, _, doc = served
+    plain = {"model": f"doc:{doc['id']}", "messages": [{"role": "user", "content": QUESTION}], "max_tokens": 12}
+    status, expected = server.post_json("/v1/chat/completions", plain)
+    assert status == 200, expected
+    nulls = {**CHAT_NULLS, **plain}
+    nulls["messages"] = [{"role": "user", "content": QUESTION, "name": None, "tool_calls": None}]
+    status, reply = server.post_json("/v1/chat/completions", nulls)
+    assert status == 200, reply
+    assert reply["choices"][0]["message"]["content"] == expected["choices"][0]["message"]["content"]
+
+    route = f"/v1/documents/{doc['id']}/answers"
+    status, expected = server.post_json(route, {"question": QUESTION, "max_tokens": 12})
+    assert status == 200, expected
+    status, reply = server.post_json(route, {**ANSWER_NULLS, "question": QUESTION, "max_tokens": 12})
+    assert status == 200, reply
+    assert reply["answer"] == expected["answer"]
