@@ -8,6 +8,7 @@ import pytest
 
 from server.api.chat import ChatCompletionRequest, answer_request
 from server.api.schemas import AnswerRequest
+from server.config.errors import InvalidRequest
 
 MESSAGES = [{"role": "user", "content": "Who is Alice?"}]
 
@@ -78,3 +79,53 @@ def test_a_null_for_a_required_field_is_still_refused():
         AnswerRequest.model_validate({"question": None})
     with pytest.raises(ValueError, match="messages"):
         ChatCompletionRequest.model_validate({"model": "docqa", "messages": None})
+
+
+def _as_answer(**fields) -> AnswerRequest:
+    req = ChatCompletionRequest(model="docqa", messages=MESSAGES, **fields)
+    return answer_request(req, "Who is Alice?")
+
+
+#: What clients send for fields they leave at their defaults: these must pass.
+DEFAULTS = [
+    {"tool_choice": "none"},
+    {"tool_choice": "auto"},
+    {"tools": []},
+    {"functions": []},
+    {"function_call": "none"},
+    {"function_call": "auto"},
+    {"parallel_tool_calls": True},
+    {"logit_bias": {}},
+    {"frequency_penalty": 0},
+    {"presence_penalty": 0.0},
+    {"logprobs": False},
+    {"top_logprobs": 0},
+    {"n": 1},
+    {"response_format": {"type": "text"}},
+]
+#: Values docqa does not implement: each refused with 422 naming its field (they were ignored silently).
+NOT_IMPLEMENTED = [
+    ({"tool_choice": "required"}, "tool_choice"),
+    ({"tool_choice": {"type": "function", "function": {"name": "f"}}}, "tool_choice"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ({"functions": [{"name": "f"}]}, "functions"),
+    ({"function_call": {"name": "f"}}, "function_call"),
+    ({"logit_bias": {"50256": -100}}, "logit_bias"),
+    ({"frequency_penalty": 0.5}, "frequency_penalty"),
+    ({"presence_penalty": -1}, "presence_penalty"),
+    ({"logprobs": True}, "logprobs"),
+    ({"top_logprobs": 5}, "top_logprobs"),
+    ({"n": 2}, "n must be 1"),
+]
+
+
+@pytest.mark.parametrize("fields", DEFAULTS)
+def test_fields_at_their_defaults_pass(fields):
+    assert _as_answer(**fields) == AnswerRequest(question="Who is Alice?")
+
+
+@pytest.mark.parametrize("fields, named", NOT_IMPLEMENTED)
+def test_fields_docqa_does_not_implement_are_refused_by_name(fields, named):
+    with pytest.raises(InvalidRequest) as err:
+        _as_answer(**fields)
+    assert str(err.value).startswith(named), err.value
