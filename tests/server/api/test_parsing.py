@@ -14,9 +14,11 @@ from testkit.live import Live
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, gemma_path):
-    server = Live(tmp_path_factory.mktemp("parsing") / "data", gemma_path).start()
-    yield server
-    server.stop()
+    server = Live(tmp_path_factory.mktemp("parsing") / "data", gemma_path)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
 
 
 def _post(server: Live, path: str, body: bytes, content_type: str) -> tuple[int, dict]:

@@ -24,8 +24,9 @@ def test_a_document_deleted_mid_answer_ends_that_answer_quietly(tmp_path, gemma_
     """A DELETE while the document's first answer ran: the citation worker read the deleted text.json
     and logged an ERROR with a traceback. The answer ends as it would have (its tokens come from the
     sequence it holds), without citations (there is no text left to cite), and the log stays quiet."""
-    server = Live(tmp_path / "data", gemma_path).start()
+    server = Live(tmp_path / "data", gemma_path)
     try:
+        server.start()
         doc_id = server.ingest("alice.txt", (cases / ALICE).read_text(encoding="utf-8-sig")[:6000].encode())
         body = json.dumps(
             {"question": "Tell me the story.", "max_tokens": 200, "temperature": 2.0, "seed": 3, "stop": []}
