@@ -9,7 +9,7 @@ Another process may hold the database locked (a backup, ``sqlite3`` in a shell):
 On a full disk SQLite cannot even record that a write failed, so the store keeps a small reserve file
 (:data:`RESERVE_BYTES`) and gives its space up to the database when a write finds the disk full; it
 is made again once there is room. A full disk beyond that raises DiskFull; a database that cannot be
-opened, DataDirUnusable naming the path.
+opened, DataDirUnusable naming the path (and, for a damaged database file, the way back from it).
 """
 
 from __future__ import annotations
@@ -41,6 +41,17 @@ _SCHEMA = schema.create_table("sqlite")
 _MIGRATIONS = schema.migrations("sqlite")
 
 
+#: SQLite's result codes for a file that is not a database (an overwritten header) or a damaged one.
+DAMAGED = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
+
+
+def _unwritable(data_dir: Path, exc: Exception) -> str:
+    return (
+        f"cannot use the data directory {Path(data_dir).resolve()} ({exc}); make it writable by this user, or set "
+        "DOCQA_DATA_DIR to one that is"
+    )
+
+
 class SqliteStore(DocStore):
     """One connection guarded by a lock (writes are rare and small)."""
 
@@ -54,11 +65,17 @@ class SqliteStore(DocStore):
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute(_SCHEMA)
             self._migrate()
-        except (OSError, sqlite3.Error) as exc:
+        except sqlite3.DatabaseError as exc:
+            if getattr(exc, "sqlite_errorname", None) not in DAMAGED:
+                raise DataDirUnusable(_unwritable(data_dir, exc)) from exc
             raise DataDirUnusable(
-                f"cannot use the data directory {Path(data_dir).resolve()} ({exc}); make it writable "
-                "by this user, or set DOCQA_DATA_DIR to one that is"
+                f"the database {path.resolve()} is damaged ({exc}); restore it from a backup (`sqlite3 "
+                f"{path.name} .recover` may save its rows). To start over instead, move it and "
+                f"{Path(data_dir).resolve()}/documents aside: a new database has no rows, and the start-up sweep "
+                "removes the documents without one"
             ) from exc
+        except OSError as exc:
+            raise DataDirUnusable(_unwritable(data_dir, exc)) from exc
         self._lock = threading.Lock()
         self._keep_reserve()
 

@@ -105,7 +105,8 @@ def test_snippets_run_as_written(readme_server):
     out, python = run_readme(readme_server)
     blocks_run = [m for m, _, _ in blocks(README.read_text()) if m == "run"]
     assert out.count("done>>") == sum(lang == "sh" for m, lang, _ in blocks(README.read_text()) if m == "run")
-    assert not re.search(r'"error":\s*\{|event: error', out), out  # an error body or event (a document's "error": null is fine)
+    # an error body or event (a document's "error": null is fine)
+    assert not re.search(r'"error":\s*\{|event: error', out), out
     assert _answers(out), out  # the curl answers came back as answers
     assert "event: token" in out and "event: done" in out  # the streamed one
     assert "ID\tSTATUS\tPAGES\tTOKENS\tNAME" in out  # docqa list

@@ -20,6 +20,7 @@ from ingest.store import FAILED, INGESTING, DocRecord, DocStore
 from server.api import segmented
 from server.api.schemas import AnswerRequest, AnswerStatsPublic, CitationPublic, SegmentAnswerPublic
 from server.config.errors import (
+    ClientGone,
     DocumentFailed,
     DocumentIngesting,
     GenerationFailed,
@@ -146,7 +147,8 @@ class Collected:
 
 async def collect(stream: AnswerStream, request: Request) -> Collected:
     """Read a queued answer's events to the end: the whole answer, its citations and stats; an engine
-    error is raised. The job is cancelled if the client disconnects meanwhile, queued or not."""
+    error is raised. The job is cancelled if the client disconnects meanwhile, queued or not, and
+    ClientGone (499, which nobody reads) is raised."""
     parts: list[str] = []
     citations: list[CitationPublic] = []
     stats: AnswerStatsPublic | None = None
@@ -202,9 +204,13 @@ async def events(stream: AnswerStream, heartbeat_s: float) -> AsyncIterator[Even
 
 
 async def cancel_on_disconnect(request: Request, stream: AnswerStream) -> None:
-    """A non-streaming client that hangs up cancels its job (polled; Starlette gives no callback)."""
+    """A non-streaming client that hangs up cancels its job (polled; Starlette gives no callback), and
+    ends its reader at once with ClientGone, wherever the job was: a job dropped from the queue sends
+    no more events (its reader waited for ever, and held the server's shutdown), and a running one's
+    last events are nobody's."""
     while not stream.cancelled.is_set():
         if await request.is_disconnected():
             stream.cancel()
+            stream.events.put_nowait(Event(EventKind.ERROR, ClientGone("the client hung up before its answer")))
             return
         await asyncio.sleep(POLL_S)

@@ -5,26 +5,28 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from server.api.schemas import (
     MAX_ANSWER_TOKENS,
     MAX_CONVERSATION_CHARS,
     MAX_QUESTION_CHARS,
     AnswerRequest,
+    Body,
     DraftSource,
+    Finite,
 )
 from server.config.errors import InvalidRequest
 from spec.limits import MAX_WINDOW
 
 
-class ContentPart(BaseModel):
+class ContentPart(Body):
     model_config = ConfigDict(extra="ignore")
     type: str
     text: str | None = None
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(Body):
     model_config = ConfigDict(extra="ignore")
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
@@ -38,13 +40,14 @@ class ChatMessage(BaseModel):
         return "".join(p.text or "" for p in self.content)
 
 
-class StreamOptions(BaseModel):
+class StreamOptions(Body):
     model_config = ConfigDict(extra="ignore")
     include_usage: bool = False
 
 
-class ChatCompletionRequest(BaseModel):
-    """The subset of the OpenAI request that docqa honours; unknown fields are ignored."""
+class ChatCompletionRequest(Body):
+    """The subset of the OpenAI request that docqa honours; unknown fields are ignored, and a null
+    means unset (:class:`server.api.schemas.Body`)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -55,14 +58,23 @@ class ChatCompletionRequest(BaseModel):
     stream_options: StreamOptions | None = None
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_ANSWER_TOKENS)
     max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_ANSWER_TOKENS)
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    temperature: Finite | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: Finite | None = Field(default=None, gt=0.0, le=1.0)
     seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)  # negative (-1): unseeded, as llama-server
     stop: str | list[str] | None = None
     n: int = 1
-    tools: list | None = None
-    logprobs: bool | None = None
     response_format: dict | None = None
+    # Not implemented: each passes at the value clients send by default and is refused (422, naming
+    # it) otherwise, rather than ignored (:func:`not_implemented`).
+    tools: list | None = None
+    tool_choice: str | dict | None = None
+    functions: list | None = None  # the older names of tools and tool_choice
+    function_call: str | dict | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    logit_bias: dict[str, float] | None = None
+    frequency_penalty: Finite | None = Field(default=None, ge=-2.0, le=2.0)
+    presence_penalty: Finite | None = Field(default=None, ge=-2.0, le=2.0)
     # docqa's speculative-decoding controls, as in POST /v1/documents/{id}/answers
     verify16: bool = False
     draft_tokens: int | None = Field(default=None, ge=0, le=MAX_WINDOW)
@@ -110,14 +122,42 @@ def conversation(messages: list[ChatMessage]) -> tuple[tuple[tuple[str, str], ..
     return tuple(pairs[:-1]), pairs[-1][0]
 
 
-def answer_request(req: ChatCompletionRequest, question: str) -> AnswerRequest:
-    """The chat request as an answer request (``stop``: the client's own stop strings only)."""
+_NO_TOOLS = "docqa answers from the document and calls no tools"
+_OWN_CHOICE = "every answer token is the model's own choice (drafts are verified against it), unbiased"
+
+
+def not_implemented(req: ChatCompletionRequest) -> str | None:
+    """Why ``req`` asks for something docqa does not do, naming the field and the value to send, or None.
+    A field at the value clients send when they mean nothing by it passes (null, 0, ``{}``, ``[]``,
+    false, a ``tool_choice`` of "none" or "auto" without tools): ignoring a real request for a tool
+    call, a logit bias or a penalty would answer another question than the one asked."""
     if req.n != 1:
-        raise InvalidRequest("n must be 1")
-    if req.tools or req.logprobs:
-        raise InvalidRequest("tools and logprobs are not supported")
+        return "n must be 1: docqa makes one answer per request; send 1 or null"
     if req.response_format and req.response_format.get("type", "text") != "text":
-        raise InvalidRequest("response_format: only {'type': 'text'} is supported")
+        return "response_format: only {'type': 'text'} is supported"
+    for name in ("tools", "functions"):
+        if getattr(req, name):
+            return f"{name}: tool calls are not supported ({_NO_TOOLS}); send none"
+    for name in ("tool_choice", "function_call"):
+        if getattr(req, name) not in (None, "none", "auto"):
+            return f"{name}: {getattr(req, name)!r} is not supported ({_NO_TOOLS}); send null, 'none' or 'auto'"
+    if req.logit_bias:
+        return f"logit_bias: not supported ({_OWN_CHOICE}); send null or {{}}"
+    for name in ("frequency_penalty", "presence_penalty"):
+        if getattr(req, name):
+            return f"{name}: penalties are not supported ({_OWN_CHOICE}); send null or 0"
+    if req.logprobs:
+        return "logprobs: log probabilities are not returned; send null or false"
+    if req.top_logprobs:
+        return "top_logprobs: log probabilities are not returned; send null or 0"
+    return None
+
+
+def answer_request(req: ChatCompletionRequest, question: str) -> AnswerRequest:
+    """The chat request as an answer request (``stop``: the client's own stop strings only).
+    InvalidRequest for what docqa does not implement (:func:`not_implemented`) or a field out of range."""
+    if (why := not_implemented(req)) is not None:
+        raise InvalidRequest(why)
     stop = None
     if req.stop:
         stop = [req.stop] if isinstance(req.stop, str) else [s for s in req.stop if s]

@@ -1,13 +1,15 @@
 """What every request passes before routing and body parsing (pure ASGI): a request id, the Origin
-check, the API key, the body size and the body read timeout.
+check, the API key, the body size and the body read timeouts.
 
 FastAPI reads and parses a body before a route's dependencies run, so a key checked there came
 after an unauthenticated 57 MB JSON body had been parsed. Here nothing of the body is read until
 the key, the ``Origin`` and a declared ``Content-Length`` have passed, so a refused request costs
 O(1) memory; a body is then counted as it streams in (uploads up to DOCQA_MAX_UPLOAD_BYTES, every
-other body up to DOCQA_MAX_JSON_BYTES) and a client that stops sending it for DOCQA_BODY_TIMEOUT_S
-gets a 408. A refusal closes the connection (``Connection: close``), so an unread body is never
-read and thrown away.
+other body up to DOCQA_MAX_JSON_BYTES) and a client that stops sending it for DOCQA_BODY_TIMEOUT_S,
+or has not sent all of it DOCQA_BODY_DEADLINE_S after the app asked for its first part (a byte
+trickled before each timeout kept a connection open for as long as it trickled), gets a 408. A
+refusal closes the connection (``Connection: close``), so an unread body is never read and thrown
+away.
 
 * **Origin.** A page on another site can make a browser POST a form here without a CORS preflight
   (multipart, urlencoded and text/plain bodies need none). A state-changing request (POST, PUT,
@@ -26,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import time
 import uuid
 from urllib.parse import urlsplit
 
@@ -64,6 +67,7 @@ class Guard:
         self.upload_limit = settings.max_upload_bytes
         self.json_limit = settings.max_json_bytes
         self.body_timeout_s = settings.body_timeout_s
+        self.body_deadline_s = settings.body_deadline_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -82,19 +86,20 @@ class Guard:
         """The app, with the body counted and timed as it streams in."""
         limit, what = self._limit(scope)
         seen, done, started = 0, False, False
+        deadline: float | None = None  # monotonic: the whole body by then
         error: ApiError | None = None
 
         async def guarded_receive() -> Message:
-            nonlocal seen, done, error
+            nonlocal seen, done, error, deadline
             if done:  # after the body: waiting for a disconnect has no time limit
                 return await receive()
+            now = time.monotonic()
+            deadline = deadline or now + self.body_deadline_s
+            last_chance = deadline - now <= self.body_timeout_s
             try:
-                message = await asyncio.wait_for(receive(), self.body_timeout_s)
+                message = await asyncio.wait_for(receive(), max(0.0, min(self.body_timeout_s, deadline - now)))
             except TimeoutError:
-                error = BodyTimeout(
-                    f"no part of the request body arrived for {self.body_timeout_s:.0f} s; send the whole body "
-                    "at once (DOCQA_BODY_TIMEOUT_S is the limit)"
-                )
+                error = BodyTimeout(self._late(seen) if last_chance else self._stalled())
                 raise _Refused from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
@@ -122,6 +127,18 @@ class Guard:
                 raise
         if error is not None and not started:
             await refuse(send, error)
+
+    def _stalled(self) -> str:
+        return (
+            f"no part of the request body arrived for {self.body_timeout_s:.0f} s; send the whole body at once "
+            "(DOCQA_BODY_TIMEOUT_S is the limit)"
+        )
+
+    def _late(self, seen: int) -> str:
+        return (
+            f"the request body did not arrive in {self.body_deadline_s:.0f} s ({seen} bytes came); send it faster, "
+            "or raise DOCQA_BODY_DEADLINE_S for large uploads over slow links"
+        )
 
     def _limit(self, scope: Scope) -> tuple[int, str]:
         if scope["method"] == "POST" and scope["path"].rstrip("/") in UPLOAD_PATHS:

@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ingest import errors as ingest_errors
 from ingest import snapshot
+from server.api.parsing import json_invalid, unparsable
 from server.config.errors import ApiError, InvalidRequest, body, damaged, payload, status_of
 
 log = logging.getLogger("docqa.http")
@@ -56,12 +57,16 @@ def install(app: FastAPI) -> None:
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         parts = []
         for e in exc.errors():
+            if e.get("type") == "json_invalid":  # loc: ("body", character position)
+                return response(json_invalid(e["loc"][-1], (e.get("ctx") or {}).get("error", "JSON decode error")))
             where = ".".join(str(p) for p in e.get("loc", ()) if p != "body")
             parts.append(f"{where}: {e.get('msg')}" if where else str(e.get("msg")))
         return response(InvalidRequest("; ".join(parts) or "invalid request"))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and (named := unparsable(exc)) is not None:  # a body that could not be parsed
+            return response(named)
         kind = {404: "not_found", 405: "method_not_allowed", 413: "upload_too_large"}.get(exc.status_code, "http_error")
         return JSONResponse(body(kind, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
 

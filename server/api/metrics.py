@@ -105,7 +105,7 @@ class RequestMetrics:
         async def watched_receive() -> Message:
             nonlocal gone
             message = await receive()
-            gone = gone or message["type"] == "http.disconnect"
+            gone = gone or (message["type"] == "http.disconnect" and not complete)
             return message
 
         async def timed_send(message: Message) -> None:
@@ -123,7 +123,6 @@ class RequestMetrics:
         finally:
             route = scope.get("route")
             # A client that hung up before the whole response was sent: counted as such, not as the
-            # status its response would have had (a stream's 200 goes out before its first token).
-            self.metrics.requests.labels(
-                getattr(route, "path", "other"), "cancelled" if gone and not complete else status
-            ).inc()
+            # status its response would have had (a stream's 200 goes out before its first token; a
+            # JSON answer cut short by the hang-up may still be "sent" to nobody afterwards).
+            self.metrics.requests.labels(getattr(route, "path", "other"), "cancelled" if gone else status).inc()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from spec.limits import MAX_WINDOW
 from spec.sources import NAMES
@@ -18,6 +20,38 @@ MAX_QUESTION_CHARS = 20_000
 MAX_CONVERSATION_CHARS = 100_000
 #: Largest max_tokens a request may ask for (both question routes).
 MAX_ANSWER_TOKENS = 32_768
+
+
+def _finite(value: Any) -> Any:
+    """Refuse NaN and infinities by name, before the range check (a NaN temperature was reported as
+    "should be less than or equal to 5"; JSON parsers here accept ``NaN`` and ``Infinity``)."""
+    try:
+        number = float(value) if isinstance(value, int | float | str) else None
+    except ValueError:
+        return value  # not a number at all: the float validation says so
+    if number is not None and not math.isfinite(number):
+        what = "NaN" if math.isnan(number) else f"{'-' if number < 0 else ''}infinity"
+        raise PydanticCustomError("finite_number", "Input should be a finite number, not {what}", {"what": what})
+    return value
+
+
+#: A float field that names NaN and infinities as what they are.
+Finite = Annotated[float, BeforeValidator(_finite)]
+
+
+class Body(BaseModel):
+    """A request body whose optional fields take JSON ``null`` as "not sent": OpenAI clients and proxies
+    send nulls for the fields a caller left unset (llama.cpp issue 25515), so a null for a field with a
+    default is dropped before validation and the default applies. A null for a required field is
+    still refused (422 naming it)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_are_unset(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        fields = cls.model_fields
+        return {k: v for k, v in data.items() if v is not None or (k in fields and fields[k].is_required())}
 
 
 class PageWarning(BaseModel):
@@ -67,7 +101,7 @@ class DocumentCreated(BaseModel):
     note: str | None = None  # re-ingest: why the stored text was kept instead of extracted again
 
 
-class ReingestRequest(BaseModel):
+class ReingestRequest(Body):
     """Optional body of a re-ingest: an encrypted PDF's password (passwords are never stored)."""
 
     password: str | None = Field(default=None, max_length=1024)
@@ -89,20 +123,28 @@ class DocumentText(BaseModel):
     pages: list[PageSpan]
 
 
-class AnswerRequest(BaseModel):
-    """A question about one document. Only `question` is required."""
+class AnswerRequest(Body):
+    """A question about one document. Only `question` is required; null means unset for the rest."""
 
     question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_ANSWER_TOKENS)
-    temperature: float = Field(default=0.0, ge=0.0, le=5.0)
+    temperature: Finite = Field(default=0.0, ge=0.0, le=5.0)
     top_k: int = Field(default=0, ge=0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    top_p: Finite = Field(default=1.0, gt=0.0, le=1.0)
     seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)  # negative (-1): unseeded
     stop: list[str] | None = Field(default=None, max_length=16)
     verify16: bool = False  # 16-token verification mode; wins over draft_tokens
     draft_tokens: int | None = Field(default=None, ge=0, le=MAX_WINDOW)  # 0 = no speculation
     draft_source: DraftSource = "all"  # which drafters may fill the window
     stream: bool = False
+
+    @field_validator("question")
+    @classmethod
+    def _not_blank(cls, question: str) -> str:
+        """A question of whitespace only is refused, as the chat route refuses an empty last message."""
+        if not question.strip():
+            raise PydanticCustomError("empty_question", "the question is empty (only whitespace); send its text")
+        return question
 
 
 class SegmentUsed(BaseModel):

@@ -23,6 +23,15 @@ class HttpSettings(BaseSettings):
     body_timeout_s: float = Field(
         default=30.0, gt=0, description="Longest wait for the next part of a request body before a 408."
     )
+    body_deadline_s: float = Field(
+        default=120.0,
+        gt=0,
+        description=(
+            "Longest a whole request body may take to arrive, however steadily it trickles (a slow-loris client "
+            "sends a byte before each DOCQA_BODY_TIMEOUT_S), before a 408. 120 s takes the largest upload "
+            "(64 MiB) at about 4.5 Mbit/s; raise it for large uploads over slower links."
+        ),
+    )
     header_timeout_s: float = Field(
         default=15.0, gt=0, description="Longest a connection may take to send a request's headers."
     )

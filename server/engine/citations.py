@@ -3,7 +3,9 @@ to the next decode step. The worker then sends the answer's last events in order
 ``stats``, ``done``.
 
 A document's citation index (spec/cite.py) is built at its first answer and kept on its HotDoc;
-citing one answer is O(answer words). One worker, so an index is never built twice at once.
+citing one answer is O(answer words). One worker, so an index is never built twice at once. A
+document deleted while its answer ran has no text left to cite: that answer ends with no citations,
+and an INFO line rather than an error (its tokens came from the sequence it held, so they stand).
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from server.engine.sequence import Sequence
 from spec.cite import CitationIndex, TokenOffsets
 
 log = logging.getLogger("docqa.engine")
+
+
+class DocumentGone(Exception):
+    """The document was deleted while its answer ran (its directory is gone)."""
 
 
 class Citations:
@@ -43,6 +49,9 @@ class Citations:
             citations = [c.as_dict() for c in index.cite(text, [offsets.chars(a, b) for a, b in copied])]
             for c in citations:  # a segment's offsets -> the whole document's
                 c["start"], c["end"] = c["start"] + shift, c["end"] + shift
+        except DocumentGone:  # deleted meanwhile: the answer came from its sequence; no text is left to cite
+            log.info("%s was deleted while it was answered; the answer is sent without citations", key)
+            citations = []
         except Exception:  # citations are a courtesy; never lose the answer over them
             log.exception("citations failed for %s", key)
             citations = []
@@ -57,10 +66,14 @@ class Citations:
         pages; their offsets are shifted by that offset."""
         doc_id, segment = parse_key(key)
         if hot.citations is None:
-            extracted = self.store.read_text(doc_id)
+            with self.store.holding(doc_id) as directory:  # read whole, or after a deletion: nothing
+                if not directory.is_dir():
+                    raise DocumentGone(doc_id)
+                extracted = self.store.read_text(doc_id)
+                segments = self.store.read_segments(doc_id) if segment is not None else None
             text, page_starts, first_page = extracted.text, extracted.page_starts, extracted.first_page
-            if segment is not None:
-                part = self.store.read_segments(doc_id)[segment]
+            if segments is not None:
+                part = segments[segment]
                 text = text[part.start : part.end]
                 page_starts = [0] + [p - part.start for p in page_starts if part.start < p < part.end]
                 first_page = part.first_page
@@ -68,8 +81,12 @@ class Citations:
             offsets = TokenOffsets(hot.prefix, n_head, n_doc, text, self.model.piece)
             index = CitationIndex(text, page_starts, first_page=first_page)
             hot.citations = index, offsets
-        shift = 0 if segment is None else self.store.read_segments(doc_id)[segment].start
-        return (*hot.citations, shift)
+        if segment is None:
+            return (*hot.citations, 0)
+        with self.store.holding(doc_id) as directory:
+            if not directory.is_dir():
+                raise DocumentGone(doc_id)
+            return (*hot.citations, self.store.read_segments(doc_id)[segment].start)
 
     def _document_tokens(self, prefix, text: str) -> tuple[int, int]:
         """(first token, number of tokens) of the document's text inside ``prefix``. A prefix made with

@@ -186,6 +186,22 @@ def test_an_unusable_database_names_the_data_directory(tmp_path):
     assert str(tmp_path.resolve()) in str(err.value) and "\n" not in str(err.value)
 
 
+def test_a_damaged_database_gets_advice_for_a_damaged_database(tmp_path):
+    """A database whose header was overwritten was told to "make it writable"; it needs a backup (or
+    a fresh start that does not sweep away the documents its rows described)."""
+    from ingest.errors import DataDirUnusable
+
+    DocStore(tmp_path).close()
+    path = tmp_path / "docqa.sqlite3"
+    with path.open("r+b") as f:
+        f.write(b"not the SQLite header")
+    with pytest.raises(DataDirUnusable) as err:
+        DocStore(tmp_path)
+    message = str(err.value)
+    assert str(path.resolve()) in message and "is damaged" in message and "backup" in message
+    assert "writable" not in message and "documents" in message
+
+
 def test_a_segmented_document_keeps_a_prefix_and_snapshot_per_segment(tmp_path):
     """Segments (issue 18): each has its own prefix and snapshot directory; the index and the list
     sit next to the text; eviction and removal see the segments' snapshots; a re-ingest as a whole

@@ -10,7 +10,10 @@ cached_tokens`` counts the document tokens that were not.
 Differences, by design:
 
 * ``temperature`` defaults to the server's greedy decoding (0), not 1.
-* ``n`` must be 1; tools, logprobs and response formats other than text are not supported (422).
+* A field sent as ``null`` means unset (server/api/schemas.Body), as clients and proxies send them.
+* ``n`` must be 1; tools (and ``tool_choice``), logprobs (and ``top_logprobs``), ``logit_bias``, the
+  penalties and response formats other than text are not supported: 422 naming the field, unless it
+  has the value clients send for "nothing" (null, 0, ``{}``, ``[]``, false; ``tool_choice`` "none" or "auto").
 * ``stop`` adds to the prompt layout's own stop strings (the end of a turn for a base model).
 * System and developer messages are placed at the start of the first user turn, after the document:
   the document prefix is fixed, so nothing can precede it without prefilling it again.

@@ -177,3 +177,46 @@ def test_slow_headers_and_slow_bodies_are_timed_out(live):
     body = json.loads(replies[1].split(b"\r\n\r\n", 1)[1])
     assert body["error"]["type"] == "body_timeout"
     assert server.get("/health")[1]["status"] == "ok"
+
+
+def _trickle(port: int, head: bytes, every_s: float, give_up_s: float) -> tuple[bytes, float, int]:
+    """Send ``head``, then one body byte every ``every_s`` until the server answers (or ``give_up_s``
+    passes): (the reply, seconds from the first body byte to the reply, body bytes sent)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=give_up_s + 5) as s:
+        s.sendall(head)
+        t0, sent, reply = time.monotonic(), 0, b""
+        while time.monotonic() - t0 < give_up_s:
+            if select.select([s], [], [], every_s)[0]:
+                try:
+                    while part := s.recv(4096):
+                        reply += part
+                except ConnectionResetError:
+                    pass
+                break
+            try:
+                s.sendall(b" ")
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            sent += 1
+        return reply, time.monotonic() - t0, sent
+
+
+def test_a_body_trickled_byte_by_byte_is_cut_off_at_the_whole_body_deadline(live):
+    """A byte every second never trips the per-chunk DOCQA_BODY_TIMEOUT_S (2 s here): a slow-loris body
+    stayed open for as long as it trickled (>= 70 s at a byte every 5 s). DOCQA_BODY_DEADLINE_S (4 s
+    here) bounds the whole body: 408 in bounded time, for a JSON body and an upload alike."""
+    server = live(DOCQA_BODY_TIMEOUT_S="2", DOCQA_BODY_DEADLINE_S="4")
+    heads = [
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1000\r\n\r\n{",
+        b"POST /v1/documents HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+        b'Content-Length: 100000\r\n\r\n--b\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\nab',
+    ]
+    results = _parallel(2, lambda out, heads=list(heads): out.append(_trickle(server.port, heads.pop(), 1.0, 15)))
+    for reply, took, sent in results:
+        print(f"trickled {sent} bytes over {took:.1f} s: {reply[:40]!r}")
+        assert reply.startswith(b"HTTP/1.1 408 "), reply[:200]
+        assert 3.5 < took < 8 and sent >= 3
+        error = json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]
+        assert error["type"] == "body_timeout" and "DOCQA_BODY_DEADLINE_S" in error["message"]
+    assert server.get("/health")[1]["status"] == "ok"

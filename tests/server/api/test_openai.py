@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import openai
 import pytest
 
@@ -149,3 +151,63 @@ def test_stop_adds_to_the_end_of_turn_stops(served):
     assert extra.choices[0].message.content == plain.choices[0].message.content
     assert extra.choices[0].finish_reason == plain.choices[0].finish_reason
     assert "\nQuestion:" not in extra.choices[0].message.content
+
+
+def test_nulls_mean_unset_on_both_question_routes(served):
+    """llama.cpp issue 25515: OpenAI clients and proxies send null for every field left unset; `"n": null`
+    and `"stream": null` were 422. Every optional field sent as null answers as if it were not sent."""
+    from tests.server.api.test_chat import ANSWER_NULLS, CHAT_NULLS
+
+    server, _, doc = served
+    plain = {"model": f"doc:{doc['id']}", "messages": [{"role": "user", "content": QUESTION}], "max_tokens": 12}
+    status, expected = server.post_json("/v1/chat/completions", plain)
+    assert status == 200, expected
+    nulls = {**CHAT_NULLS, **plain}
+    nulls["messages"] = [{"role": "user", "content": QUESTION, "name": None, "tool_calls": None}]
+    status, reply = server.post_json("/v1/chat/completions", nulls)
+    assert status == 200, reply
+    assert reply["choices"][0]["message"]["content"] == expected["choices"][0]["message"]["content"]
+
+    route = f"/v1/documents/{doc['id']}/answers"
+    status, expected = server.post_json(route, {"question": QUESTION, "max_tokens": 12})
+    assert status == 200, expected
+    status, reply = server.post_json(route, {**ANSWER_NULLS, "question": QUESTION, "max_tokens": 12})
+    assert status == 200, reply
+    assert reply["answer"] == expected["answer"]
+
+
+def test_what_docqa_does_not_implement_is_refused_by_name(served):
+    """tool_choice, logit_bias and the penalties were ignored silently; at the values clients send by
+    default they pass, any other value is a 422 naming the field."""
+    _, client, doc = served
+    ask = dict(model=f"doc:{doc['id']}", messages=[{"role": "user", "content": QUESTION}], max_tokens=4)
+    defaults = dict(tool_choice="none", logit_bias={}, frequency_penalty=0, presence_penalty=0, logprobs=False)
+    assert client.chat.completions.create(**ask, **defaults).choices[0].finish_reason in ("stop", "length")
+    for field, value in [
+        ("tool_choice", "required"),
+        ("logit_bias", {"50256": -100}),
+        ("frequency_penalty", 0.5),
+        ("presence_penalty", -1.0),
+        ("logprobs", True),
+        ("top_logprobs", 3),
+    ]:
+        with pytest.raises(openai.UnprocessableEntityError, match=f"^Error code: 422 - {field}: "):
+            client.chat.completions.create(**ask, **{field: value})
+
+
+def test_blank_questions_and_nan_temperatures_are_named(served):
+    """/answers took a whitespace-only question (chat refused it); a NaN temperature was reported as
+    "should be less than or equal to 5"."""
+    server, _, doc = served
+    status, body = server.post_json(f"/v1/documents/{doc['id']}/answers", {"question": " \n\t"})
+    assert status == 422 and "the question is empty" in body["error"]["message"], body
+    for route, question in [
+        (f"/v1/documents/{doc['id']}/answers", '"question": "Who?"'),
+        ("/v1/chat/completions", f'"model": "doc:{doc["id"]}", "messages": [{{"role": "user", "content": "Who?"}}]'),
+    ]:
+        for number, named in [("NaN", "not NaN"), ("Infinity", "not infinity"), ("-Infinity", "not -infinity")]:
+            c = server.conn(30)
+            c.request("POST", route, f'{{{question}, "temperature": {number}}}', {"Content-Type": "application/json"})
+            r = c.getresponse()
+            error = json.loads(r.read())["error"]
+            assert r.status == 422 and error["message"] == f"temperature: Input should be a finite number, {named}"

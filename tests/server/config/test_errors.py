@@ -27,6 +27,7 @@ from server.config import errors
         (ingest_errors.StoreBusy("x"), 503, "store_busy"),
         (ingest_errors.StorageFailed("x"), 500, "storage_error"),
         (errors.BodyTimeout("x"), 408, "body_timeout"),
+        (errors.ClientGone("x"), 499, "client_closed_request"),
         (errors.HostNotAllowed("x"), 403, "host_not_allowed"),
         (errors.OriginNotAllowed("x"), 403, "origin_not_allowed"),
         (ValueError("/secret/path"), 500, "internal_error"),  # anything else: a bug, no details

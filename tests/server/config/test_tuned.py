@@ -3,10 +3,10 @@ the traffic log's rotation and reading, candidates, the default grid and the cho
 
 from __future__ import annotations
 
-import time
 import json
 import subprocess
 import sys
+import time
 from types import SimpleNamespace
 
 import pytest

@@ -1,0 +1,25 @@
+"""``python -m server`` as an operator starts it (server/api/serve.py): what it says when it cannot start."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from ingest.sqlite_store import SqliteStore
+from testkit.live import ROOT, Live
+
+
+def test_a_damaged_database_stops_the_start_with_the_right_advice(tmp_path, gemma_path):
+    """A corrupt database header got "make it writable by this user" advice, which cannot help."""
+    data = tmp_path / "data"
+    SqliteStore(data).close()
+    with (data / "docqa.sqlite3").open("r+b") as f:
+        f.write(bytes(100))  # the header
+    env = Live(data, gemma_path).env
+    run = subprocess.run(
+        [sys.executable, "-m", "server"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("docqa: ") and "is damaged" in last and "backup" in last, run.stderr[-2000:]
+    assert "writable" not in last
