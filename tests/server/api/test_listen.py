@@ -122,7 +122,8 @@ def test_make_serve_port_host_and_ctrl_c(tmp_path, data_dir, gemma_path):
         os.chdir(ROOT)
         os.execvpe("make", ["make", "-o", STAMP, "serve", f"PORT={port}", "HOST=127.0.0.1"], env)
     try:
-        out = _read_until(fd, lambda o: b"startup complete" in o, 600)
+        # uvicorn binds after "Application startup complete" and then logs "Uvicorn running on"
+        out = _read_until(fd, lambda o: b"Uvicorn running on" in o, 600)
         assert f"serving on http://127.0.0.1:{port}".encode() in out, out.decode(errors="replace")[-3000:]
         probe = Live(Path(tmp_path / "probe"), gemma_path)
         probe.port = port

@@ -29,9 +29,15 @@ def _flushed(client) -> None:
     client.app.state.engine.histories.flush()  # the history is written off the engine thread
 
 
-def test_a_question_asked_again_is_drafted_from_its_first_answer_and_survives_a_restart(server, cases, tmp_path):
+def test_a_question_asked_again_is_drafted_from_its_first_answer_and_survives_a_restart(
+    server, cases, tmp_path, gemma_f16_path
+):
+    """On the F16 copy of the embedded model: on the shipped Q4_K_M a verify call's logits depend on its
+    row count (../shared/notes/llama-cpp.md section 14), so the second asking, verified in other
+    shapes, may leave the first answer at its first token (seen: "The crazy ones ..." then "I am a
+    crazy one." on a loaded machine) and draft nothing from it; F16's rows agree across shapes."""
     data = tmp_path / "data"
-    with server(data_dir=data, answer_history=True) as client:
+    with server(data_dir=data, answer_history=True, model_path=gemma_f16_path) as client:
         doc = upload(client, cases / CRAZY)
         first = _ask(client, doc["id"], draft_tokens=8)
         assert first["stats"]["accepted_by_source"]["history"] == 0, "nothing to draft from yet"
@@ -39,9 +45,8 @@ def test_a_question_asked_again_is_drafted_from_its_first_answer_and_survives_a_
         assert _history_file(data, doc["id"]).is_file()
         again = _ask(client, doc["id"], draft_tokens=8)
         _copied_from_history(again)
-    with server(
-        data_dir=data, answer_history=True
-    ) as client:  # a restart: the history is read from the document's directory
+    # a restart: the history is read from the document's directory
+    with server(data_dir=data, answer_history=True, model_path=gemma_f16_path) as client:
         _copied_from_history(_ask(client, doc["id"], draft_tokens=8))
 
 
