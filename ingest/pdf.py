@@ -163,9 +163,8 @@ def _read_by_ocr(
                 notes[i] = f"page {i + 1} could not be read by OCR ({exc}); it is left empty"
                 texts[i] = ""
             else:
-                notes[i] = (
-                    OCR_NOTE if texts[i].strip() else f"page {i + 1} has no text layer, and OCR found no words on it"
-                )
+                empty = f"page {i + 1} has no usable text layer, and OCR found no words on it"
+                notes[i] = OCR_NOTE if texts[i].strip() else empty
                 done.append(i + 1)
             if lengths:
                 lengths[i] = len(normalize_text(texts[i]))

@@ -57,6 +57,16 @@ def test_auto_leaves_text_pages_alone_and_force_reads_them_too(tesseract):
     assert forced.ocr_pages == [1, 2] and "Echo is typed on the second page." in forced.text
 
 
+def test_a_page_of_garbage_text_goes_to_ocr(tesseract):
+    """The existing garbage check (control characters where a font has no text mapping) sends a page to
+    OCR; here nothing is drawn either, so OCR finds no words and the page says so."""
+    data = pdf(["India is typed.", "\x01\x02\x03\x04" * 8])
+    assert "unreadable characters" in extract(data).warnings[0]["message"]  # without OCR: flagged only
+    got = extract(data, ocr=_auto())
+    assert got.ocr_pages == [2] and got.text.strip() == "India is typed."
+    assert got.warnings == [{"page": 2, "message": "page 2 has no usable text layer, and OCR found no words on it"}]
+
+
 def test_off_refuses_a_scan_as_before(tesseract):
     with pytest.raises(NoTextLayer, match="no extractable text.*OCR is off") as refused:
         extract(card_pdf([ENGLISH]), ocr=OcrJob(OcrSettings("off")))
