@@ -19,7 +19,8 @@ GERMAN = "Die Kündigungsfrist beträgt drei Monate zum Monatsende."
 
 def test_a_scanned_pdf_becomes_ready_with_its_words(tmp_path, gemma_path, tesseract):
     data = mixed_pdf([("text", "Typed page one."), ("scan", ENGLISH), ("scan", GERMAN)], pdf, inches=CARD)
-    server = Live(tmp_path / "data", gemma_path, DOCQA_SELFTEST="false", DOCQA_OCR_LANGUAGES=tesseract).start()
+    env = {"DOCQA_SELFTEST": "false", "DOCQA_N_CTX": "2048", "DOCQA_OCR_LANGUAGES": tesseract}
+    server = Live(tmp_path / "data", gemma_path, **env).start(timeout=300)  # start-up calibrates: slow under load
     try:
         status, created = server.upload("scan.pdf", data)
         assert status == 202, created
