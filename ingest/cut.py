@@ -66,7 +66,7 @@ class Cut:
 
 
 def apply(extracted: ExtractedText, cut: Cut) -> ExtractedText:
-    """The part ``cut`` of a whole extracted document, its pages keeping their numbers and warnings.
+    """The part ``cut`` of a whole extracted document, its pages keeping their numbers, warnings and OCR marks.
     Raises OutsideDocument when the range starts past the document's end (an end past it is clipped)."""
     if extracted.cut is not None:
         raise ValueError("apply cuts to whole documents only")
@@ -97,6 +97,7 @@ def apply(extracted: ExtractedText, cut: Cut) -> ExtractedText:
         first_page=first,
         cut=Cut(cut.unit, cut.start, last if cut.unit == "pages" else a + len(part)).spec,
         warnings=[w for w in extracted.warnings if first <= w.get("page", 0) <= last],
+        ocr_pages=[n for n in extracted.ocr_pages if first <= n <= last],
     )
 
 

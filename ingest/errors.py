@@ -38,6 +38,11 @@ class NoTextLayer(DocumentError):
     """A PDF whose pages carry no extractable text, e.g. a scan without OCR."""
 
 
+class OcrUnavailable(NoTextLayer):
+    """A PDF needs OCR (pages without a text layer) and the server cannot run it: Tesseract, or a
+    language pack that DOCQA_OCR_LANGUAGES names, is not installed. The message says what to install."""
+
+
 class DocumentTooLong(DocumentError):
     """The document prefix does not fit the context budget (n_ctx minus the answer reserve).
 

@@ -1,11 +1,9 @@
-"""Bytes in, normalised text with a page map out: PDF (pypdf), DOCX (mammoth, ingest/docx.py), EPUB
-(its spine, ingest/epub.py), HTML (BeautifulSoup + markdownify) and plain text (.txt/.md in
-UTF-8/16/32, Windows-1252 or a common CJK encoding).
+"""Bytes in, normalised text with a page map out: PDF (pypdf, and OCR for pages without a text layer:
+ingest/pdf.py), DOCX (mammoth, ingest/docx.py), EPUB (its spine, ingest/epub.py), HTML (BeautifulSoup
++ markdownify) and plain text (.txt/.md in UTF-8/16/32, Windows-1252 or a common CJK encoding).
 
-The type comes from the leading bytes, never from the file name. pypdf runs with ``strict=False`` so
-that common breakage (a wrong startxref, a stray object pointer) is repaired the way viewers repair it,
-and with its built-in decompression limits, so a flate bomb fails fast with ``LimitReachedError``.
-DOCX and EPUB are checked for ZIP and XML-entity bombs first (``ingest/containers.py``). Every format
+The type comes from the leading bytes, never from the file name. DOCX and EPUB are checked for ZIP
+and XML-entity bombs first (``ingest/containers.py``). Every format
 then goes through the same text rules (``ingest/normalize.py``).
 
 Bad input never raises anything but a DocumentError (HTTP 4xx): the readers' own errors are
@@ -17,28 +15,17 @@ them, ingest/worker.py). An input that yields no page with text is EmptyDocument
 from __future__ import annotations
 
 import bisect
-import io
-import logging
 import re
-import unicodedata
 from dataclasses import dataclass, field
 
 from ingest.containers import check_container, container_kind
 from ingest.docx import docx_pages
 from ingest.encoding import bom_encoding, check_not_binary, decode_text
 from ingest.epub import epub_pages
-from ingest.errors import (
-    DocumentError,
-    EmptyDocument,
-    NoTextLayer,
-    PasswordRequired,
-    UnreadableDocument,
-    UnreadablePdf,
-    UnsupportedType,
-    WrongPassword,
-)
+from ingest.errors import DocumentError, EmptyDocument, NoTextLayer, UnreadableDocument, UnreadablePdf, UnsupportedType
 from ingest.markup import decode_html, html_to_text
 from ingest.normalize import PAGE_SEPARATOR, TEXT_RULES, normalize_pages
+from ingest.pdf import OcrJob, pdf_pages
 
 __all__ = ["PAGE_SEPARATOR", "ExtractedText", "extract", "sniff"]
 
@@ -79,6 +66,7 @@ class ExtractedText:
     # Characters past the end of ``text`` that were not kept: more than any budget holds (ingest/cut.py
     # keep_leading), so such a text is only ever refused; 0 for a whole text.
     omitted_chars: int = 0
+    ocr_pages: list[int] = field(default_factory=list)  # numbers of the pages read by OCR (ingest/pdf.py)
 
     @property
     def pages(self) -> int:
@@ -110,38 +98,52 @@ def sniff(data: bytes) -> str:
     return "text"
 
 
-def extract(data: bytes, password: str | None = None, rules: int = TEXT_RULES) -> ExtractedText:
-    """Extract and normalise the text of ``data`` with text rules version ``rules``.
+def extract(
+    data: bytes, password: str | None = None, rules: int = TEXT_RULES, ocr: OcrJob | None = None
+) -> ExtractedText:
+    """Extract and normalise the text of ``data`` with text rules version ``rules``; a PDF's pages
+    without a text layer are read by OCR as ``ocr`` says (None: no OCR; ingest/pdf.py).
 
     Raises EmptyDocument, UnsupportedType, PasswordRequired, WrongPassword, UnreadablePdf,
-    UnreadableDocument or NoTextLayer (all DocumentError); never anything else for bad input but
-    MemoryError and RecursionError (see the module docstring).
+    UnreadableDocument, NoTextLayer or OcrUnavailable (all DocumentError); never anything else for
+    bad input but MemoryError and RecursionError (see the module docstring).
     """
     kind = sniff(data)
+    ocr_pages: list[int] = []
     try:
-        raw_pages, encoding, warnings = _read(kind, data, password)
+        if kind == "pdf":
+            read = pdf_pages(data, password, ocr)
+            raw_pages, encoding, warnings, ocr_pages = read.texts, None, read.warnings, read.ocr_pages
+        else:
+            raw_pages, encoding, warnings = _read(kind, data)
         text, page_starts = normalize_pages(raw_pages, paged=kind == "pdf", rules=rules)
     except (DocumentError, MemoryError, RecursionError):
         raise
     except Exception as exc:  # a reader's error that is not mapped above: the file, not the server
         raise _unreadable(kind, exc) from exc
-    result = ExtractedText(text, page_starts or [0], kind, encoding, rules, warnings)
+    result = ExtractedText(text, page_starts or [0], kind, encoding, rules, warnings, ocr_pages=ocr_pages)
     if not result.text.strip():
         if kind == "pdf":
-            raise NoTextLayer(
-                f"the PDF has {result.pages} page(s) but no extractable text (a scan without a text "
-                "layer?); run OCR on it first, or upload the text"
-            )
+            raise NoTextLayer(_no_text(result.pages, ocr))
         why = f" ({warnings[0]['message']})" if warnings else ""
         raise EmptyDocument(f"the file contains no text{why}; upload a document with text in it")
     return result
 
 
-def _read(kind: str, data: bytes, password: str | None) -> tuple[list[str], str | None, list[dict]]:
-    """``(raw pages, encoding, warnings)`` of a file of ``kind`` (one of KINDS)."""
-    if kind == "pdf":
-        pages, warnings = _pdf_pages(data, password)
-        return pages, None, warnings
+def _no_text(pages: int, ocr: OcrJob | None) -> str:
+    if ocr is None or ocr.settings.mode == "off":
+        return (
+            f"the PDF has {pages} page(s) but no extractable text (a scan without a text layer?), and OCR "
+            "is off on this server (DOCQA_OCR=off); run OCR on it first, or upload the text"
+        )
+    return (
+        f"the PDF has {pages} page(s) but no extractable text, and OCR found no words on them (blank "
+        "pages, or pictures without text?); upload a PDF with text in it"
+    )
+
+
+def _read(kind: str, data: bytes) -> tuple[list[str], str | None, list[dict]]:
+    """``(raw pages, encoding, warnings)`` of a file of ``kind`` (any of KINDS but "pdf")."""
     if kind in ("docx", "epub"):
         check_container(data)
         pages, warnings = docx_pages(data) if kind == "docx" else epub_pages(data)
@@ -160,61 +162,3 @@ def _unreadable(kind: str, exc: Exception) -> UnreadableDocument:
         f"the {what} could not be read ({type(exc).__name__}: {exc}); it may be broken or truncated: "
         "re-export or repair it and upload again"
     )
-
-
-def _pdf_pages(data: bytes, password: str | None) -> tuple[list[str], list[dict]]:
-    """The raw text of each page (pypdf's extract_text), before normalisation, and a warning for each
-    page that could not be read (kept empty) or reads as garbage. Only a PDF with no readable page
-    at all is refused."""
-    from pypdf import PasswordType, PdfReader
-
-    # pypdf logs every repaired defect at WARNING; one upload of a broken file would flood the log.
-    logging.getLogger("pypdf").setLevel(logging.ERROR)
-    try:
-        reader = PdfReader(io.BytesIO(data), strict=False)
-        if reader.is_encrypted:
-            # Permission-only PDFs (empty user password) open with "", as they do in viewers.
-            if reader.decrypt(password or "") == PasswordType.NOT_DECRYPTED:
-                if password:
-                    raise WrongPassword("the password is wrong for this encrypted PDF; send the right `password`")
-                raise PasswordRequired("this PDF is encrypted; send its password in the `password` form field")
-        pages = list(reader.pages)
-    except (WrongPassword, PasswordRequired):
-        raise
-    except Exception as exc:  # pypdf raises many types for broken files; all mean "unreadable"
-        raise _unreadable_pdf(exc) from exc
-    if not pages:
-        raise NoTextLayer("the PDF has no pages; upload a PDF with text in it")
-    raw_pages, warnings, failures = [], [], []
-    for number, page in enumerate(pages, start=1):
-        try:
-            text = page.extract_text() or ""
-        except (MemoryError, RecursionError):
-            raise  # the whole file is a bomb or a loop: the worker answers for it
-        except Exception as exc:  # one broken page (a bad font, a bad content stream) costs that page only
-            text = ""
-            failures.append(exc)
-            warnings.append({"page": number, "message": f"page {number} could not be read ({type(exc).__name__}); "
-                             "it is left empty"})  # fmt: skip
-        else:
-            if _garbled(text):
-                warnings.append({"page": number, "message": f"page {number} reads as mostly unreadable characters "
-                                 "(a font without a text mapping?); answers about it may be wrong"})  # fmt: skip
-        raw_pages.append(text)
-    if len(failures) == len(pages):
-        raise _unreadable_pdf(failures[0])
-    return raw_pages, warnings
-
-
-def _unreadable_pdf(exc: Exception) -> UnreadablePdf:
-    return UnreadablePdf(
-        f"the PDF could not be read ({type(exc).__name__}: {exc}); it may be broken, truncated or "
-        "over pypdf's decompression limits; re-export or repair it and upload again"
-    )
-
-
-def _garbled(text: str) -> bool:
-    """Mostly U+FFFD or control characters: what a page whose font has no usable text mapping gives."""
-    chars = [c for c in text if not c.isspace()]
-    bad = sum(1 for c in chars if c == "\ufffd" or unicodedata.category(c) in ("Cc", "Co", "Cn"))
-    return len(chars) >= 20 and bad > 0.5 * len(chars)

@@ -133,6 +133,7 @@ class DocFiles:
             "encoding": extracted.encoding,
             "rules": extracted.rules,
             "warnings": extracted.warnings,
+            "ocr_pages": extracted.ocr_pages,
         }
         write_atomic(self.dir(doc_id) / TEXT_FILE, json.dumps(text, ensure_ascii=False).encode())
 

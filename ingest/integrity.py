@@ -115,9 +115,12 @@ def _text_fields(raw: object) -> ExtractedText:
         raise ValueError("first_page or cut is malformed")
     if not isinstance(warnings, list) or not all(isinstance(w, dict) for w in warnings):
         raise TypeError("warnings is not a list of objects")
+    ocr_pages = raw.get("ocr_pages", [])  # absent before OCR (issue 30): no page was read by OCR
+    if not isinstance(ocr_pages, list) or not all(type(n) is int for n in ocr_pages):
+        raise TypeError("ocr_pages is not a list of page numbers")
     encoding = raw.get("encoding")
     return ExtractedText(text, starts, kind, encoding if isinstance(encoding, str) else None, rules, warnings,
-                         first_page, cut)  # fmt: skip
+                         first_page, cut, ocr_pages=ocr_pages)  # fmt: skip
 
 
 def read_prefix(state_dir: Path, n_vocab: int | None = None, n_tokens: int | None = None) -> np.ndarray:

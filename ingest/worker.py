@@ -6,6 +6,11 @@ address-space limit (RLIMIT_AS) and a wall-clock timeout. On a timeout or a cras
 killed and replaced; the server process never holds the inflated data. Several files are read at
 once, each in a worker of its own, so one slow or hostile file never fails another.
 
+Pages read by OCR (ingest/ocr.py, ``ocr``) report their progress on the worker's progress channel
+(ingest/worker_process.py): the caller's ``progress`` callback hears ``(done, total)`` pages, and each
+page read gives the time limit another ``ocr.page_timeout_s``, so a long scan is read to its end
+while a hung page is still stopped.
+
 The worker also cuts the part of an upload that was asked for (ingest/cut.py) and returns at most
 ``max_chars`` characters of it: more than the token budget can hold whatever they are, so a 60 MB
 text costs the server the budget's worth of text, not 60 MB more (ingest/budget.py).
@@ -24,7 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import itertools
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
@@ -33,7 +41,10 @@ from ingest.cut import Cut
 from ingest.errors import ExtractorBusy
 from ingest.extract import ExtractedText
 from ingest.normalize import KNOWN_RULES, TEXT_RULES
+from ingest.ocr import OcrSettings
 from ingest.worker_process import Worker, extract_in_worker, unreadable
+
+Progress = Callable[[int, int], None]  # (pages read by OCR so far, pages to read by OCR)
 
 
 class ExtractionWorker:
@@ -41,11 +52,12 @@ class ExtractionWorker:
     wait for one, and any beyond get ExtractorBusy (503). Each file is its own unit: its time limit
     counts from when a worker starts on it, and a worker killed for one file (a timeout, a crash) is
     replaced without touching the others. Thread-safe. ``rules``: the text rules version it extracts
-    with (ingest/normalize.py)."""
+    with (ingest/normalize.py); ``ocr``: how PDF pages without a text layer are read (None: not)."""
 
     STARTUP_TIMEOUT_S = 60.0  # for a new worker process to start and import the extractors
 
     RETRY_AFTER_S = 5
+    POLL_S = 0.25  # how often the progress channel is read while a file is extracted
 
     def __init__(
         self,
@@ -55,10 +67,12 @@ class ExtractionWorker:
         workers: int = 2,
         queue: int = 8,
         max_waiting_bytes: int | None = None,
+        ocr: OcrSettings | None = None,
     ) -> None:
         if rules not in KNOWN_RULES:
             raise ValueError(f"unknown text rules version {rules}; known: {KNOWN_RULES}")
-        self.timeout_s, self.memory_bytes, self.rules = timeout_s, memory_bytes, rules
+        self.timeout_s, self.memory_bytes, self.rules, self.ocr = timeout_s, memory_bytes, rules, ocr
+        self._jobs = itertools.count(1)
         self.workers, self.queue, self.max_waiting_bytes = workers, queue, max_waiting_bytes
         self._lock = threading.Lock()
         self._free = threading.Semaphore(workers)
@@ -80,22 +94,34 @@ class ExtractionWorker:
         return Slot(self, n_bytes)
 
     async def extract_async(
-        self, data: bytes, password: str | None = None, cut: Cut | None = None, max_chars: int | None = None
+        self,
+        data: bytes,
+        password: str | None = None,
+        cut: Cut | None = None,
+        max_chars: int | None = None,
+        progress: Progress | None = None,
     ) -> ExtractedText:
         """:meth:`extract` for a coroutine: admitted at once or ExtractorBusy, then awaited on the
         worker's own thread pool (never asyncio's default one)."""
-        return await self.slot(len(data)).extract(data, password, cut, max_chars)
+        return await self.slot(len(data)).extract(data, password, cut, max_chars, progress)
 
     def extract(
-        self, data: bytes, password: str | None = None, cut: Cut | None = None, max_chars: int | None = None
+        self,
+        data: bytes,
+        password: str | None = None,
+        cut: Cut | None = None,
+        max_chars: int | None = None,
+        progress: Progress | None = None,
     ) -> ExtractedText:
-        """As :func:`ingest.extract.extract`, bounded, then the part ``cut`` of it (OutsideDocument when
-        it lies outside), then at most its first ``max_chars`` characters (``omitted_chars`` counts the
-        rest), in the calling thread. Raises UnreadablePdf (for a PDF) or UnreadableDocument on a
-        timeout or crash, ExtractorBusy when too many files wait."""
+        """As :func:`ingest.extract.extract` (with this worker's OCR settings), bounded, then the part
+        ``cut`` of it (OutsideDocument when it lies outside), then at most its first ``max_chars``
+        characters (``omitted_chars`` counts the rest), in the calling thread. ``progress(done,
+        total)`` is called, in a thread of this worker's, as pages are read by OCR. Raises
+        UnreadablePdf (for a PDF) or UnreadableDocument on a timeout or crash, ExtractorBusy when too
+        many files wait."""
         self._admit(len(data))
         try:
-            return self._extract_admitted(data, password, cut, max_chars)
+            return self._extract_admitted(data, password, cut, max_chars, progress)
         finally:
             self._release(len(data))
 
@@ -119,13 +145,13 @@ class ExtractionWorker:
             self._pending_bytes -= n_bytes
 
     def _extract_admitted(
-        self, data: bytes, password: str | None, cut: Cut | None, max_chars: int | None
+        self, data: bytes, password: str | None, cut: Cut | None, max_chars: int | None, progress: Progress | None
     ) -> ExtractedText:
         try:
             with self._free:
                 worker = self._take()
                 try:
-                    return self._run(worker, data, password, cut, max_chars)
+                    return self._run(worker, data, password, cut, max_chars, progress)
                 except (cf.TimeoutError, BrokenProcessPool):
                     worker.kill()
                     worker = None
@@ -136,6 +162,7 @@ class ExtractionWorker:
             raise unreadable(data)(
                 f"extracting the text took longer than {self.timeout_s:.0f} s (a decompression bomb or a "
                 "page-tree loop?); repair or re-export the file"
+                + (f" (or a page OCR took longer than {self.ocr.page_timeout_s:.0f} s)" if self._reads_ocr else "")
             ) from exc
         except BrokenProcessPool as exc:
             raise unreadable(data)(
@@ -148,12 +175,41 @@ class ExtractionWorker:
             while len(self._idle) < self.workers and not self._closed:
                 self._idle.append(self._new_worker())
 
+    @property
+    def _reads_ocr(self) -> bool:
+        return self.ocr is not None and self.ocr.mode != "off"
+
     def _run(
-        self, worker: Worker, data: bytes, password: str | None, cut: Cut | None, max_chars: int | None
+        self,
+        worker: Worker,
+        data: bytes,
+        password: str | None,
+        cut: Cut | None,
+        max_chars: int | None,
+        progress: Progress | None,
     ) -> ExtractedText:
+        """The extraction in ``worker``: its result, or cf.TimeoutError past the time limit, which
+        each progress message from OCR moves to ``ocr.page_timeout_s`` (+ 5 s) after it."""
         worker.ready.result(timeout=self.STARTUP_TIMEOUT_S)  # not counted against the file
-        job = worker.pool.submit(extract_in_worker, data, password, self.rules, cut, max_chars)
-        return job.result(timeout=self.timeout_s)
+        number = next(self._jobs)
+        job = worker.pool.submit(extract_in_worker, data, password, self.rules, cut, max_chars, self.ocr, number)
+        if not self._reads_ocr:
+            return job.result(timeout=self.timeout_s)
+        assert self.ocr is not None
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                result = job.result(timeout=max(0.0, min(self.POLL_S, deadline - time.monotonic())))
+            except cf.TimeoutError:
+                beats = worker.drain(number)
+                if not beats and time.monotonic() >= deadline:
+                    raise
+                if beats:
+                    deadline = max(deadline, time.monotonic() + self.ocr.page_timeout_s + 5.0)
+                _tell(progress, beats)
+                continue
+            _tell(progress, worker.drain(number))  # those sent just before the result
+            return result
 
     def _new_worker(self) -> Worker:
         return self._spawner.submit(Worker, self.memory_bytes).result()
@@ -185,6 +241,11 @@ class ExtractionWorker:
         self._spawner.shutdown(wait=False)
 
 
+def _tell(progress: Progress | None, beats: list[tuple[int, int]]) -> None:
+    for done, total in beats if progress is not None else ():
+        progress(done, total)
+
+
 class Slot:
     """One admitted upload (:meth:`ExtractionWorker.slot`): ``n_bytes`` counted against the budget
     until its extraction ends (or it is released unused)."""
@@ -195,7 +256,12 @@ class Slot:
         self._lock = threading.Lock()
 
     async def extract(
-        self, data: bytes, password: str | None = None, cut: Cut | None = None, max_chars: int | None = None
+        self,
+        data: bytes,
+        password: str | None = None,
+        cut: Cut | None = None,
+        max_chars: int | None = None,
+        progress: Progress | None = None,
     ) -> ExtractedText:
         """Extract ``data`` (as :meth:`ExtractionWorker.extract`) on the worker's thread pool. A
         cancelled caller cancels an extraction that has not started; one that has runs to its end
@@ -205,7 +271,7 @@ class Slot:
                 raise RuntimeError("a slot extracts one upload, once")
             self._submitted = True
         try:
-            future = self._worker._pool.submit(self._worker._extract_admitted, data, password, cut, max_chars)
+            future = self._worker._pool.submit(self._worker._extract_admitted, data, password, cut, max_chars, progress)
         except RuntimeError:  # the pool is shut down: the server is stopping
             self._give_back()
             raise ExtractorBusy("the server is shutting down; upload again shortly", retry_after=5) from None

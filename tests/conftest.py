@@ -29,6 +29,39 @@ def cases() -> Path:
     return CASES
 
 
+def _ocr_missing(what: list[str]) -> None:
+    if what:
+        if os.environ.get("DOCQA_REQUIRE_OCR") == "1":
+            pytest.fail(f"DOCQA_REQUIRE_OCR=1 but OCR's tests cannot run: {'; '.join(what)}")
+        pytest.skip(f"OCR's tests cannot run: {'; '.join(what)}")
+
+
+@pytest.fixture(scope="session")
+def scans() -> None:
+    """What testkit/scans.py needs to make scanned pages: Pillow and DejaVu Sans. Skipped with what
+    to install when missing; CI requires them (DOCQA_REQUIRE_OCR=1)."""
+    import importlib.util
+
+    from testkit.scans import FONT
+
+    missing = [] if importlib.util.find_spec("PIL") else ["the Python package Pillow (the test extra)"]
+    _ocr_missing(missing + ([] if FONT.exists() else [f"{FONT} (apt-get install fonts-dejavu-core)"]))
+
+
+@pytest.fixture(scope="session")
+def tesseract(scans: None) -> str:
+    """OCR's tools (ingest/ocr.py): Tesseract with the English and German packs, and pypdfium2; its
+    value is the languages, as DOCQA_OCR_LANGUAGES writes them. Skipped with what to install when
+    one is missing; CI requires them (DOCQA_REQUIRE_OCR=1)."""
+    import importlib.util
+
+    from ingest.ocr import unavailable
+
+    missing = [why for why in [unavailable("eng+deu")] if why]
+    _ocr_missing(missing + ([] if importlib.util.find_spec("pypdfium2") else ["the Python package pypdfium2"]))
+    return "eng+deu"
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
     """A real PostgreSQL server (tests/pg.py), its superuser URL; skipped with a reason without the

@@ -63,6 +63,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
             workers=settings.extract_workers,
             queue=settings.extract_queue,
             max_waiting_bytes=settings.extract_queue_bytes,
+            ocr=settings.ocr_settings(),
         )
         extractor.prestart()
         await asyncio.to_thread(engine.start)

@@ -13,6 +13,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings
 
 from ingest.normalize import TEXT_RULES
+from ingest.ocr import LANGUAGES, OcrSettings
 from runtime.plan_fit import parse_size
 
 
@@ -68,6 +69,20 @@ class DocumentSettings(BaseSettings):
         le=TEXT_RULES,
         description="Text rules version for new extractions (ingest/normalize.py); 1 = the old raw lines.",
     )
+    ocr: Literal["auto", "off", "force"] = Field(
+        default="auto",
+        description=(
+            "OCR of PDF pages with Tesseract (ingest/ocr.py): auto = only pages without usable text (no text "
+            "layer, or one that reads as garbage); force = every page; off = none (a scan gets 422 no_text_layer)."
+        ),
+    )
+    ocr_languages: str = Field(
+        default="eng",
+        description="Tesseract languages for OCR, joined with + (eng+deu); each needs its pack (tesseract-ocr-deu).",
+    )
+    ocr_page_timeout_s: float = Field(
+        default=60.0, gt=0, description="Seconds one page may take to OCR; the extraction limit grows by this a page."
+    )
 
     # -- long documents ----------------------------------------------------------------------
     long_documents: Literal["segment", "refuse"] = Field(
@@ -91,6 +106,17 @@ class DocumentSettings(BaseSettings):
             "Answer from the second-best segment too when its BM25 score is at least this x the best's (0: never)."
         ),
     )
+
+    @field_validator("ocr_languages")
+    @classmethod
+    def _languages(cls, value: str) -> str:
+        if not LANGUAGES.fullmatch(value):
+            raise ValueError("write Tesseract language codes joined with +, e.g. eng or eng+deu")
+        return value
+
+    def ocr_settings(self) -> OcrSettings:
+        """The OCR settings as the extraction worker takes them (ingest/worker.py)."""
+        return OcrSettings(self.ocr, self.ocr_languages, self.ocr_page_timeout_s)
 
     @field_validator("disk_budget_bytes", "traffic_log_bytes", "extract_queue_bytes", mode="before")
     @classmethod

@@ -147,6 +147,7 @@ STATUS: dict[type[Exception], tuple[int, str]] = {
     ingest_errors.WrongPassword: (422, "wrong_password"),
     ingest_errors.UnreadablePdf: (422, "unreadable_pdf"),
     ingest_errors.UnreadableDocument: (422, "unreadable_document"),
+    ingest_errors.OcrUnavailable: (422, "ocr_unavailable"),
     ingest_errors.NoTextLayer: (422, "no_text_layer"),
     ingest_errors.ExtractorBusy: (503, "extractor_busy"),
     OutsideDocument: (422, "outside_document"),

@@ -237,7 +237,7 @@ def test_a_pdf_with_no_readable_page_is_refused():
 
 
 def test_a_garbled_page_is_flagged():
-    from ingest.extract import _garbled
+    from ingest.pdf import garbled as _garbled
 
     assert _garbled("\ufffd" * 30 + "ab")
     assert _garbled("\ue000\ue001\ue002" * 10)  # private-use glyph codes: a font without a text mapping

@@ -10,8 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from ingest.errors import ExtractorBusy, UnreadablePdf
+from ingest.cut import Cut
+from ingest.errors import ExtractorBusy, OcrUnavailable, UnreadablePdf
+from ingest.ocr import OcrSettings
 from ingest.worker import ExtractionWorker
+from testkit.scans import card_pdf
 
 SLOW = "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf"  # 117 pages: seconds to read
 QUICK = "pdf/pypdf-resources/crazyones.pdf"
@@ -162,5 +165,56 @@ def test_a_cancelled_upload_that_waits_gives_its_slot_back(cases):
 
     try:
         asyncio.run(run())
+    finally:
+        worker.close()
+
+
+# -- OCR in the worker (issue 30 item 2) -----------------------------------------------------------
+
+
+def test_ocr_runs_in_the_worker_and_reports_each_page(tesseract):
+    """Two scanned pages, read under the worker's 1 GiB address-space limit (the tesseract child
+    inherits it); the caller hears (done, total) for each page on the worker's progress channel."""
+    data = card_pdf(["The first scanned page.", "The second scanned page."])
+    worker = ExtractionWorker(timeout_s=120, memory_bytes=MEMORY, workers=1, ocr=OcrSettings("auto", tesseract))
+    heard: list[tuple[int, int]] = []
+    try:
+        got = worker.extract(data, progress=lambda done, total: heard.append((done, total)))
+        assert got.ocr_pages == [1, 2] and "second scanned page" in got.text
+        assert heard == [(0, 2), (1, 2), (2, 2)]
+        assert worker.extract(data).ocr_pages == [1, 2]  # the channel carries nothing over to the next file
+    finally:
+        worker.close()
+
+
+def test_each_ocr_page_extends_the_time_limit(tesseract):
+    """A limit shorter than the scan takes to read: each page read gives it another
+    ocr.page_timeout_s, so the scan is read to its end (a file that makes no progress still stops)."""
+    data = card_pdf(["Page one of a long scan.", "Page two of a long scan.", "Page three of a long scan."])
+    worker = ExtractionWorker(timeout_s=0.5, memory_bytes=MEMORY, workers=1, ocr=OcrSettings("auto", "eng", 60.0))
+    try:
+        t0 = time.monotonic()
+        got = worker.extract(data)
+        assert time.monotonic() - t0 > 0.5, "the scan read faster than the limit: the test shows nothing"
+        assert got.ocr_pages == [1, 2, 3]
+    finally:
+        worker.close()
+
+
+def test_ocr_in_the_worker_reads_only_a_page_cut(tesseract):
+    worker = ExtractionWorker(timeout_s=120, memory_bytes=MEMORY, workers=1, ocr=OcrSettings("auto", "eng"))
+    try:
+        got = worker.extract(card_pdf(["Page one.", "Page two.", "Page three."]), cut=Cut("pages", 3, 3))
+        assert got.ocr_pages == [3] and got.first_page == 3 and got.text.startswith("Page three")
+    finally:
+        worker.close()
+
+
+def test_a_worker_without_tesseract_refuses_a_scan_with_install_advice(scans, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # the worker process starts with this PATH: no tesseract
+    worker = ExtractionWorker(timeout_s=60, memory_bytes=MEMORY, workers=1, ocr=OcrSettings("auto", "eng+deu"))
+    try:
+        with pytest.raises(OcrUnavailable, match="apt-get install tesseract-ocr tesseract-ocr-deu"):
+            worker.extract(card_pdf(["A scan."]))
     finally:
         worker.close()

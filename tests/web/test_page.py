@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from ingest.pdf import OCR_NOTE
 from tests.web.pages import API_KEY, PDF, QUOTE
 
 LOCKED = "pdf/sample-files/005-libreoffice-writer-password/libreoffice-writer-password.pdf"  # ENC-01
@@ -168,6 +169,27 @@ def test_document_warnings_are_shown(open_page, cases):
     item = page.locator(f"#doc-list li.doc[data-id='{doc_id}'] .doc-warnings li")
     p.assert_in_view(item, "the document's warning")
     assert item.inner_text() == "Page 1: some characters have no Unicode mapping and may be wrong"
+    assert p.problems == []
+
+
+def test_pages_read_by_ocr_are_noted_as_one_line(open_page, tesseract):
+    """Issue 30: a PDF with two scanned pages among typed ones, through the real server (DOCQA_OCR
+    defaults to auto): the document says which pages were read by OCR, in one line, and its text
+    holds the scanned words."""
+    from testkit.scans import CARD, mixed_pdf
+    from tests.ingest.samples import pdf
+
+    data = mixed_pdf(
+        [("text", "Typed page one."), ("scan", "Scanned page two."), ("scan", "Scanned page three."), ("text", "4.")],
+        pdf,
+        inches=CARD,
+    )
+    p = open_page(390, 844)
+    doc_id = p.upload(name="mixed-scan.pdf", data=data)
+    item = p.page.locator(f"#doc-list li.doc[data-id='{doc_id}'] .doc-warnings li")
+    p.assert_in_view(item, "the OCR note")
+    assert item.inner_text() == f"Pages 2–3: {OCR_NOTE}"
+    p.page.wait_for_function("document.querySelector('#viewer').textContent.includes('Scanned page three.')")
     assert p.problems == []
 
 

@@ -166,7 +166,7 @@ function renderDoc(doc) {
   if (Array.isArray(doc.warnings) && doc.warnings.length) {
     const warnings = el('ul', 'doc-warnings');
     warnings.setAttribute('aria-label', `Warnings about ${doc.name}`);
-    for (const w of doc.warnings) warnings.append(el('li', '', w.page ? `Page ${w.page}: ${w.message}` : show(w.message)));
+    for (const line of warningLines(doc.warnings)) warnings.append(el('li', '', line));
     item.append(warnings);
   }
 
@@ -178,6 +178,34 @@ function renderDoc(doc) {
     }
   });
   return item;
+}
+
+/**
+ * A document's warnings as lines, one per message: a message on several pages (OCR's "read by OCR
+ * ..." on each scanned page) is one line, "Pages 2–4, 7: read by OCR ...".
+ */
+function warningLines(warnings) {
+  const pages = new Map(); // message -> page numbers, in the order the messages first appear
+  const lines = [];
+  for (const w of warnings) {
+    if (!w.page) lines.push(show(w.message));
+    else if (pages.has(w.message)) pages.get(w.message).push(w.page);
+    else pages.set(w.message, [w.page]);
+  }
+  for (const [message, numbers] of pages) lines.push(`${pageList(numbers)}: ${message}`);
+  return lines;
+}
+
+/** "Page 3", "Pages 2–4, 7": page numbers with runs joined. */
+function pageList(numbers) {
+  const runs = [];
+  for (const n of [...new Set(numbers)].sort((a, b) => a - b)) {
+    const last = runs[runs.length - 1];
+    if (last && n === last[1] + 1) last[1] = n;
+    else runs.push([n, n]);
+  }
+  const text = runs.map(([a, b]) => (a === b ? `${a}` : `${a}–${b}`)).join(', ');
+  return numbers.length === 1 ? `Page ${text}` : `Pages ${text}`;
 }
 
 /** Make `id` the selected document, remembered for the next visit. */
