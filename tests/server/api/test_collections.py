@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import html
 import io
+from contextlib import contextmanager
 
 import pytest
+from click.testing import CliRunner
 
 from server.api.collection import NOT_FOUND
 from testkit.live import LOCAL
@@ -166,6 +168,40 @@ def test_streamed_and_on_the_openai_route(client, town):
     assert "marigold" in chat["choices"][0]["message"]["content"].lower(), chat
     assert chat["citations"] and all(c["document_name"] == "lighthouse.txt" for c in chat["citations"])
     assert chat["docqa"]["segments"][0]["document_id"] == docs["lighthouse.txt"]["id"]
+
+
+def test_the_cli_makes_and_asks_a_collection(client, town, monkeypatch):
+    """``docqa collect`` and ``docqa ask --collection`` against the module's server (the CLI's HTTP
+    client is the in-process app's TestClient, an httpx.Client)."""
+    from server.tools import remote
+    from server.tools.cli import main
+
+    @contextmanager
+    def here(_ctx, _url, _key):
+        yield client
+
+    monkeypatch.setattr(remote, "client", here)
+    docs, made = town
+    run = CliRunner().invoke
+    ids = [docs["lighthouse.txt"]["id"], docs["shops.epub"]["id"]]
+    r = run(main, ["collect", "cli pair", *ids])
+    assert r.exit_code == 0, r.output
+    pair = r.stdout.strip()
+    assert "lighthouse.txt, shops.epub" in r.stderr and client.get(f"/v1/collections/{pair}").status_code == 200
+
+    question, name, words, page = QUESTIONS[1]
+    r = run(main, ["ask", "--collection", pair, question, "--max-tokens", "32", "--verify16"])
+    assert r.exit_code == 0, r.output
+    assert words in r.stdout.lower(), r.output
+    assert f"[{name}, p. {page}, chars" in r.stderr and f"[answered from {name}]" in r.stderr, r.stderr
+
+    r = run(main, ["ask", "--collection", "0123456789abcdef", "Hello?"])
+    assert r.exit_code == 1 and "no collection with id '0123456789abcdef'" in r.output, r.output
+    r = run(main, ["ask", "--collection", pair, made["id"], "Hello?"])
+    assert r.exit_code == 2 and "only the QUESTION" in r.output, r.output
+    r = run(main, ["collect", "ghosts", "0123456789abcdef"])
+    assert r.exit_code == 1 and "'0123456789abcdef'" in r.output and "docqa list" in r.output, r.output
+    assert client.delete(f"/v1/collections/{pair}").status_code == 204
 
 
 def test_collection_routes_refuse_what_they_cannot_do(client, town):
