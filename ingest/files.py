@@ -8,6 +8,10 @@ history (``history.npy``: earlier answers about it, server/engine/history.py). A
 longer than the context (ingest/segments.py) has no ``prefix.npy`` of its own but ``segments.json``,
 its FTS5 index ``segments.sqlite3`` (ingest/index.py), and ``segments/<i>/`` holding each segment's
 ``prefix.npy``, snapshot and history.
+
+A collection (ingest/store.py) has ``data_dir/collections/<id>/``: its ranking index
+(ingest/collection_index.py), made from its documents' files and made again when they change, so it
+is never more than a cache of them.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ class Sweep:
     """What the start-up sweep removed: document directories without a row, and temp files left by
     writes that never finished (a crash, a full disk)."""
 
-    dirs: list[str] = field(default_factory=list)  # document ids
+    dirs: list[str] = field(default_factory=list)  # document ids (and collection ids)
     tmp_files: list[Path] = field(default_factory=list)
     bytes_freed: int = 0
 
@@ -60,6 +64,7 @@ class DocFiles:
         self.root = Path(root)
         self.docs_dir = self.root / "documents"
         self.docs_dir.mkdir(parents=True, exist_ok=True)
+        self.collections_dir = self.root / "collections"
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -67,6 +72,33 @@ class DocFiles:
         if not doc_id.isalnum():  # ids are server-generated hex; never build paths from anything else
             raise ValueError(f"bad document id {doc_id!r}")
         return self.docs_dir / doc_id
+
+    def collection_dir(self, collection_id: str) -> Path:
+        """Where collection ``collection_id``'s files are (made when first needed)."""
+        if not collection_id.isalnum():  # ids are server-generated hex
+            raise ValueError(f"bad collection id {collection_id!r}")
+        return self.collections_dir / collection_id
+
+    @contextmanager
+    def holding_collection(self, collection_id: str) -> Iterator[Path]:
+        """Hold collection ``collection_id``'s lock (its index is checked, rebuilt and read under it);
+        yields its directory, made if missing."""
+        directory = self.collection_dir(collection_id)
+        with self._locks_guard:
+            lock = self._locks.setdefault(f"collection/{collection_id}", threading.Lock())
+        with lock:
+            directory.mkdir(parents=True, exist_ok=True)
+            yield directory
+
+    def remove_collection_files(self, collection_id: str) -> None:
+        """Remove a collection's directory (waiting for a question reading its index)."""
+        directory = self.collection_dir(collection_id)
+        with self._locks_guard:
+            lock = self._locks.setdefault(f"collection/{collection_id}", threading.Lock())
+        with lock:
+            shutil.rmtree(directory, ignore_errors=True)
+        with self._locks_guard:
+            self._locks.pop(f"collection/{collection_id}", None)
 
     def state_dir(self, key: str) -> Path:
         """Where the prefix and snapshot of ``key`` (a document, or one of its segments: segments.key)
@@ -174,16 +206,21 @@ class DocFiles:
         """Bytes of every file under the documents directory."""
         return sum(_size(p) for p in self.docs_dir.rglob("*") if p.is_file())
 
-    def sweep(self, known_ids: Iterable[str]) -> Sweep:
-        """Remove document directories that no row owns and temp files of writes that never finished
-        (those of a live process other than this one are left alone). Run at start-up."""
+    def sweep(self, known_ids: Iterable[str], known_collections: Iterable[str] | None = None) -> Sweep:
+        """Remove document directories that no row owns (collection directories too, when
+        ``known_collections`` is given) and temp files of writes that never finished (those of a
+        live process other than this one are left alone). Run at start-up."""
         known, report = set(known_ids), Sweep()
-        for entry in sorted(self.docs_dir.iterdir()):
-            if entry.is_dir() and entry.name not in known:
-                freed = sum(_size(p) for p in entry.rglob("*") if p.is_file())
-                shutil.rmtree(entry, ignore_errors=True)
-                report.dirs.append(entry.name)
-                report.bytes_freed += freed
+        owned = [(self.docs_dir, known)]
+        if known_collections is not None and self.collections_dir.is_dir():
+            owned.append((self.collections_dir, set(known_collections)))
+        for parent, names in owned:
+            for entry in sorted(parent.iterdir()):
+                if entry.is_dir() and entry.name not in names:
+                    freed = sum(_size(p) for p in entry.rglob("*") if p.is_file())
+                    shutil.rmtree(entry, ignore_errors=True)
+                    report.dirs.append(entry.name)
+                    report.bytes_freed += freed
         for tmp in sorted(self.root.rglob(f"*{TMP_SUFFIX}")):
             if tmp.is_file() and _stale(tmp):
                 size = _size(tmp)

@@ -103,11 +103,18 @@ def build(directory: Path, texts: Sequence[str]) -> None:
     """Write the index of segment texts (row id = segment index) to ``directory`` (crash-safe: a temp
     database, then a rename)."""
     with replacing(directory / INDEX_FILE) as tmp, closing(sqlite3.connect(tmp)) as db:
-        db.execute("CREATE VIRTUAL TABLE segments USING fts5(body, tokenize = 'porter unicode61')")
-        rows = ((i, segmented(t)) for i, t in enumerate(texts))
-        db.executemany("INSERT INTO segments (rowid, body) VALUES (?, ?)", rows)
-        db.execute(f"PRAGMA user_version = {INDEX_VERSION}")
+        fill(db, texts)
         db.commit()
+
+
+def fill(db: sqlite3.Connection, texts: Sequence[str]) -> None:
+    """Make the index's table in the empty database ``db`` and fill it with ``texts`` (row id = their
+    position), uncommitted: what :func:`build` writes, for an index with more tables of its own (a
+    collection's, ingest/collection_index.py)."""
+    db.execute("CREATE VIRTUAL TABLE segments USING fts5(body, tokenize = 'porter unicode61')")
+    rows = ((i, segmented(t)) for i, t in enumerate(texts))
+    db.executemany("INSERT INTO segments (rowid, body) VALUES (?, ?)", rows)
+    db.execute(f"PRAGMA user_version = {INDEX_VERSION}")
 
 
 def version(directory: Path) -> int:

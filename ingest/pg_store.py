@@ -28,14 +28,25 @@ from psycopg.rows import dict_row
 from ingest import schema
 from ingest.errors import DataDirUnusable, DiskFull, StoreBusy
 from ingest.files import DocFiles
-from ingest.store import COLUMNS, INGESTING, DocRecord, DocStore, DuplicateDocument, record
+from ingest.store import (
+    COLUMNS,
+    INGESTING,
+    CollectionRecord,
+    DocRecord,
+    DocStore,
+    DocumentsMissing,
+    DuplicateCollection,
+    DuplicateDocument,
+    collection_record,
+    record,
+)
 
 log = logging.getLogger("docqa.store")
 T = TypeVar("T")
 _SCHEMA_LOCK = 0x646F6371  # advisory lock key ("docq") held while the schema is created
 _CONNECT_TIMEOUT_S = 5
 
-_SCHEMA = schema.create_table("postgresql")
+_SCHEMA = schema.create_tables("postgresql")
 
 
 class PostgresStore(DocStore):
@@ -53,7 +64,8 @@ class PostgresStore(DocStore):
             self._db = self._connect()
             with self._db.transaction():
                 self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                self._db.execute(_SCHEMA)
+                for statement in _SCHEMA:
+                    self._db.execute(statement)
         except psycopg.Error as exc:
             raise DataDirUnusable(
                 f"cannot use the database at {_where(url)} ({_first_line(exc)}); check DOCQA_DATABASE_URL"
@@ -98,6 +110,58 @@ class PostgresStore(DocStore):
 
     def _delete(self, doc_id: str) -> None:
         self._run(lambda db: db.execute("DELETE FROM documents WHERE id = %s", (doc_id,)))
+
+    # -- collections ------------------------------------------------------------------------------
+    def _insert_collection(self, row: dict[str, Any], document_ids: list[str]) -> CollectionRecord:
+        def insert(db: psycopg.Connection) -> None:
+            with db.transaction():
+                db.execute(
+                    "INSERT INTO collections (id, name, created_at) VALUES (%s, %s, %s)",
+                    (row["id"], row["name"], row["created_at"]),
+                )
+                with db.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO collection_documents (collection_id, document_id, position) VALUES (%s, %s, %s)",
+                        [(row["id"], doc_id, i) for i, doc_id in enumerate(document_ids)],
+                    )
+
+        try:
+            self._run(insert)
+        except pg_errors.UniqueViolation:
+            existing = self._by_name(row["name"])
+            if existing is None:  # deleted in between: the name is free again
+                raise StoreBusy("the collection name was being deleted and taken at once; try again") from None
+            raise DuplicateCollection(existing) from None
+        except pg_errors.ForeignKeyViolation:
+            have = {r["id"] for r in self._fetch("SELECT id FROM documents WHERE id = ANY(%s)", (document_ids,))}
+            raise DocumentsMissing([d for d in document_ids if d not in have]) from None
+        return CollectionRecord(row["id"], row["name"], row["created_at"], tuple(document_ids))
+
+    def _by_name(self, name: str) -> CollectionRecord | None:
+        rows = self._fetch("SELECT id FROM collections WHERE name = %s", (name,))
+        return self.collection(rows[0]["id"]) if rows else None
+
+    def _delete_collection(self, collection_id: str) -> None:
+        self._run(lambda db: db.execute("DELETE FROM collections WHERE id = %s", (collection_id,)))
+
+    def collection(self, collection_id: str) -> CollectionRecord | None:
+        rows = self._fetch("SELECT * FROM collections WHERE id = %s", (collection_id,))
+        if not rows:
+            return None
+        members = self._fetch(
+            "SELECT document_id FROM collection_documents WHERE collection_id = %s ORDER BY position", (collection_id,)
+        )
+        return collection_record(rows[0], [m["document_id"] for m in members])
+
+    def collections(self) -> list[CollectionRecord]:
+        rows = self._fetch("SELECT * FROM collections ORDER BY created_at DESC", ())
+        members = self._fetch(
+            "SELECT collection_id, document_id FROM collection_documents ORDER BY collection_id, position", ()
+        )
+        by_collection: dict[str, list[str]] = {}
+        for m in members:
+            by_collection.setdefault(m["collection_id"], []).append(m["document_id"])
+        return [collection_record(r, by_collection.get(r["id"], [])) for r in rows]
 
     def renew(self, owner: str, lease_s: float) -> int:
         sql = "UPDATE documents SET lease_until = %s WHERE owner = %s AND status = %s"

@@ -1,5 +1,12 @@
-"""The ``documents`` table, in one place: its columns, from which both stores' SQL is made
+"""The tables, in one place: their columns, from which both stores' SQL is made
 (ingest/sqlite_store.py, ingest/pg_store.py) and the row order ingest/store.py reads.
+
+``documents`` holds one row per document. ``collections`` names a set of documents asked together
+(server/api/collection.py), and ``collection_documents`` lists each collection's documents in order
+(``position``): a members table rather than a list column, so that deleting a document removes it
+from its collections in the same statement (``ON DELETE CASCADE``; SQLite enforces foreign keys only
+with ``PRAGMA foreign_keys = ON``, which the SQLite store sets on its connection), and a collection
+can never name a document that is gone (a racing delete makes the insert fail).
 
 A column is (name, type, constraint, since): ``type`` is ours (``text``, ``int``, ``real``), spelled
 per dialect by :data:`TYPES` (a unix time is SQLite's REAL and PostgreSQL's DOUBLE PRECISION);
@@ -54,10 +61,60 @@ COLUMNS: tuple[Column, ...] = (
 NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
 
 
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A table: its columns, its table constraints and its indexes (SQL the same in both dialects)."""
+
+    name: str
+    columns: tuple[Column, ...]
+    constraints: tuple[str, ...] = ()
+    indexes: tuple[tuple[str, str], ...] = ()  # (index name, its column list)
+
+    def create(self, dialect: Dialect) -> tuple[str, ...]:
+        """``CREATE TABLE IF NOT EXISTS`` and its ``CREATE INDEX IF NOT EXISTS`` statements."""
+        lines = [f"    {c.name} {c.definition(dialect)}" for c in self.columns]
+        lines += [f"    {c}" for c in self.constraints]
+        body = ",\n".join(lines)
+        indexes = tuple(f"CREATE INDEX IF NOT EXISTS {n} ON {self.name} ({cols})" for n, cols in self.indexes)
+        return (f"CREATE TABLE IF NOT EXISTS {self.name} (\n{body}\n)", *indexes)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+
+DOCUMENTS = Table(TABLE, COLUMNS)
+COLLECTIONS = Table(
+    "collections",
+    (
+        Column("id", "text", "PRIMARY KEY"),
+        Column("name", "text", "NOT NULL UNIQUE"),  # unique: what a person picks a collection by
+        Column("created_at", "real", "NOT NULL"),
+    ),
+)
+MEMBERS = Table(
+    "collection_documents",
+    (
+        Column("collection_id", "text", "NOT NULL REFERENCES collections (id) ON DELETE CASCADE"),
+        Column("document_id", "text", "NOT NULL REFERENCES documents (id) ON DELETE CASCADE"),
+        Column("position", "int", "NOT NULL"),  # 0-based order in the collection
+    ),
+    constraints=("PRIMARY KEY (collection_id, document_id)",),
+    indexes=(("collection_documents_by_document", "document_id"),),  # the cascade of a document's delete
+)
+#: Every table, in the order they are made (a table before those that reference it).
+TABLES: tuple[Table, ...] = (DOCUMENTS, COLLECTIONS, MEMBERS)
+
+
 def create_table(dialect: Dialect) -> str:
     """``CREATE TABLE IF NOT EXISTS documents (...)`` in ``dialect``."""
-    lines = ",\n".join(f"    {c.name} {c.definition(dialect)}" for c in COLUMNS)
-    return f"CREATE TABLE IF NOT EXISTS {TABLE} (\n{lines}\n)"
+    return DOCUMENTS.create(dialect)[0]
+
+
+def create_tables(dialect: Dialect) -> tuple[str, ...]:
+    """Every statement that makes the schema in ``dialect`` (:data:`TABLES`), idempotent: run at
+    every start, so a database made before collections gains their tables."""
+    return tuple(sql for table in TABLES for sql in table.create(dialect))
 
 
 def migrations(dialect: Dialect) -> tuple[tuple[str, str], ...]:

@@ -26,7 +26,18 @@ from typing import Any, TypeVar
 from ingest import schema
 from ingest.errors import DataDirUnusable, DiskFull, StoreBusy
 from ingest.files import DocFiles
-from ingest.store import COLUMNS, INGESTING, DocRecord, DocStore, DuplicateDocument, record
+from ingest.store import (
+    COLUMNS,
+    INGESTING,
+    CollectionRecord,
+    DocRecord,
+    DocStore,
+    DocumentsMissing,
+    DuplicateCollection,
+    DuplicateDocument,
+    collection_record,
+    record,
+)
 
 log = logging.getLogger("docqa.store")
 T = TypeVar("T")
@@ -36,7 +47,7 @@ _BACKOFF_S = (0.05, 1.0)  # first and longest pause between retries (doubling)
 #: Space kept for SQLite in ``data_dir/.reserve``, released when a write finds the disk full.
 RESERVE_FILE, RESERVE_BYTES = ".reserve", 1024**2
 
-_SCHEMA = schema.create_table("sqlite")
+_SCHEMA = schema.create_tables("sqlite")
 #: Columns added after the first release: added to an existing database when missing.
 _MIGRATIONS = schema.migrations("sqlite")
 
@@ -63,8 +74,11 @@ class SqliteStore(DocStore):
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
-            self._db.execute(_SCHEMA)
+            self._db.execute("PRAGMA foreign_keys=ON")  # a deleted document leaves its collections
+            self._db.execute(_SCHEMA[0])
             self._migrate()
+            for statement in _SCHEMA[1:]:
+                self._db.execute(statement)
         except sqlite3.DatabaseError as exc:
             if getattr(exc, "sqlite_errorname", None) not in DAMAGED:
                 raise DataDirUnusable(_unwritable(data_dir, exc)) from exc
@@ -129,6 +143,65 @@ class SqliteStore(DocStore):
 
     def _delete(self, doc_id: str) -> None:
         self._write("DELETE FROM documents WHERE id = ?", (doc_id,))
+
+    # -- collections ------------------------------------------------------------------------------
+    def _insert_collection(self, row: dict[str, Any], document_ids: list[str]) -> CollectionRecord:
+        return self._retrying(lambda: self._insert_collection_once(row, document_ids))
+
+    def _insert_collection_once(self, row: dict[str, Any], document_ids: list[str]) -> CollectionRecord:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(
+                    "INSERT INTO collections (id, name, created_at) VALUES (?, ?, ?)",
+                    (row["id"], row["name"], row["created_at"]),
+                )
+                self._db.executemany(
+                    "INSERT INTO collection_documents (collection_id, document_id, position) VALUES (?, ?, ?)",
+                    [(row["id"], doc_id, i) for i, doc_id in enumerate(document_ids)],
+                )
+                self._db.execute("COMMIT")
+            except sqlite3.IntegrityError:
+                self._db.execute("ROLLBACK")
+                named = self._db.execute("SELECT id FROM collections WHERE name = ?", (row["name"],)).fetchone()
+                if named is not None:
+                    raise DuplicateCollection(self._collection(named["id"])) from None
+                have = {r[0] for r in self._db.execute(
+                    f"SELECT id FROM documents WHERE id IN ({', '.join('?' * len(document_ids))})", document_ids
+                )}  # fmt: skip
+                raise DocumentsMissing([d for d in document_ids if d not in have]) from None
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        return CollectionRecord(row["id"], row["name"], row["created_at"], tuple(document_ids))
+
+    def _delete_collection(self, collection_id: str) -> None:
+        self._write("DELETE FROM collections WHERE id = ?", (collection_id,))
+
+    def collection(self, collection_id: str) -> CollectionRecord | None:
+        with self._lock:
+            return self._collection(collection_id)
+
+    def _collection(self, collection_id: str) -> CollectionRecord | None:
+        row = self._db.execute("SELECT * FROM collections WHERE id = ?", (collection_id,)).fetchone()
+        if row is None:
+            return None
+        members = self._db.execute(
+            "SELECT document_id FROM collection_documents WHERE collection_id = ? ORDER BY position", (collection_id,)
+        ).fetchall()
+        return collection_record(dict(row), [m[0] for m in members])
+
+    def collections(self) -> list[CollectionRecord]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM collections ORDER BY created_at DESC").fetchall()
+            members = self._db.execute(
+                "SELECT collection_id, document_id FROM collection_documents ORDER BY collection_id, position"
+            ).fetchall()
+        by_collection: dict[str, list[str]] = {}
+        for m in members:
+            by_collection.setdefault(m[0], []).append(m[1])
+        return [collection_record(dict(r), by_collection.get(r["id"], [])) for r in rows]
 
     def renew(self, owner: str, lease_s: float) -> int:
         def attempt() -> int:

@@ -12,6 +12,10 @@ a crash during ingestion can never leave a half-written document marked ready. A
 may name its ``owner`` (the server process prefilling it) and hold a lease (``lease_until``, unix
 seconds) that the owner renews; a lease that runs out means the owner died, and another server may
 claim the document (:meth:`DocStore.claim_stale`) to resume it.
+
+A collection (:class:`CollectionRecord`) names documents already stored, in order, under a name
+unique in the store; deleting a document removes it from its collections (ingest/schema.py). Its
+files (the ranking index of its documents, ingest/collection_index.py) are ``files.DocFiles``'.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import time
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +61,32 @@ class DuplicateDocument(Exception):
     def __init__(self, existing: DocRecord) -> None:
         self.existing = existing
         super().__init__(f"document {existing.id} has the same bytes")
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionRecord:
+    """Documents asked together: ``document_ids`` in the order they were given."""
+
+    id: str
+    name: str
+    created_at: float  # unix seconds
+    document_ids: tuple[str, ...] = ()
+
+
+class DuplicateCollection(Exception):
+    """A collection with this name exists already (``existing``)."""
+
+    def __init__(self, existing: CollectionRecord) -> None:
+        self.existing = existing
+        super().__init__(f"collection {existing.id} is named {existing.name!r} already")
+
+
+class DocumentsMissing(Exception):
+    """A new collection names documents that are not (or no longer) stored: ``ids``, in the order given."""
+
+    def __init__(self, ids: Sequence[str]) -> None:
+        self.ids = tuple(ids)
+        super().__init__(f"no document with id {', '.join(self.ids)}")
 
 
 class DocStore(DocFiles, ABC):
@@ -118,9 +149,37 @@ class DocStore(DocFiles, ABC):
     def delete(self, doc_id: str) -> None:
         """Remove the files first, then the row: on a full disk, removing the files is what makes room
         for the database to write. A snapshot being written waits for the removal (the engine writes
-        none for a document without a row)."""
+        none for a document without a row). The document leaves its collections with its row."""
         self.remove_files(doc_id)
         self._delete(doc_id)
+
+    # -- collections ------------------------------------------------------------------------------
+    def create_collection(self, name: str, document_ids: Sequence[str]) -> CollectionRecord:
+        """A new collection of ``document_ids`` (in that order, each once) named ``name``, in one
+        transaction. Raises DuplicateCollection when the name is taken, DocumentsMissing naming the
+        ids that have no document (a document deleted meanwhile included: nothing is written)."""
+        ids = list(dict.fromkeys(document_ids))
+        row = {"id": uuid.uuid4().hex[:16], "name": name, "created_at": time.time()}
+        return self._insert_collection(row, ids)
+
+    def delete_collection(self, collection_id: str) -> None:
+        """Remove the collection's files (its index), then its row and its member rows. Its
+        documents stay."""
+        self.remove_collection_files(collection_id)
+        self._delete_collection(collection_id)
+
+    @abstractmethod
+    def _insert_collection(self, row: dict[str, Any], document_ids: list[str]) -> CollectionRecord: ...
+
+    @abstractmethod
+    def _delete_collection(self, collection_id: str) -> None: ...
+
+    @abstractmethod
+    def collection(self, collection_id: str) -> CollectionRecord | None: ...
+
+    @abstractmethod
+    def collections(self) -> list[CollectionRecord]:
+        """Every collection, newest first."""
 
     # -- rows -------------------------------------------------------------------------------------
     @abstractmethod
@@ -154,6 +213,11 @@ class DocStore(DocFiles, ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+
+def collection_record(values: dict[str, Any], document_ids: Sequence[str]) -> CollectionRecord:
+    """A collections row and its member ids (in position order) as a CollectionRecord."""
+    return CollectionRecord(values["id"], values["name"], float(values["created_at"]), tuple(document_ids))
 
 
 def record(values: dict[str, Any]) -> DocRecord:

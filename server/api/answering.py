@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 from fastapi import Request
 
+from ingest.collection_index import MemberDamaged
 from ingest.errors import DocumentFilesDamaged
 from ingest.store import FAILED, INGESTING, DocRecord, DocStore
-from server.api import segmented
+from server.api import collection, segmented
 from server.api.schemas import AnswerRequest, AnswerStatsPublic, CitationPublic, SegmentAnswerPublic
 from server.config.errors import (
     ClientGone,
@@ -103,12 +104,46 @@ async def submit(
         return job, engine.submit_answer(job)
     for s in planned.segments:
         _check_fits(engine, suffix, s.n_tokens, f"the part it is answered from (pages {s.pages[0]}-{s.pages[1]})")
-    by_index = {s.index: s for s in planned.segments}
     return segmented.submit(
         engine,
         planned,
-        lambda i: AnswerJob(
-            doc.id, question, params, loop, suffix, by_index[i].n_tokens, history=history, earlier=earlier, segment=i
+        lambda s: AnswerJob(
+            doc.id, question, params, loop, suffix, s.n_tokens, history=history, earlier=earlier, segment=s.segment
+        ),
+    )
+
+
+async def submit_collection(
+    engine: Engine,
+    store: DocStore,
+    settings: Settings,
+    collection_id: str,
+    docs: list[DocRecord],
+    question: str,
+    params: AnswerParams,
+    history: tuple[tuple[str, str], ...] = (),
+) -> tuple[AnswerStream, int]:
+    """:func:`submit` for a question to a collection whose documents are ``docs`` (all ready): they
+    are ranked as one long document's segments (server/api/collection.py) and the jobs of the best
+    one or two documents (or segments) are read as one stream, each checked against the context
+    first. Returns (stream, jobs waiting ahead of it)."""
+    loop = asyncio.get_running_loop()
+    close = settings.segment_close_ratio
+    try:
+        planned, suffix, earlier = await asyncio.gather(
+            asyncio.to_thread(collection.plan, store, collection_id, docs, question, close, history),
+            asyncio.to_thread(engine.layout.question_suffix, engine.model, question, history),
+            asyncio.to_thread(_earlier_turns, engine, history),
+        )
+    except MemberDamaged as exc:  # a document's text or segment list, beyond repair
+        raise damaged(exc.error, exc.doc_id) from None
+    for s in planned.sources:
+        _check_fits(engine, suffix, s.n_tokens, f"the document it is answered from ({s.where['label']})")
+    return segmented.submit(
+        engine,
+        planned,
+        lambda s: AnswerJob(
+            s.doc_id, question, params, loop, suffix, s.n_tokens, history=history, earlier=earlier, segment=s.segment
         ),
     )
 

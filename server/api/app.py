@@ -28,7 +28,7 @@ from server.api.guard import Guard
 from server.api.head import HeadAsGet
 from server.api.hosts import TrustedHosts
 from server.api.metrics import CONTENT_TYPE, Metrics, RequestMetrics
-from server.api.routes import answers, documents, health, openai
+from server.api.routes import answers, collections, documents, health, openai
 from server.config.memory import snapshot_estimate, with_preset
 from server.config.settings import Settings
 from server.engine.engine import Engine
@@ -91,6 +91,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
     app.include_router(health.router)
     app.include_router(documents.router)
     app.include_router(answers.router)
+    app.include_router(collections.router)
     app.include_router(openai.router)
 
     @app.get("/metrics", include_in_schema=False)
@@ -133,10 +134,10 @@ def open_store(data_dir: Path, database_url: str | None = None, sweep: bool = Tr
     store = open_rows(data_dir, database_url)
     if not sweep:  # servers sharing the data directory: another one may be writing right now
         return store
-    swept = store.sweep(doc.id for doc in store.list())
+    swept = store.sweep((doc.id for doc in store.list()), (c.id for c in store.collections()))
     if swept.dirs or swept.tmp_files:
         log.warning(
-            "start-up sweep freed %d bytes: %d document directories without a row (%s), %d temp files (%s)",
+            "start-up sweep freed %d bytes: %d directories without a row (%s), %d temp files (%s)",
             swept.bytes_freed, len(swept.dirs), ", ".join(swept.dirs), len(swept.tmp_files),
             ", ".join(str(p) for p in swept.tmp_files),
         )  # fmt: skip

@@ -20,6 +20,9 @@ MAX_QUESTION_CHARS = 20_000
 MAX_CONVERSATION_CHARS = 100_000
 #: Largest max_tokens a request may ask for (both question routes).
 MAX_ANSWER_TOKENS = 32_768
+#: Most documents in one collection, and the longest collection name (characters).
+MAX_COLLECTION_DOCUMENTS = 100
+MAX_COLLECTION_NAME = 200
 
 
 def _finite(value: Any) -> Any:
@@ -157,6 +160,8 @@ class SegmentUsed(BaseModel):
     parts: int | None = None  # how many segments the document has
     chars: list[int] | None = None  # [start, end) character offsets into the document text
     label: str | None = None  # what it is, for people (server/api/segmented.py label)
+    document_id: str | None = None  # a collection's answer: the document it is (or is a segment of)
+    document_name: str | None = None
 
 
 class AnswerStatsPublic(BaseModel):
@@ -186,6 +191,8 @@ class CitationPublic(BaseModel):
     page_end: int  # 1-based page of the last cited character
     text: str
     source: str  # lookup (accepted copied drafts) | match (answer n-grams) | lookup+match
+    document_id: str | None = None  # a collection's answer: the document quoted (None: the one asked about)
+    document_name: str | None = None
 
 
 class SegmentAnswerPublic(BaseModel):
@@ -197,6 +204,8 @@ class SegmentAnswerPublic(BaseModel):
     parts: int | None = None
     chars: list[int] | None = None
     label: str | None = None
+    document_id: str | None = None  # a collection's answer: the document it came from
+    document_name: str | None = None
     text: str
     citations: list[CitationPublic]
 
@@ -206,3 +215,34 @@ class AnswerResponse(BaseModel):
     citations: list[CitationPublic]
     stats: AnswerStatsPublic
     answers: list[SegmentAnswerPublic] | None = None  # each segment's answer, when two were answered from
+
+
+class CollectionRequest(BaseModel):
+    """A new collection: documents already uploaded (and ready), asked together under ``name``."""
+
+    name: str = Field(min_length=1, max_length=MAX_COLLECTION_NAME)
+    document_ids: list[str] = Field(min_length=1, max_length=MAX_COLLECTION_DOCUMENTS)
+
+
+class CollectionDocument(BaseModel):
+    """A document of a collection, as the collection shows it."""
+
+    id: str
+    name: str
+    status: str  # ingesting | ready | failed
+    pages: int
+    tokens: int
+
+
+class CollectionPublic(BaseModel):
+    """A collection: its documents in order (a deleted document has left it)."""
+
+    id: str
+    name: str
+    created_at: float
+    status: str  # ready (every document is) | ingesting (one is being prepared again) | failed | empty
+    documents: list[CollectionDocument]
+
+
+class CollectionList(BaseModel):
+    collections: list[CollectionPublic]

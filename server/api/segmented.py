@@ -18,6 +18,10 @@ Events, in addition to an answer job's: ``segment`` ({index, pages, part, parts,
 each segment's tokens, and, with two segments, ``answers`` ([{index, pages, part, parts, chars, label,
 text, citations}]) before ``stats``. ``stats`` gains ``segments`` ([{index, pages, part, parts, chars,
 label, score}]); its counts are the sums over the answers.
+
+:class:`SegmentedAnswer` reads any list of :class:`Source` (what one job answers from, described for
+people) this way: a collection's plan (server/api/collection.py) is one too, whose sources are its
+documents or their segments, each description and citation naming its document as well.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ingest import index, integrity
 from ingest.segments import Segment
@@ -70,14 +74,43 @@ def paged(doc: DocRecord) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class Source:
+    """What one job answers from: document ``doc_id`` whole (``segment`` None) or one of its
+    segments, ``n_tokens`` its prefix tokens; ``where`` its description (the ``segment`` event, an
+    entry of ``answers`` and of the stats' ``segments``: index, pages, part, parts, chars, label, and
+    more fields for a collection), ``score`` its BM25 score, ``cited``: fields added to each of its
+    citations (a collection's: the document's id and name)."""
+
+    doc_id: str
+    segment: int | None
+    n_tokens: int
+    where: dict[str, Any]
+    score: float
+    cited: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """The segments to answer from, best first, with their BM25 scores ([] : not in the document);
-    ``parts``: how many segments the document has, ``paged``: whether they are named by pages."""
+    ``parts``: how many segments the document has, ``paged``: whether they are named by pages;
+    ``doc_id``: the document."""
 
     segments: list[Segment]
     scores: list[float]
     parts: int = 0
     paged: bool = True
+    doc_id: str = ""
+
+    @property
+    def sources(self) -> list[Source]:
+        return [
+            Source(self.doc_id, s.index, s.n_tokens, describe(s, self.parts, self.paged), score)
+            for s, score in zip(self.segments, self.scores, strict=True)
+        ]
+
+    @property
+    def not_found(self) -> str:
+        return NOT_FOUND
 
 
 def plan(
@@ -93,7 +126,7 @@ def plan(
     ranked = integrity.rank_segments(store.dir(doc.id), question, history)
     scores = dict(ranked)
     picked = index.chosen(ranked, close)
-    return Plan([segments[i] for i in picked], [scores[i] for i in picked], len(segments), paged(doc))
+    return Plan([segments[i] for i in picked], [scores[i] for i in picked], len(segments), paged(doc), doc.id)
 
 
 def _stats_zero() -> dict[str, Any]:
@@ -104,14 +137,25 @@ def _stats_zero() -> dict[str, Any]:
     }  # fmt: skip
 
 
+class Planned(Protocol):
+    """What :class:`SegmentedAnswer` reads a plan for: its sources, best first ([]: nothing
+    matched), and what to answer when nothing did."""
+
+    @property
+    def sources(self) -> list[Source]: ...
+
+    @property
+    def not_found(self) -> str: ...
+
+
 @dataclass(eq=False)
 class SegmentedAnswer:
-    """The answer jobs of one question (one per chosen segment, run one after the other by the
-    engine: each needs its own segment in the document sequence) read as one answer stream
-    (server/engine/events.py ``AnswerStream``), as the routes read an AnswerJob."""
+    """The answer jobs of one question (one per chosen source, run one after the other by the
+    engine: each needs its own segment or document in the document sequence) read as one answer
+    stream (server/engine/events.py ``AnswerStream``), as the routes read an AnswerJob."""
 
     jobs: list[AnswerJob]
-    plan: Plan
+    plan: Planned
     events: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)
     cancelled: threading.Event = field(default_factory=threading.Event)
     _task: asyncio.Task | None = None
@@ -131,7 +175,7 @@ class SegmentedAnswer:
             self.events.put_nowait(Event(kind, data))
 
         if not self.jobs:
-            put(EventKind.TOKEN, {"text": NOT_FOUND})
+            put(EventKind.TOKEN, {"text": self.plan.not_found})
             put(EventKind.CITATIONS, {"citations": []})
             put(EventKind.STATS, {**_stats_zero(), "segments": []})
             put(EventKind.DONE, {})
@@ -139,8 +183,8 @@ class SegmentedAnswer:
         many = len(self.jobs) > 1
         parts: list[dict[str, Any]] = []
         all_stats: list[dict[str, Any]] = []
-        for i, (job, segment) in enumerate(zip(self.jobs, self.plan.segments, strict=True)):
-            where = describe(segment, self.plan.parts, self.plan.paged)
+        for i, (job, source) in enumerate(zip(self.jobs, self.plan.sources, strict=True)):
+            where = source.where
             put(EventKind.SEGMENT, where)
             part: dict[str, Any] = {**where, "text": "", "citations": []}
             if many:
@@ -151,7 +195,7 @@ class SegmentedAnswer:
                     part["text"] += event.data["text"]
                     self.events.put_nowait(event)
                 elif event.kind is EventKind.CITATIONS:
-                    part["citations"] = event.data["citations"]
+                    part["citations"] = [{**c, **source.cited} for c in event.data["citations"]]
                 elif event.kind is EventKind.STATS:
                     all_stats.append(event.data)
                 elif event.kind is EventKind.ERROR:
@@ -173,17 +217,14 @@ class SegmentedAnswer:
         stats = dict(all_stats[0])
         for name in _SUMMED:
             stats[name] = sum(s[name] for s in all_stats)
-        stats["segments"] = [
-            {**describe(s, self.plan.parts, self.plan.paged), "score": round(score, 4)}
-            for s, score in zip(self.plan.segments, self.plan.scores, strict=True)
-        ]
+        stats["segments"] = [{**s.where, "score": round(s.score, 4)} for s in self.plan.sources]
         return stats
 
 
-def submit(engine, plan: Plan, make_job) -> tuple[SegmentedAnswer, int]:
-    """Queue a job per planned segment (``make_job(segment index)`` -> AnswerJob) and start reading
-    them; returns the answer and the queue position of its first job."""
-    jobs = [make_job(s.index) for s in plan.segments]
+def submit(engine, plan: Planned, make_job) -> tuple[SegmentedAnswer, int]:
+    """Queue a job per planned source (``make_job(source)`` -> AnswerJob) and start reading them;
+    returns the answer and the queue position of its first job."""
+    jobs = [make_job(s) for s in plan.sources]
     positions = [engine.submit_answer(job) for job in jobs]
     answer = SegmentedAnswer(jobs, plan)
     answer.start()

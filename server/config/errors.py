@@ -46,6 +46,31 @@ class DocumentNotFound(ApiError):
     """No document with this id (or it was deleted)."""
 
 
+class CollectionNotFound(ApiError):
+    """No collection with this id (or it was deleted)."""
+
+
+class CollectionExists(ApiError):
+    """A collection with this name exists already; ``details`` names it (``collection_id``)."""
+
+    def __init__(self, message: str, collection_id: str) -> None:
+        super().__init__(message)
+        self.details = {"collection_id": collection_id}
+
+
+class CollectionEmpty(ApiError):
+    """A question to a collection whose documents were all deleted."""
+
+
+class CollectionDocumentsInvalid(ApiError):
+    """A new collection names documents that do not exist or are not ready; ``details`` lists them
+    (``unknown``, ``not_ready``: document ids)."""
+
+    def __init__(self, message: str, unknown: list[str], not_ready: list[str]) -> None:
+        super().__init__(message)
+        self.details = {"unknown": unknown, "not_ready": not_ready}
+
+
 class DocumentIngesting(ApiError):
     """The document is still being prefilled."""
 
@@ -122,6 +147,10 @@ STATUS: dict[type[Exception], tuple[int, str]] = {
     AmbiguousModel: (400, "ambiguous_model"),
     Unauthorized: (401, "unauthorized"),
     DocumentNotFound: (404, "document_not_found"),
+    CollectionNotFound: (404, "collection_not_found"),
+    CollectionExists: (409, "collection_exists"),
+    CollectionEmpty: (409, "collection_empty"),
+    CollectionDocumentsInvalid: (422, "invalid_documents"),
     DocumentIngesting: (409, "document_ingesting"),
     DocumentFailed: (409, "document_failed"),
     DocumentNotReady: (409, "document_not_ready"),

@@ -73,10 +73,12 @@ def _reason(exc: Exception) -> str:
 
 @dataclass(frozen=True, slots=True)
 class About:
-    """What the command was about, for the words of an error: the document id, the file."""
+    """What the command was about, for the words of an error: the document id, the file, the
+    collection id."""
 
     doc: str | None = None
     file: str | None = None
+    collection: str | None = None
 
 
 def explain(error_type: str, message: str, details: dict, about: About) -> str:
@@ -86,6 +88,11 @@ def explain(error_type: str, message: str, details: dict, about: About) -> str:
         return "this server needs an API key: give it with --api-key KEY or DOCQA_API_KEY"
     if error_type == "document_not_found":
         return f"no document with id {doc!r} on this server; list them with `docqa list`"
+    if error_type == "collection_not_found":
+        where = f"no collection with id {about.collection or '?'!r} on this server"
+        return f"{where}; make one with `docqa collect NAME DOC...`"
+    if error_type == "invalid_documents":
+        return f"{message}; `docqa list` shows the documents and their status"
     if error_type == "password_required":
         return f"{file} is an encrypted PDF: give its password with --password"
     if error_type == "wrong_password":

@@ -93,24 +93,35 @@ def ingest(ctx, file: Path, password: str | None, pages: str | None, chars: str 
 
 
 @click.command()
-@click.argument("doc")
-@click.argument("question")
+@click.argument("doc", required=False)
+@click.argument("question", required=False)
+@click.option("--collection", default=None, metavar="ID",
+              help="ask the documents of collection ID together (then give only QUESTION)")  # fmt: skip
 @click.option("--max-tokens", type=int, default=None)
 @click.option("--temperature", type=float, default=0.0, show_default=True)
 @click.option("--verify16", is_flag=True, help="16-token verification: the model checks 16 drafted tokens a step")
 @click.option("--draft-tokens", type=int, default=None, help="fixed draft window (0 = no speculation)")
 @server_options
 @click.pass_context
-def ask(ctx, doc: str, question: str, max_tokens, temperature, verify16, draft_tokens, url, api_key) -> None:
-    """Ask QUESTION about document DOC; the answer streams to stdout, stats go to stderr. An answer
-    with no text is an error (exit status 1)."""
+def ask(ctx, doc, question, collection, max_tokens, temperature, verify16, draft_tokens, url, api_key) -> None:
+    """Ask QUESTION about document DOC (``docqa ask DOC QUESTION``), or about the documents of a
+    collection together (``docqa ask --collection ID QUESTION``; docs/collections.md); the answer
+    streams to stdout, stats and citations (with their document's name) go to stderr. An answer with
+    no text is an error (exit status 1)."""
+    if collection is not None:
+        if question is not None:
+            raise click.UsageError("with --collection give only the QUESTION: docqa ask --collection ID QUESTION")
+        doc, question = None, doc
+    if not question:
+        raise click.UsageError("give DOC and QUESTION (docqa ask DOC QUESTION), or --collection ID QUESTION")
     body = {"question": question, "temperature": temperature, "verify16": verify16, "stream": True}
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
     if draft_tokens is not None:
         body["draft_tokens"] = draft_tokens
-    about = About(doc=doc)
-    with client(ctx, url, api_key) as http, http.stream("POST", f"/v1/documents/{doc}/answers", json=body) as r:
+    about = About(doc=doc, collection=collection)
+    path = f"/v1/collections/{collection}/answers" if collection is not None else f"/v1/documents/{doc}/answers"
+    with client(ctx, url, api_key) as http, http.stream("POST", path, json=body) as r:
         if r.status_code >= 400:
             r.read()
             fail(r, about)
@@ -131,7 +142,8 @@ def _print_answer(r: httpx.Response, about: About) -> None:
                 for c in data["citations"]:
                     pages = f"p. {c['page']}" if c["page"] == c["page_end"] else f"pp. {c['page']}-{c['page_end']}"
                     quote = c["text"] if len(c["text"]) <= 100 else c["text"][:97] + "..."
-                    click.echo(f"\n[{pages}, chars {c['start']}-{c['end']}] {quote!r}", nl=False, err=True)
+                    named = f"{c['document_name']}, " if c.get("document_name") else ""  # a collection's
+                    click.echo(f"\n[{named}{pages}, chars {c['start']}-{c['end']}] {quote!r}", nl=False, err=True)
             elif event == "stats":
                 stats = data
                 click.echo("")
@@ -227,4 +239,19 @@ def delete(ctx: click.Context, docs: tuple[str, ...], url: str | None, api_key: 
             click.echo(f"deleted {doc}")
 
 
-COMMANDS = (ingest, ask, list_documents, status, delete)
+@click.command()
+@click.argument("name")
+@click.argument("docs", nargs=-1, required=True, metavar="DOC...")
+@server_options
+@click.pass_context
+def collect(ctx: click.Context, name: str, docs: tuple[str, ...], url: str | None, api_key: str | None) -> None:
+    """Make collection NAME of documents DOC... (ids from `docqa list`, ready), to ask them together
+    with `docqa ask --collection ID QUESTION`. Prints the collection id."""
+    with client(ctx, url, api_key) as http:
+        made = check(http.post("/v1/collections", json={"name": name, "document_ids": list(docs)})).json()
+    names = ", ".join(d["name"] for d in made["documents"])
+    click.echo(f"collection {made['name']!r} of {len(made['documents'])} documents: {names}", err=True)
+    click.echo(made["id"])
+
+
+COMMANDS = (ingest, ask, collect, list_documents, status, delete)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ingest.extract import ExtractedText
-from ingest.store import FAILED, INGESTING, READY, DuplicateDocument
+from ingest.store import FAILED, INGESTING, READY, DocumentsMissing, DuplicateCollection, DuplicateDocument
 from ingest.stores import open_store
 
 
@@ -110,3 +110,66 @@ def test_an_unreachable_database_is_a_startup_error_naming_it(tmp_path):
     with pytest.raises(DataDirUnusable, match="127.0.0.1:1/docqa") as err:
         open_store(tmp_path, "postgresql://docqa:secret@127.0.0.1:1/docqa")
     assert "secret" not in str(err.value)
+
+
+def test_collections_round_trip_keep_their_order_and_survive_a_reopen(tmp_path, database_url):
+    store = open_store(tmp_path, database_url)
+    a, b, c = (_create(store, sha=ch * 64) for ch in "abc")
+    first = store.create_collection("contracts", [c.id, a.id, c.id, b.id])  # a repeated id counts once
+    assert first.id.isalnum() and first.name == "contracts" and first.document_ids == (c.id, a.id, b.id)
+    time.sleep(0.01)
+    second = store.create_collection("pair", [b.id, a.id])
+    reopened = open_store(tmp_path, database_url)
+    assert reopened.collection(first.id) == first and reopened.collection("0" * 16) is None
+    assert [x.id for x in reopened.collections()] == [second.id, first.id]  # newest first
+    assert reopened.collections()[0].document_ids == (b.id, a.id)
+    with pytest.raises(DuplicateCollection) as dup:
+        store.create_collection("contracts", [a.id])
+    assert dup.value.existing == first
+    store.delete_collection(first.id)
+    assert reopened.collection(first.id) is None and [x.id for x in store.collections()] == [second.id]
+    assert store.get(a.id) is not None, "deleting a collection keeps its documents"
+    store.create_collection("contracts", [a.id])  # the name is free again
+    store.close()
+    reopened.close()
+
+
+def test_deleting_a_document_removes_it_from_its_collections(tmp_path, database_url):
+    store = open_store(tmp_path, database_url)
+    a, b = (_create(store, sha=ch * 64) for ch in "ab")
+    both = store.create_collection("both", [a.id, b.id])
+    only_a = store.create_collection("only a", [a.id])
+    store.delete(a.id)
+    assert store.collection(both.id).document_ids == (b.id,)
+    assert store.collection(only_a.id).document_ids == (), "an emptied collection stays, with no documents"
+    store.close()
+
+
+def test_a_collection_of_missing_documents_is_refused_naming_them_and_writes_nothing(tmp_path, database_url):
+    store = open_store(tmp_path, database_url)
+    a = _create(store)
+    with pytest.raises(DocumentsMissing) as missing:
+        store.create_collection("ghosts", [a.id, "0123456789abcdef", "fedcba9876543210"])
+    assert missing.value.ids == ("0123456789abcdef", "fedcba9876543210")
+    assert store.collections() == []
+    assert store.create_collection("ghosts", [a.id]).document_ids == (a.id,), "the failed insert took no name"
+    store.close()
+
+
+def test_an_old_database_gains_the_collection_tables(tmp_path):
+    """A SQLite database made before collections: opening it adds their tables, documents intact."""
+    import sqlite3
+
+    from ingest import schema
+
+    with sqlite3.connect(tmp_path / "docqa.sqlite3") as db:
+        db.execute(schema.create_table("sqlite"))
+        db.execute(
+            "INSERT INTO documents (id, name, sha256, kind, pages, tokens, chars, status, created_at)"
+            " VALUES ('abc1', 'old.pdf', ?, 'pdf', 1, 5, 9, 'ready', 1.0)",
+            ("e" * 64,),
+        )
+    store = open_store(tmp_path)
+    assert store.get("abc1").name == "old.pdf"
+    assert store.create_collection("old", ["abc1"]).document_ids == ("abc1",)
+    store.close()

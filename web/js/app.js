@@ -1,4 +1,5 @@
-// docqa web page: upload documents, watch them being prepared, and hold a conversation about each.
+// docqa web page: upload documents, watch them being prepared, and hold a conversation about each,
+// or about several checked together (together.js: a collection, docs/collections.md).
 // Plain ES2020 modules, no build step. Model and document text reaches the DOM only as text nodes,
 // or as Markdown sanitized by DOMPurify (chat.js).
 
@@ -8,6 +9,7 @@ import { $, el, percent, progressBar } from './dom.js';
 import { download, fileName, toMarkdown } from './export.js';
 import { count, errorNode, plural, show } from './messages.js';
 import { remaining, Progress } from './progress.js';
+import * as together from './together.js';
 import * as viewer from './viewer.js';
 
 const { showCitations, showDocument, shownId } = viewer;
@@ -26,7 +28,9 @@ const state = {
 };
 
 const docUrl = (id) => `/v1/documents/${encodeURIComponent(id)}`;
-const selectedDoc = () => state.docs.find((d) => d.id === state.selectedId) || null;
+const pickedDoc = () => state.docs.find((d) => d.id === state.selectedId) || null;
+/** What the Ask panel asks: the documents checked together (two or more), else the selected one. */
+const selectedDoc = () => together.group(state.docs) || pickedDoc();
 
 // ---------------------------------------------------------------- health and API key
 
@@ -76,7 +80,8 @@ async function refreshDocs() {
     $('doc-list').replaceChildren(item);
     return;
   }
-  if (!selectedDoc()) state.selectedId = state.loaded ? null : firstChoice();
+  together.keep(state.docs);
+  if (!pickedDoc()) state.selectedId = state.loaded ? null : firstChoice();
   state.loaded = true;
   renderDocs();
   showSelected();
@@ -106,6 +111,7 @@ function upsertDoc(doc) {
 
 function removeDoc(id) {
   state.docs = state.docs.filter((d) => d.id !== id);
+  together.keep(state.docs);
   chat.forget(id);
   if (state.selectedId === id) state.selectedId = null;
   if (state.uploadId === id) setUploadMessage('');
@@ -133,6 +139,11 @@ function renderDocs() {
   const list = $('doc-list');
   list.replaceChildren(...state.docs.map(renderDoc));
   if (!state.docs.length) list.append(el('li', 'empty', 'No documents yet. Upload one above.'));
+  together.renderNote(state.docs, () => {
+    together.clear();
+    renderDocs();
+    showSelected();
+  });
   updateAskState();
 }
 
@@ -140,9 +151,16 @@ function renderDoc(doc) {
   const item = el('li', `doc status-${doc.status}`);
   item.dataset.id = doc.id;
   item.tabIndex = 0;
-  if (doc.id === state.selectedId) item.classList.add('selected');
+  const group = together.group(state.docs);
+  if (group ? together.has(doc.id) : doc.id === state.selectedId) item.classList.add('selected');
 
   const head = el('div', 'doc-head');
+  if (doc.status === 'ready') {
+    head.append(together.checkbox(doc, () => {
+      renderDocs();
+      showSelected();
+    }));
+  }
   const name = el('span', 'doc-name', show(doc.name));
   name.title = doc.name; // long names are cut with an ellipsis
   const remove = el('button', 'delete secondary', 'Delete');
@@ -217,6 +235,7 @@ function choose(id) {
 }
 
 function selectDoc(id) {
+  together.clear(); // a click on one document asks it alone
   choose(id);
   renderDocs();
   showSelected();
@@ -237,9 +256,31 @@ function showSelected(force = false) {
   }
   state.shown = key;
   chat.renderThread(doc);
+  if (doc && doc.group) { // the document the latest answer quotes, else the first one
+    const latest = chat.latestCitations(doc.id);
+    if (latest.length) showCited(doc.id, latest);
+    else showDocument(doc.docs[0]);
+    return;
+  }
   showDocument(doc).then(() => {
     if (doc && shownId() === doc.id) showCitations(doc.id, chat.latestCitations(doc.id));
   });
+}
+
+/**
+ * Show the citations of an answer in conversation `threadId`. A collection's citations name their
+ * document (`document_id`): the viewer opens it (the first one quoted) and highlights its quotes.
+ */
+function showCited(threadId, citations) {
+  const docId = citations.length ? citations[0].document_id : null;
+  if (!docId) {
+    showCitations(threadId.startsWith('group:') ? shownId() : threadId, citations);
+    return;
+  }
+  const doc = state.docs.find((d) => d.id === docId);
+  if (!doc) return; // deleted since
+  const mine = citations.filter((c) => c.document_id === docId);
+  showDocument(doc).then(() => showCitations(docId, mine));
 }
 
 async function deleteDoc(doc) {
@@ -423,7 +464,7 @@ function numberInput(id, fallback, parse) {
 
 const chatUi = {
   status: setAskStatus,
-  isShown: (id) => state.selectedId === id,
+  isShown: (id) => (selectedDoc() || {}).id === id,
   changed: () => {
     updateAskState();
     chat.renderThread(selectedDoc());
@@ -433,7 +474,7 @@ const chatUi = {
 function onAsk() {
   const doc = selectedDoc();
   const question = $('question').value.trim();
-  if (chat.streaming() || !doc || doc.status !== 'ready') return;
+  if (chat.streaming() || !doc || doc.status !== 'ready' || together.busy()) return;
   if (!question) {
     setAskStatus('Type a question first.', 'error');
     $('question').focus();
@@ -448,7 +489,19 @@ function onAsk() {
   const draft = parseInt($('draft-tokens').value, 10);
   if (Number.isFinite(draft)) params.draft_tokens = draft;
   $('question').value = '';
-  chat.ask(doc, question, params, chatUi);
+  const model = doc.group ? together.madeFor(doc) : undefined;
+  if (!doc.group || model) { // asked at once, so that the turn is on screen when the click returns
+    chat.ask(model ? { ...doc, model } : doc, question, params, chatUi);
+    return;
+  }
+  setAskStatus('Gathering the documents into a collection…');
+  together.collection(doc).then(
+    (model) => chat.ask({ ...doc, model }, question, params, chatUi),
+    (err) => {
+      $('question').value = question;
+      setAskStatus(`Could not ask them together: ${err.message}`, 'error');
+    },
+  );
 }
 
 function onNewConversation() {
@@ -492,6 +545,7 @@ function init() {
   $('new-conversation').addEventListener('click', onNewConversation);
   $('export').addEventListener('click', onExport);
   viewer.init();
+  chat.setCiteHandler(showCited);
   loadHealth();
   refreshDocs();
 }

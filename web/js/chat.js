@@ -1,4 +1,5 @@
-// The conversation about each document. Every question goes to POST /v1/chat/completions with
+// The conversation about each document (or several asked together: a collection, model
+// "collection:<id>", docs/collections.md). Every question goes to POST /v1/chat/completions with
 // model "doc:<id>" and the earlier turns, streaming: the server restores the document's saved state
 // and prefills only the conversation. Answers are rendered as Markdown (marked), sanitized by
 // DOMPurify before they touch the DOM; questions and notes are plain text.
@@ -12,6 +13,12 @@ import { showCitations } from './viewer.js';
 // status: waiting | streaming | done | stopped | error
 const threads = new Map();
 const active = { controller: null, docId: null };
+// What shows an answer's citations: `(threadId, citations)`; app.js sets it (a collection's citations
+// name their document, which the viewer then opens).
+let cite = showCitations;
+export function setCiteHandler(fn) {
+  cite = fn;
+}
 
 export const streaming = () => active.controller !== null;
 
@@ -125,15 +132,23 @@ function fillTurn(turn) {
   }
   node.note.replaceChildren(...note);
   const meta = [];
-  if (turn.citations.length) {
-    const pages = [...new Set(turn.citations.flatMap((c) => (c.page_end > c.page ? [c.page, c.page_end] : [c.page])))]
+  // One button per quoted document (a collection's answer may quote two), each naming it then.
+  const byDoc = new Map();
+  for (const c of turn.citations) {
+    const key = c.document_id || '';
+    if (!byDoc.has(key)) byDoc.set(key, []);
+    byDoc.get(key).push(c);
+  }
+  for (const [docId, cites] of byDoc) {
+    const pages = [...new Set(cites.flatMap((c) => (c.page_end > c.page ? [c.page, c.page_end] : [c.page])))]
       .sort((a, b) => a - b);
+    const named = cites[0].document_name ? `${cites[0].document_name} · ` : '';
     const quotes = el('button', 'turn-cites secondary',
-      `${turn.citations.length === 1 ? '1 quote' : `${turn.citations.length} quotes`} · p. ${pages.join(', ')}`);
+      `${named}${cites.length === 1 ? '1 quote' : `${cites.length} quotes`} · p. ${pages.join(', ')}`);
     quotes.type = 'button';
-    quotes.title = 'Highlight the quoted text in the document';
+    quotes.title = `Highlight the quoted text in ${cites[0].document_name || 'the document'}`;
     quotes.addEventListener('click', () => {
-      showCitations(node.docId, turn.citations);
+      cite(node.docId, cites);
       $('viewer').scrollIntoView({ block: 'nearest' });
     });
     meta.push(quotes);
@@ -160,7 +175,9 @@ export function renderThread(doc) {
     list.replaceChildren(el('li', 'thread-empty', 'Upload or select a document, then ask about it.'));
   } else if (!turns.length) {
     const text = {
-      ready: `Ask a question about ${doc.name}. Follow-up questions continue the conversation.`,
+      ready: doc.group
+        ? `Ask ${doc.docs.length} documents together: ${doc.name}. Each question is answered from the one (or two) that best match it.`
+        : `Ask a question about ${doc.name}. Follow-up questions continue the conversation.`,
       ingesting: `${doc.name} is being prepared; questions can be asked once it is ready.`,
     }[doc.status] || `${doc.name} could not be prepared, so there is nothing to ask about. Delete it and upload it again.`;
     list.replaceChildren(el('li', 'thread-empty', text));
@@ -232,7 +249,8 @@ function history(turns) {
 }
 
 /**
- * Ask `question` about `doc` with decoding `params` ({max_tokens, temperature, verify16, draft_tokens?}).
+ * Ask `question` about `doc` with decoding `params` ({max_tokens, temperature, verify16, draft_tokens?});
+ * `doc.model`, when set, is the model asked (a collection's "collection:<id>"), else "doc:<id>".
  * ui: {status(text, kind), changed(), isShown(docId)}.
  */
 export async function ask(doc, question, params, ui) {
@@ -242,13 +260,13 @@ export async function ask(doc, question, params, ui) {
   turns.push(turn);
   active.controller = new AbortController();
   active.docId = doc.id;
-  if (ui.isShown(doc.id)) showCitations(doc.id, []); // the earlier answer's quotes are not this one's
+  if (ui.isShown(doc.id)) cite(doc.id, []); // the earlier answer's quotes are not this one's
   ui.changed();
   ui.status('Waiting for the first token…');
 
   let finished = false;
   try {
-    const body = { model: `doc:${doc.id}`, messages, stream: true, ...params };
+    const body = { model: doc.model || `doc:${doc.id}`, messages, stream: true, ...params };
     const res = await openStream('/v1/chat/completions', body, active.controller.signal);
     await readEvents(res, (event, data) => {
       if (event === 'queued') {
@@ -286,7 +304,7 @@ export async function ask(doc, question, params, ui) {
     active.docId = null;
     dirty.delete(turn);
     ui.changed(); // re-renders the thread and stats if this document is shown
-    if (ui.isShown(doc.id)) showCitations(doc.id, turn.citations);
+    if (ui.isShown(doc.id)) cite(doc.id, turn.citations);
     if (turn.status === 'done') {
       if (turn.stats && turn.stats.finish_reason === 'repetition') {
         ui.status('Done: stopped where the answer began to repeat itself.', 'warn');

@@ -33,11 +33,11 @@ export function toMarkdown(doc, turns, meta = {}) {
       || (!answer ? '_The model gave no answer._' : '');
     if (note) lines.push(note, '');
     const where = answeredFrom(turn.stats);
-    if (where) lines.push(`_Answered from ${where} of the document._`, '');
+    if (where) lines.push(`_Answered from ${where}${doc.group ? '' : ' of the document'}._`, '');
     if (turn.citations.length) {
       lines.push('**Citations**', '');
       turn.citations.forEach((c, i) => {
-        lines.push(`${i + 1}. ${doc.name}, ${pages(c)} (characters ${c.start}–${c.end}): ${inQuotes(c.text)}`);
+        lines.push(`${i + 1}. ${c.document_name || doc.name}, ${pages(c)} (characters ${c.start}–${c.end}): ${inQuotes(c.text)}`);
       });
       lines.push('');
     }

@@ -12,6 +12,7 @@ from server.api.answering import answer_params, check_answerable, collect, event
 from server.api.deps import EngineDep, SettingsDep, StoreDep, existing_document
 from server.api.schemas import AnswerRequest, AnswerResponse
 from server.config.errors import payload
+from server.config.settings import Settings
 from server.engine.events import AnswerStream, EventKind
 
 router = APIRouter(prefix="/v1")
@@ -41,6 +42,14 @@ async def answer(
     check_answerable(doc, engine)
     params = answer_params(req, settings, engine)
     stream, position = await submit(engine, store, settings, doc, req.question, params)
+    return await respond(stream, position, req, request, settings)
+
+
+async def respond(
+    stream: AnswerStream, position: int, req: AnswerRequest, request: Request, settings: Settings
+) -> StreamingResponse | AnswerResponse:
+    """A queued answer as the response ``req`` asks for: Server-Sent Events, or the whole answer as
+    JSON (also a collection's answers, server/api/routes/collections.py)."""
     if req.stream:  # headers and a first event go out now, however long the queue
         frames = _sse_frames(stream, position, settings.sse_heartbeat_s)
         return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)

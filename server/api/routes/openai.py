@@ -3,9 +3,10 @@
 Follows the OpenAI Chat Completions API (https://platform.openai.com/docs/api-reference/chat) closely
 enough for the official ``openai`` client to work unchanged. The conversation is about one loaded
 document, named by the extra body field ``document_id`` or by ``model`` (``doc:<id>``, the bare id, or
-the document's file name when it is unique). The document's saved state is reused for every turn:
-only the conversation after the document is prefilled, and ``usage.prompt_tokens_details.
-cached_tokens`` counts the document tokens that were not.
+the document's file name when it is unique), or about a collection of documents, ``model:
+"collection:<id>"`` (server/api/collection.py); ``GET /v1/models`` lists both. The document's saved
+state is reused for every turn: only the conversation after the document is prefilled, and
+``usage.prompt_tokens_details.cached_tokens`` counts the document tokens that were not.
 
 Differences, by design:
 
@@ -32,12 +33,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
-from ingest.store import DocRecord, DocStore
-from server.api.answering import answer_params, check_answerable, collect, events, submit
+from ingest.store import CollectionRecord, DocRecord, DocStore
+from server.api import collection
+from server.api.answering import answer_params, check_answerable, collect, events, submit, submit_collection
 from server.api.chat import ChatCompletionRequest, answer_request, conversation
 from server.api.deps import EngineDep, SettingsDep, StoreDep, find_document
 from server.api.routes.answers import SSE_HEADERS
-from server.config.errors import AmbiguousModel, DocumentNotFound, DocumentRequired, payload
+from server.api.routes.collections import find_collection
+from server.config.errors import AmbiguousModel, CollectionNotFound, DocumentNotFound, DocumentRequired, payload
 from server.engine.events import AnswerStream, EventKind
 
 router = APIRouter(prefix="/v1")
@@ -48,8 +51,9 @@ class ModelCard(BaseModel):
     object: str = "model"
     created: int
     owned_by: str = "docqa"
-    name: str  # docqa: the document's file name
+    name: str  # docqa: the document's file name, or the collection's name
     status: str
+    documents: list[str] | None = None  # docqa: a collection's document ids
 
 
 class ModelList(BaseModel):
@@ -61,15 +65,37 @@ def _card(doc: DocRecord) -> ModelCard:
     return ModelCard(id=f"doc:{doc.id}", created=int(doc.created_at), name=doc.name, status=doc.status)
 
 
+COLLECTION = "collection:"
+
+
+def _collection_card(found: CollectionRecord, docs: list[DocRecord]) -> ModelCard:
+    return ModelCard(
+        id=f"{COLLECTION}{found.id}", created=int(found.created_at), name=found.name,
+        status=collection.status(docs), documents=[d.id for d in docs],
+    )  # fmt: skip
+
+
 @router.get("/models", response_model=ModelList)
 async def models(store: StoreDep) -> ModelList:
-    """Every loaded document as a model id ``doc:<id>``."""
-    return ModelList(data=[_card(d) for d in store.list()])
+    """Every loaded document as a model id ``doc:<id>``, then every collection as ``collection:<id>``."""
+    cards = [_card(d) for d in store.list()]
+    cards += [_collection_card(c, collection.members(store, c)) for c in store.collections()]
+    return ModelList(data=cards)
+
+
+def _named_collection(store: DocStore, model_id: str) -> CollectionRecord:
+    found = find_collection(store, model_id.removeprefix(COLLECTION))
+    if found is None:
+        raise CollectionNotFound(f"no collection {model_id!r}; GET /v1/models lists them")
+    return found
 
 
 @router.get("/models/{model_id}", response_model=ModelCard)
 async def model(model_id: str, store: StoreDep) -> ModelCard:
-    """One document as a model (``client.models.retrieve("doc:<id>")``)."""
+    """One document (``client.models.retrieve("doc:<id>")``) or collection as a model."""
+    if model_id.startswith(COLLECTION):
+        found = _named_collection(store, model_id)
+        return _collection_card(found, collection.members(store, found))
     doc_id = model_id.removeprefix("doc:")
     doc = find_document(store, doc_id)
     if doc is None:
@@ -120,13 +146,24 @@ def _finish_reason(reason: str) -> str:
 async def chat_completions(
     req: ChatCompletionRequest, request: Request, store: StoreDep, engine: EngineDep, settings: SettingsDep
 ):
-    doc = resolve_document(store, req)
-    check_answerable(doc, engine)
+    asked = None  # a collection: (its record, its documents)
+    if req.document_id is None and req.model.startswith(COLLECTION):
+        found = _named_collection(store, req.model)
+        asked = found, collection.members(store, found)
+        collection.check_answerable(*asked, engine.progress)
+    else:
+        doc = resolve_document(store, req)
+        check_answerable(doc, engine)
     history, question = conversation(req.messages)
     params = answer_params(answer_request(req, question), settings, engine, stop_adds=True)
-    # A segmented document: the latest user turn picks the segment(s); the earlier turns go along as
-    # history, whichever segment they were answered from (server/api/segmented.py).
-    stream, position = await submit(engine, store, settings, doc, question, params, history)
+    # A segmented document (or a collection): the latest user turn picks the segment(s) or documents;
+    # the earlier turns go along as history, whichever they were answered from (server/api/segmented.py).
+    if asked is not None:
+        stream, position = await submit_collection(
+            engine, store, settings, asked[0].id, asked[1], question, params, history
+        )
+    else:
+        stream, position = await submit(engine, store, settings, doc, question, params, history)
     base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": req.model}
     if req.stream:  # the first chunk goes out now, however long the queue
         include_usage = bool(req.stream_options and req.stream_options.include_usage)

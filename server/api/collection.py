@@ -1,0 +1,126 @@
+"""Questions to a collection (ingest/store.py): its documents answered like one long document whose
+segments are their states. A document answered whole is one source, a segmented one keeps its
+segments; all of them are ranked for the question by one BM25 index across the collection
+(ingest/collection_index.py), and the best is answered from, with the second best too when it scores
+close (ingest/index.py ``chosen``, DOCQA_SEGMENT_CLOSE_RATIO), each by its own engine job
+(server/engine/jobs.py ``AnswerJob`` with the document and segment), read as one stream by
+server/api/segmented.py ``SegmentedAnswer``. Nothing new runs in the engine: each job is a question
+about one document or segment, whose saved state it restores.
+
+Each source is described as a segment is (index, pages, part, parts, chars, label) plus
+``document_id`` and ``document_name``; its label is the document's name ("lease.pdf", or
+"novel.epub, pages 5–9" for a segment), so two answers read "From lease.pdf: …". Every citation
+names its document (``document_id``, ``document_name``) next to its page. A question that matches no
+document's words is answered that none of them seems to contain it, without the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ingest import collection_index, index
+from ingest.collection_index import MemberDamaged
+from ingest.errors import DocumentFilesDamaged, SegmentsDamaged, TextDamaged
+from ingest.store import FAILED, INGESTING, READY, CollectionRecord, DocRecord, DocStore
+from server.api import segmented
+from server.api.schemas import CollectionDocument, CollectionPublic
+from server.api.segmented import Source
+from server.config.errors import CollectionEmpty, DocumentFailed, DocumentIngesting
+
+NOT_FOUND = (
+    "None of the collection's documents seems to contain this: none of them mentions any of the words "
+    "of the question. Try asking with the words the documents would use."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionPlan:
+    """The sources to answer from, best first ([]: nothing matched); read by SegmentedAnswer."""
+
+    sources: list[Source]
+    not_found: str = NOT_FOUND
+
+
+def members(store: DocStore, collection: CollectionRecord) -> list[DocRecord]:
+    """The collection's documents, in order (one deleted meanwhile is left out)."""
+    docs = (store.get(doc_id) for doc_id in collection.document_ids)
+    return [d for d in docs if d is not None]
+
+
+def status(docs: list[DocRecord]) -> str:
+    """ready when every document is; else ingesting or failed (what keeps it from being asked);
+    empty without documents."""
+    if not docs:
+        return "empty"
+    states = {d.status for d in docs}
+    return FAILED if FAILED in states else INGESTING if INGESTING in states else READY
+
+
+def public(collection: CollectionRecord, docs: list[DocRecord]) -> CollectionPublic:
+    return CollectionPublic(
+        id=collection.id,
+        name=collection.name,
+        created_at=collection.created_at,
+        status=status(docs),
+        documents=[
+            CollectionDocument(id=d.id, name=d.name, status=d.status, pages=d.pages, tokens=d.tokens) for d in docs
+        ],
+    )
+
+
+def check_answerable(collection: CollectionRecord, docs: list[DocRecord], progress: dict[str, float]) -> None:
+    """Raise a 409 naming the document that keeps the collection from being asked (``progress``:
+    the engine's prefill progress by document id), or that it has no documents left."""
+    if not docs:
+        raise CollectionEmpty(
+            f"collection {collection.id} ({collection.name!r}) has no documents left (they were deleted); "
+            "delete it, or create a new one"
+        )
+    for doc in docs:
+        where = f"document {doc.id} ({doc.name!r}) of collection {collection.id}"
+        if doc.status == INGESTING:
+            pct = progress.get(doc.id, 0.0) * 100
+            raise DocumentIngesting(f"{where} is being ingested again ({pct:.0f}%); retry soon")
+        if doc.status == FAILED:
+            raise DocumentFailed(f"{where} failed to ingest: {doc.error}; upload it again, or delete it")
+
+
+def plan(
+    store: DocStore,
+    collection_id: str,
+    docs: list[DocRecord],
+    question: str,
+    close: float,
+    history: tuple[tuple[str, str], ...] = (),
+) -> CollectionPlan:
+    """Rank the collection's documents and segments for ``question`` (with a conversation's earlier
+    turns, weighted lower) and describe the chosen ones. Runs off the event loop (the index is made
+    again first when a document changed). Raises MemberDamaged naming a document whose files are
+    damaged beyond repair."""
+    ranked = collection_index.rank(store, collection_id, docs, question, history)
+    scores = dict(ranked)
+    by_id = {d.id: d for d in docs}
+    return CollectionPlan([_source(store, by_id[u.doc_id], u, scores[u]) for u in index.chosen(ranked, close)])
+
+
+def _source(store: DocStore, doc: DocRecord, unit: collection_index.Unit, score: float) -> Source:
+    named: dict[str, Any] = {"document_id": doc.id, "document_name": doc.name}
+    try:
+        if unit.segment is None:
+            text = store.read_text(doc.id)
+            first = text.first_page
+            where = {"index": 0, "pages": [first, first + text.pages - 1], "part": 1, "parts": 1,
+                     "chars": [0, len(text.text)], "label": doc.name}  # fmt: skip
+            return Source(doc.id, None, doc.tokens, {**where, **named}, score, named)
+        parts = store.read_segments(doc.id) or []
+        segment = parts[unit.segment]
+    except FileNotFoundError:
+        raise MemberDamaged(doc.id, TextDamaged("text.json", "it is missing")) from None
+    except IndexError:  # re-ingested into fewer segments between the ranking and now
+        raise MemberDamaged(doc.id, SegmentsDamaged("segments.json", "it changed while being read")) from None
+    except DocumentFilesDamaged as exc:
+        raise MemberDamaged(doc.id, exc) from exc
+    where = segmented.describe(segment, len(parts), segmented.paged(doc))
+    where["label"] = f"{doc.name}, {where['label']}"
+    return Source(doc.id, segment.index, segment.n_tokens, {**where, **named}, score, named)

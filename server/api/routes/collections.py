@@ -1,0 +1,104 @@
+"""Collection routes: create (documents already uploaded and ready, under a unique name), list, get,
+delete, and a question to a collection (server/api/collection.py), answered as a document's
+question is (the same body and response; each citation names its document)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Request, Response
+
+from ingest.store import READY, CollectionRecord, DocStore, DocumentsMissing, DuplicateCollection
+from server.api import collection
+from server.api.answering import answer_params, submit_collection
+from server.api.deps import EngineDep, SettingsDep, StoreDep, find_document
+from server.api.routes.answers import respond
+from server.api.schemas import AnswerRequest, AnswerResponse, CollectionList, CollectionPublic, CollectionRequest
+from server.config.errors import CollectionDocumentsInvalid, CollectionExists, CollectionNotFound, InvalidRequest
+
+router = APIRouter(prefix="/v1")
+
+
+def find_collection(store: DocStore, collection_id: str) -> CollectionRecord | None:
+    """The collection with this id, or None (an id is alphanumeric: anything else is no id of ours)."""
+    return store.collection(collection_id) if collection_id.isalnum() else None
+
+
+def existing_collection(store: DocStore, collection_id: str) -> CollectionRecord:
+    """The collection with this id; CollectionNotFound (404) naming how to list them otherwise."""
+    found = find_collection(store, collection_id)
+    if found is None:
+        raise CollectionNotFound(f"no collection with id {collection_id!r}; list them with GET /v1/collections")
+    return found
+
+
+def _refuse(unknown: list[str], not_ready: list[tuple[str, str]]) -> CollectionDocumentsInvalid:
+    """The 422 naming the documents a collection cannot hold: unknown ids, and (id, status) of those
+    not ready."""
+    why = []
+    if unknown:
+        why.append(f"no document with id {', '.join(repr(i) for i in unknown)} (GET /v1/documents lists them)")
+    if not_ready:
+        states = ", ".join(f"{i} is {s}" for i, s in not_ready)
+        why.append(f"only ready documents can be asked together: {states} (wait for it, or leave it out)")
+    return CollectionDocumentsInvalid("; ".join(why), unknown, [i for i, _ in not_ready])
+
+
+@router.post("/collections", status_code=201, response_model=CollectionPublic)
+async def create_collection(req: CollectionRequest, store: StoreDep) -> CollectionPublic:
+    name = " ".join(req.name.split())
+    if not name:
+        raise InvalidRequest("name: a collection needs a name with more than spaces in it")
+    ids = list(dict.fromkeys(req.document_ids))
+    docs = await asyncio.to_thread(lambda: [find_document(store, i) for i in ids])
+    unknown = [i for i, d in zip(ids, docs, strict=True) if d is None]
+    not_ready = [(d.id, d.status) for d in docs if d is not None and d.status != READY]
+    if unknown or not_ready:
+        raise _refuse(unknown, not_ready)
+    try:
+        created = await asyncio.to_thread(store.create_collection, name, ids)
+    except DuplicateCollection as dup:
+        raise CollectionExists(
+            f"a collection named {name!r} exists already ({dup.existing.id}); ask it, delete it, or choose "
+            "another name",
+            dup.existing.id,
+        ) from None
+    except DocumentsMissing as missing:  # deleted since they were looked up
+        raise _refuse(list(missing.ids), []) from None
+    return collection.public(created, [d for d in docs if d is not None])
+
+
+@router.get("/collections", response_model=CollectionList)
+async def list_collections(store: StoreDep) -> CollectionList:
+    def read() -> CollectionList:
+        return CollectionList(
+            collections=[collection.public(c, collection.members(store, c)) for c in store.collections()]
+        )
+
+    return await asyncio.to_thread(read)
+
+
+@router.get("/collections/{collection_id}", response_model=CollectionPublic)
+async def get_collection(collection_id: str, store: StoreDep) -> CollectionPublic:
+    found = existing_collection(store, collection_id)
+    return collection.public(found, await asyncio.to_thread(collection.members, store, found))
+
+
+@router.delete("/collections/{collection_id}", status_code=204)
+async def delete_collection(collection_id: str, store: StoreDep) -> Response:
+    """Remove the collection (its index, then its row); its documents stay."""
+    found = existing_collection(store, collection_id)
+    await asyncio.to_thread(store.delete_collection, found.id)
+    return Response(status_code=204)
+
+
+@router.post("/collections/{collection_id}/answers", response_model=AnswerResponse)
+async def answer(
+    collection_id: str, req: AnswerRequest, request: Request, store: StoreDep, engine: EngineDep, settings: SettingsDep
+):
+    found = existing_collection(store, collection_id)
+    docs = await asyncio.to_thread(collection.members, store, found)
+    collection.check_answerable(found, docs, engine.progress)
+    params = answer_params(req, settings, engine)
+    stream, position = await submit_collection(engine, store, settings, found.id, docs, req.question, params)
+    return await respond(stream, position, req, request, settings)
