@@ -36,7 +36,12 @@ class Live:
         # ``env`` overrides them. No answer history unless asked for: its drafts change a repeated
         # question's verify row counts, and so on a quantized model possibly its text (notes §14), which
         # tests that compare repeated answers must not meet by chance.
-        defaults = {"DOCQA_N_CTX": "8192", "DOCQA_N_THREADS": "2", "DOCQA_ANSWER_HISTORY": "false"}
+        # No start-up self-test either: it loads the model in a child process and decodes once per new
+        # data directory, a model process more per server; tests/server/engine/test_selftest.py tests
+        # it, and tests/server/api/test_listen.py starts a server with it.
+        defaults = {
+            "DOCQA_N_CTX": "8192", "DOCQA_N_THREADS": "2", "DOCQA_ANSWER_HISTORY": "false", "DOCQA_SELFTEST": "false",
+        }  # fmt: skip
         self.env = {
             **os.environ,
             **defaults,

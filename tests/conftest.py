@@ -172,8 +172,10 @@ def gemma(gemma_path: Path):
 def make_settings(data_dir: Path, model_path: Path, **overrides):
     from server.config.settings import Settings
 
-    # No answer history unless a test asks for it (testkit/live.py says why).
-    values = dict(data_dir=data_dir, model_path=model_path, n_ctx=8192, n_threads=THREADS, answer_history=False)
+    # No answer history and no start-up self-test unless a test asks for them (testkit/live.py says why).
+    values = dict(
+        data_dir=data_dir, model_path=model_path, n_ctx=8192, n_threads=THREADS, answer_history=False, selftest=False
+    )
     values.update(overrides)
     return Settings(**values)
 

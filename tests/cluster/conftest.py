@@ -75,7 +75,7 @@ class Cluster:
         raise AssertionError(f"{n} reader replicas not running after {timeout:.0f} s: {serve.status()}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # stopped after tests/cluster: an idle Ray still takes CPU from later tests
 def cluster(tmp_path_factory: pytest.TempPathFactory, gemma_path: Path, postgres_server: str) -> Iterator[Cluster]:
     try:
         import ray  # noqa: F401

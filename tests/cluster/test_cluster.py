@@ -101,6 +101,7 @@ def test_a_stopped_replicas_document_is_answered_by_another_identically(cluster)
     cluster.wait_readers(READERS)
 
 
+@pytest.mark.slow  # a replica killed and restarted by Serve: ~40 s each; the failover itself stays in make test
 def test_a_replica_killed_mid_stream_ends_the_stream_with_an_error(cluster):
     """The client gets an SSE error event, not a hang; the next question is answered by another
     replica, identical to the answer the killed one gave before."""
@@ -130,6 +131,7 @@ def test_a_replica_killed_mid_stream_ends_the_stream_with_an_error(cluster):
     cluster.wait_readers(READERS)
 
 
+@pytest.mark.slow  # a replica killed and restarted by Serve: ~40 s each; the failover itself stays in make test
 def test_an_ingestion_interrupted_by_a_replicas_death_is_resumed(cluster):
     """The replica prefilling a document dies; once its lease runs out another replica takes the
     ingestion over, and the document becomes ready and answerable."""
