@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from testkit.live import LOCAL
+# OpenMP threads that wait by sleeping, not spinning, in this process and in every server it starts
+# (they inherit the environment), set before llama.cpp's libgomp is loaded. The tests run models in
+# several processes at once (this one, server processes, extraction workers, Tesseract, Ray), and a
+# spinning barrier waits out its whole time slice whenever its partner thread is descheduled: on this
+# 2-core machine the embedded model decoded at 73-1,269 ms a token beside one busy process with the
+# default policy, and at 31-55 ms with PASSIVE (19 vs 31-40 ms with the machine to itself).
+# docs/tuning.md has the numbers for servers.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from testkit.live import LOCAL  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT.parent / "shared" / "cases"
