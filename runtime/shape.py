@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from runtime import gguf_meta
 from runtime.kvtypes import GGML
+
+_SHAPES: dict[tuple[str, int, int], ModelShape] = {}  # ModelShape.from_gguf, by (path, size, mtime_ns)
 
 #: ggml (block size in elements, bytes per block) per type name (runtime/kvtypes.py).
 GGML_BLOCKS: dict[str, tuple[int, int]] = {name: (t.block, t.block_bytes) for name, t in GGML.items()}
@@ -120,16 +123,25 @@ class ModelShape:
 
     @classmethod
     def from_gguf(cls, path: Path) -> ModelShape:
-        """Read a GGUF's metadata and tensor sizes (memory-mapped; tensor data is not read)."""
-        import gguf
+        """Read a GGUF's metadata and tensor sizes (memory-mapped; tensor data is not read), once per
+        file and version of it in this process: gguf-py's reader parses every field eagerly, the
+        262,144 strings of Gemma 3's vocabulary included, which took 6-22 s on 2 cores, and a server
+        start asks twice (the memory check, the snapshot estimate), a test session at every start.
+        The key is the resolved path, size and mtime, so a rewritten file is read again."""
+        path = Path(path).resolve()
+        stat = path.stat()
+        key = (str(path), stat.st_size, stat.st_mtime_ns)
+        shape = _SHAPES.get(key)
+        if shape is None:
+            shape = _SHAPES[key] = cls._read_gguf(path)
+        return shape
 
-        reader = gguf.GGUFReader(str(path))
+    @classmethod
+    def _read_gguf(cls, path: Path) -> ModelShape:
+        fields, tensors = gguf_meta.read(path)
 
         def get(key: str, default=None):
-            field = reader.fields.get(key)
-            if field is None:
-                return default
-            return field.contents()
+            return fields.get(key, default)
 
         arch = get("general.architecture")
         if arch is None:
@@ -172,7 +184,7 @@ class ModelShape:
         input_bytes = output_bytes = 0
         names = set()
         q_proj = 0
-        for t in reader.tensors:
+        for t in tensors:
             names.add(t.name)
             m = re.match(r"blk\.(\d+)\.", t.name)
             if m:
@@ -183,8 +195,8 @@ class ModelShape:
                 input_bytes += int(t.n_bytes)
             else:
                 output_bytes += int(t.n_bytes)
-        tokens = reader.fields.get("tokenizer.ggml.tokens")
-        n_vocab = len(tokens.data) if tokens is not None else int(get(a + "vocab_size", 0))
+        tokens = fields.get("tokenizer.ggml.tokens")
+        n_vocab = len(tokens) if tokens is not None else int(get(a + "vocab_size", 0))
 
         layers = tuple(
             Layer(
