@@ -27,11 +27,15 @@ from ingest.normalize import drop_unmapped
 
 __all__ = ["PageTables", "Table", "is_table", "may_have_table", "rows_text", "splice_tables"]
 
-# Distinct horizontal and vertical edges (ruling lines, thin or cell rectangles' sides) a page must
-# draw before the table finder runs: 3 rows by 2 columns, the smallest table kept (``PageTables``).
+# The grid a page must draw before the table finder runs: MIN_HORIZONTAL horizontal lines, each met
+# by MIN_VERTICAL vertical ones: 3 rows by 2 columns, the smallest table kept (``is_table``).
 MIN_HORIZONTAL, MIN_VERTICAL = 4, 3
 MIN_EDGE = 10.0  # points: a shorter line or rectangle side bounds no cell (a fraction bar, a dot)
-THIN = 2.0  # points: a rectangle this thin is a ruling line
+THIN = 2.0  # points: a rectangle this thin is a ruling line; lines this close meet
+# A page that draws more straight segments than this, or a curve (c, v, y) for every
+# CURVES_PER_SEGMENT of them, is a plot or a drawing: the finder would take ~1 s there and find no table.
+MAX_SEGMENTS, CURVES_PER_SEGMENT = 2000, 4
+MAX_PAIRS = 250_000  # horizontal x vertical edges past which the grid is not checked (~50 ms)
 _TOLERANCE = 1.0  # points: a baseline on a table's edge still belongs to it
 
 
@@ -45,11 +49,13 @@ class Table:
 
 
 def may_have_table(page) -> bool:
-    """True when the pypdf ``page`` is unrotated and its content stream draws at least
-    MIN_HORIZONTAL distinct horizontal and MIN_VERTICAL distinct vertical edges (``re`` rectangles,
-    ``m``/``l`` path segments, in the stream's own coordinates, rounded to a point): the ruling a table
-    of 3 rows and 2 columns needs. Reads the stream pypdf already decoded (under its decompression
-    limits); False if it cannot. A rule of thumb, measured in bench/results/pdf-tables.md."""
+    """True when the pypdf ``page`` is unrotated and its content stream draws a grid: ruling (``re``
+    rectangles, ``m``/``l`` path segments, in the stream's own coordinates) that crosses or meets at
+    MIN_VERTICAL points or more on each of MIN_HORIZONTAL horizontal lines: what a table of 3 rows
+    and 2 columns needs; and no more than MAX_SEGMENTS segments, few of them curves (a plot, a
+    drawing). Figures draw lines too, but rarely such a grid without curves. Reads the stream pypdf
+    already decoded (under its decompression limits); False if it cannot. A rule of thumb, measured
+    in bench/results/pdf-tables.md."""
     try:
         if (page.get("/Rotate") or 0) % 360:
             return False
@@ -57,17 +63,32 @@ def may_have_table(page) -> bool:
         data = contents.get_data() if contents is not None else b""
     except Exception:  # a stream pypdf cannot decode: its text extraction says so, not this check
         return False
-    across, down = _edges(data)
-    return len(across) >= MIN_HORIZONTAL and len(down) >= MIN_VERTICAL
-
-
-def _edges(data: bytes) -> tuple[set[int], set[int]]:
-    """The y of horizontal and the x of vertical edges drawn by ``x y w h re`` and by the segments of
-    ``x y m`` / ``x y l`` paths, from the stream's whitespace-split tokens (a path's operands are
-    plain numbers; a token that is not one skips that operator)."""
-    across: set[int] = set()
-    down: set[int] = set()
     tokens = data.split()
+    curves, straight = sum(tokens.count(op) for op in (b"c", b"v", b"y")), tokens.count(b"l") + tokens.count(b"re")
+    if straight > MAX_SEGMENTS or CURVES_PER_SEGMENT * curves > straight:
+        return False  # a plot or a drawing: thousands of segments, or curves among them
+    across, down = _edges(tokens)
+    if len({round(y) for y, _, _ in across}) < MIN_HORIZONTAL or len({round(x) for x, _, _ in down}) < MIN_VERTICAL:
+        return False
+    if len(across) * len(down) > MAX_PAIRS:  # too much ruling to check cheaply: let the finder decide
+        return True
+    crossings: dict[int, set[int]] = {}  # y of a horizontal line -> x where vertical lines meet it
+    for y, x0, x1 in across:
+        for x, y0, y1 in down:
+            if x0 - THIN <= x <= x1 + THIN and y0 - THIN <= y <= y1 + THIN:
+                crossings.setdefault(round(y), set()).add(round(x))
+    return sum(1 for xs in crossings.values() if len(xs) >= MIN_VERTICAL) >= MIN_HORIZONTAL
+
+
+Edge = tuple[float, float, float]  # (y, x0, x1) of a horizontal edge, (x, y0, y1) of a vertical one
+
+
+def _edges(tokens: list[bytes]) -> tuple[list[Edge], list[Edge]]:
+    """The horizontal and vertical edges drawn by ``x y w h re`` and by the segments of ``x y m`` /
+    ``x y l`` paths, from the stream's whitespace-split ``tokens`` (a path's operands are plain
+    numbers; a token that is not one skips that operator)."""
+    across: list[Edge] = []
+    down: list[Edge] = []
     at: tuple[float, float] | None = None  # the current point of the path being built
     for i, token in enumerate(tokens):
         if token not in (b"re", b"l", b"m") or i < 2:
@@ -89,23 +110,25 @@ def _edges(data: bytes) -> tuple[set[int], set[int]]:
     return across, down
 
 
-def _rect(x: float, y: float, w: float, h: float, across: set[int], down: set[int]) -> None:
+def _rect(x: float, y: float, w: float, h: float, across: list[Edge], down: list[Edge]) -> None:
     x, w = (x + w, -w) if w < 0 else (x, w)
     y, h = (y + h, -h) if h < 0 else (y, h)
-    if h <= THIN and w >= MIN_EDGE:
-        across.add(round(y))
-    elif w <= THIN and h >= MIN_EDGE:
-        down.add(round(x))
+    if w < MIN_EDGE and h < MIN_EDGE:
+        return
+    if h <= THIN:
+        across.append((y + h / 2, x, x + w))
+    elif w <= THIN:
+        down.append((x + w / 2, y, y + h))
     elif w >= MIN_EDGE and h >= MIN_EDGE:
-        across.update((round(y), round(y + h)))
-        down.update((round(x), round(x + w)))
+        across += [(y, x, x + w), (y + h, x, x + w)]
+        down += [(x, y, y + h), (x + w, y, y + h)]
 
 
-def _segment(a: tuple[float, float], b: tuple[float, float], across: set[int], down: set[int]) -> None:
+def _segment(a: tuple[float, float], b: tuple[float, float], across: list[Edge], down: list[Edge]) -> None:
     if abs(a[1] - b[1]) <= THIN and abs(a[0] - b[0]) >= MIN_EDGE:
-        across.add(round(a[1]))
+        across.append((a[1], min(a[0], b[0]), max(a[0], b[0])))
     elif abs(a[0] - b[0]) <= THIN and abs(a[1] - b[1]) >= MIN_EDGE:
-        down.add(round(a[0]))
+        down.append((a[0], min(a[1], b[1]), max(a[1], b[1])))
 
 
 def is_table(rows: list[list[str]]) -> bool:
