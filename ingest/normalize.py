@@ -29,6 +29,8 @@ KNOWN_RULES = (1, 2)
 PAGE_SEPARATOR = "\n\n"
 
 _DROP = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufeff]")
+# U+FFFD and the private-use areas (BMP, planes 15 and 16): glyphs without a character (drop_unmapped)
+_UNMAPPED = re.compile("[\ufffd\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd]")
 
 
 def normalize_text(text: str) -> str:
@@ -36,6 +38,16 @@ def normalize_text(text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = unicodedata.normalize("NFKC", text)
     return _DROP.sub("", text)
+
+
+def drop_unmapped(text: str) -> str:
+    """``text`` without U+FFFD and private-use code points (Unicode category Co): what pypdf gives for
+    a glyph whose font maps it to no character (an icon font's flags, a symbol font), which a reader
+    sees as a box. Assigned characters (CJK, accents, emoji) are untouched; unassigned ones (Cn) are
+    kept too, since Python's Unicode tables may predate a new character."""
+    if not _UNMAPPED.search(text):
+        return text
+    return _UNMAPPED.sub("", text)
 
 
 def normalize_pages(raw_pages: Sequence[str], *, paged: bool, rules: int = TEXT_RULES) -> tuple[str, list[int]]:

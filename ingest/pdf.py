@@ -25,8 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ingest.errors import NoTextLayer, OcrUnavailable, PasswordRequired, UnreadablePdf, WrongPassword
-from ingest.normalize import normalize_text
+from ingest.normalize import drop_unmapped, normalize_text
 from ingest.ocr import OcrSettings, PageOcr, unavailable
+from ingest.pdf_tables import PageTables, may_have_table, splice_tables
 
 __all__ = ["OCR_NOTE", "OcrJob", "PdfPages", "garbled", "pdf_pages"]
 
@@ -68,6 +69,7 @@ def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> P
     notes: dict[int, str] = {}  # page index -> warning
     failures: list[Exception] = []
     need: list[int] = []  # page indices OCR should read
+    finder = PageTables(data, password)
     for i, page in enumerate(pages):
         if mode == "force" and _wanted(ocr, i):
             texts.append("")
@@ -85,9 +87,13 @@ def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> P
             if garbled(text):
                 notes[i] = (f"page {i + 1} reads as mostly unreadable characters (a font without a text "
                             "mapping?); answers about it may be wrong")  # fmt: skip
+            elif may_have_table(page):
+                text = _with_tables(page, finder, i, text)
+            text = drop_unmapped(text)
         texts.append(text)
         if mode == "auto" and _wanted(ocr, i) and (i in notes or not text.strip()):
             need.append(i)
+    finder.close()
     ocr_pages: list[int] = []
     if need and ocr is not None:
         if why is not None:
@@ -177,6 +183,20 @@ def unreadable_pdf(exc: Exception) -> UnreadablePdf:
         f"the PDF could not be read ({type(exc).__name__}: {exc}); it may be broken, truncated or "
         "over pypdf's decompression limits; re-export or repair it and upload again"
     )
+
+
+def _with_tables(page, finder: PageTables, index: int, text: str) -> str:
+    """``text`` (pypdf's) with the page's ruled tables as pipe rows (ingest/pdf_tables.py); ``text``
+    itself when there are none or splicing fails."""
+    tables = finder.tables(index)
+    if not tables:
+        return text
+    try:
+        return splice_tables(page, tables)
+    except (MemoryError, RecursionError):
+        raise
+    except Exception:  # pypdf read the page once; a second pass that fails keeps the first
+        return text
 
 
 def garbled(text: str) -> bool:

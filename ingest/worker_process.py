@@ -93,6 +93,7 @@ def extract_in_worker(
 
 def warm() -> None:
     """Runs first in every new worker: the imports a real extraction needs, before its clock starts."""
+    import pdfplumber  # noqa: F401  (the table finder, ingest/pdf_tables.py; ~0.2 s to import)
     import pypdf  # noqa: F401  (ingest/pdf.py imports it on first use)
 
     try:

@@ -158,3 +158,37 @@ def pdf(pages: list[str], compress: bool = True) -> bytes:
     out += [b"%010d 00000 n \n" % o for o in offsets]
     out.append(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
     return b"".join(out)
+
+
+def ruled_table_pdf(rows: list[list[str]], before: str, after: str) -> bytes:
+    """A one-page PDF: the line ``before``, then ``rows`` as a table with ruling lines (cells 120 x 20
+    points, text drawn cell by cell, as word processors draw tables), then the line ``after``."""
+    x0, top, w, h = 72, 680, 120, 20
+    bottom, right = top - h * len(rows), x0 + w * max(len(r) for r in rows)
+    ops = [b"0.5 w"]
+    ops += [b"%d %d m %d %d l S" % (x0, top - h * k, right, top - h * k) for k in range(len(rows) + 1)]
+    ops += [b"%d %d m %d %d l S" % (x0 + w * k, top, x0 + w * k, bottom) for k in range(len(rows[0]) + 1)]
+    ops.append(b"BT /F1 12 Tf 72 720 Td (%s) Tj ET" % before.encode("latin-1"))
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            at = (x0 + w * c + 4, top - h * (r + 1) + 6)
+            ops.append(b"BT /F1 10 Tf %d %d Td (%s) Tj ET" % (*at, cell.encode("latin-1")))
+    ops.append(b"BT /F1 12 Tf 72 %d Td (%s) Tj ET" % (bottom - 40, after.encode("latin-1")))
+    stream = b"\n".join(ops)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> "
+        b"/Contents 4 0 R >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out, offsets = [b"%PDF-1.4\n"], []
+    for i, body in enumerate(objects, start=1):
+        offsets.append(sum(len(p) for p in out))
+        out.append(b"%d 0 obj\n%s\nendobj\n" % (i, body))
+    xref = sum(len(p) for p in out)
+    out.append(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    out += [b"%010d 00000 n \n" % o for o in offsets]
+    out.append(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
+    return b"".join(out)

@@ -1,0 +1,103 @@
+"""Tables in PDFs as pipe rows, and glyphs without a character dropped (ingest/pdf_tables.py,
+ingest/pdf.py; issue 29 item 9), on the Google-Docs sample of ../shared/cases and on PDFs made here."""
+
+from __future__ import annotations
+
+import io
+import unicodedata
+
+import pytest
+from pypdf import PdfReader
+
+from ingest.extract import extract
+from ingest.normalize import drop_unmapped, normalize_pages
+from ingest.pdf_tables import is_table, may_have_table, rows_text
+from tests.ingest.samples import pdf, ruled_table_pdf
+
+GOOGLE_ROWS = [
+    "|  | Indonesia | Germany | Austria | France | Vatican |",
+    "| --- | --- | --- | --- | --- | --- |",
+    "| Continent | Asia | Europe |  |  |  |",
+    "| Capital | Jakarta | Berlin | Vienna | Paris | Vatican City |",
+    "| Currency | Rupia | EUR (€) |  |  | - |",
+    "| Population | 273.879.7501 | 83,190,5562 | 8,935,1123 | 67,413,000 | 453 |",
+]
+
+
+def _unmapped(text: str) -> list[str]:
+    return [c for c in text if c == "\ufffd" or unicodedata.category(c) == "Co"]
+
+
+def test_the_google_docs_table_comes_out_as_rows_without_boxes(cases, manifest):
+    """Before: one cell per line, and the flag icons as private-use code points (U+F03D9, ...)."""
+    text = extract((cases / manifest["PDF-18"]["path"]).read_bytes()).text
+    assert "\n".join(GOOGLE_ROWS) in text
+    assert _unmapped(text) == []
+    assert "Namespaces are one honking great idea -- let's do more of those!\n\n| " in text  # the text before it
+    assert text.index(GOOGLE_ROWS[-1]) < text.index("2021 estimate")  # the footnotes after it
+    assert "\nJakarta\n" not in text and text.count("Jakarta") == 1
+
+
+def test_a_ruled_table_made_here_comes_out_as_rows():
+    rows = [
+        ["Name", "Role", "Floor"],
+        ["Ada", "Engineer", "3"],
+        ["Grace", "Admiral", "5"],
+        ["Linus", "Maintainer", "2"],
+    ]
+    text = extract(ruled_table_pdf(rows, "Staff list for the new building.", "Ask reception for a badge.")).text
+    assert text == "Staff list for the new building.\n\n" + rows_text(rows) + "\n\nAsk reception for a badge."
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "pdf/pypdf-resources/crazyones.pdf",
+        "pdf/sample-files/026-latex-multicolumn/multicolumn.pdf",
+        "pdf/pypdf-resources/Sample_Td-matrix.pdf",  # a 2 x 2 grid of boxes with text in each: no table
+        "pdf/pypdf-resources/libreoffice-form.pdf",  # check boxes: no table
+        "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf",  # plots and diagrams: no table
+    ],
+)
+def test_pdfs_without_tables_keep_pypdfs_text(cases, path):
+    data = (cases / path).read_bytes()
+    raw = [drop_unmapped(p.extract_text()) for p in PdfReader(io.BytesIO(data), strict=False).pages]
+    assert extract(data).text == normalize_pages(raw, paged=True)[0]
+
+
+def test_a_text_page_skips_the_table_finder():
+    page = PdfReader(io.BytesIO(pdf(["Just a line of text."]))).pages[0]
+    assert not may_have_table(page)
+    table = ruled_table_pdf([["a", "b"], ["c", "d"], ["e", "f"]], "x", "y")
+    assert may_have_table(PdfReader(io.BytesIO(table)).pages[0])
+
+
+@pytest.mark.parametrize(
+    ("rows", "kept"),
+    [
+        ([["a", "b"], ["c", "d"], ["e", "f"]], True),
+        ([["Hello PDF!", "Hello PDF 200 0 Td!"], ["Hello PDF 2 1!", "Hello PDF 10 7!"]], False),  # 2 rows
+        ([["", "Agree"], ["", "Other"], ["", "None"]], False),  # check boxes: 1 filled cell a row
+        ([["", "x", ""], ["", "", ""], ["y", "", ""]], False),  # a plot's grid: mostly empty
+        ([["*", "*"], ["*", "*"], ["*", "*"]], False),  # a figure of stars
+        ([["4 2", "x"], ["(cid:0) 2", "y"], ["1", "2"]], False),  # a formula's glyphs without mapping
+    ],
+)
+def test_what_counts_as_a_table(rows, kept):
+    assert is_table(rows) is kept
+
+
+def test_pipes_in_cells_are_escaped():
+    assert rows_text([["a|b", "c"], ["d", "e"]]) == "| a\\|b | c |\n| --- | --- |\n| d | e |"
+
+
+def test_drop_unmapped_keeps_real_text():
+    real = "Grüße, Ærøskøbing, naïve café; 你好世界, こんにちは, 한국어; مرحبا; emoji 😀🇩🇪👍🏽; € ™ ©"
+    assert drop_unmapped(real) == real
+    assert drop_unmapped("Indonesia \U000f03d9 flag \ue000 box \ufffd end \U00100001") == "Indonesia  flag  box  end "
+
+
+def test_cjk_and_scripts_pdf_is_unchanged(cases, manifest):
+    text = extract((cases / manifest["PDF-09"]["path"]).read_bytes()).text
+    for snippet in manifest["PDF-09"]["value"]:
+        assert snippet in text
