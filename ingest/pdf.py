@@ -69,6 +69,7 @@ def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> P
     notes: dict[int, str] = {}  # page index -> warning
     failures: list[Exception] = []
     need: list[int] = []  # page indices OCR should read
+    bombs: set[int] = set()  # pages over pypdf's decompression limits: never handed to PDFium instead
     finder = PageTables(data, password)
     for i, page in enumerate(pages):
         if mode == "force" and _wanted(ocr, i):
@@ -83,6 +84,8 @@ def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> P
             text = ""
             failures.append(exc)
             notes[i] = f"page {i + 1} could not be read ({type(exc).__name__}); it is left empty"
+            if _is_bomb(exc):
+                bombs.add(i)
         else:
             if garbled(text):
                 notes[i] = (f"page {i + 1} reads as mostly unreadable characters (a font without a text "
@@ -91,7 +94,7 @@ def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> P
                 text = _with_tables(page, finder, i, text)
             text = drop_unmapped(text)
         texts.append(text)
-        if mode == "auto" and _wanted(ocr, i) and (i in notes or not text.strip()):
+        if mode == "auto" and _wanted(ocr, i) and (i in notes or not text.strip()) and i not in bombs:
             need.append(i)
     finder.close()
     ocr_pages: list[int] = []
@@ -176,6 +179,15 @@ def _read_by_ocr(
                 lengths[i] = len(normalize_text(texts[i]))
             report(k + 1, len(need))
     return done
+
+
+def _is_bomb(exc: Exception) -> bool:
+    """Whether pypdf refused a page for its decompression limits (``LimitReachedError``): a stream
+    that inflates past them is a decompression bomb, which OCR must not render with PDFium (which has
+    no such limit) in its stead."""
+    from pypdf.errors import LimitReachedError
+
+    return isinstance(exc, LimitReachedError)
 
 
 def unreadable_pdf(exc: Exception) -> UnreadablePdf:

@@ -118,3 +118,13 @@ def test_a_page_without_words_says_so(tesseract, cases):
     got = extract(data, ocr=_auto())
     assert got.pages == 6 and "Background" in got.text
     assert all("OCR found no words" in w["message"] for w in got.warnings if w["page"] in got.ocr_pages)
+
+
+def test_a_decompression_bomb_is_refused_not_rendered_for_ocr(tesseract, cases):
+    # pypdf refuses the page over its decompression limits; OCR must not hand it to PDFium (no such
+    # limit) instead: it was 202 and a 256 MiB inflate in the worker after OCR came in.
+    from ingest.errors import UnreadablePdf
+
+    data = (cases / "synthetic/flate-bomb-256MiB.pdf").read_bytes()
+    with pytest.raises(UnreadablePdf, match="could not be read"):
+        extract(data, ocr=_auto())
