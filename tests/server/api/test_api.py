@@ -277,6 +277,7 @@ def test_kvq01_quantized_v_without_flash_attention_is_refused_at_startup(server)
             pass
 
 
+@pytest.mark.slow  # one of the longest in make test (2 cores); its check stays in make test-slow
 def test_kvq01_quantized_kv_with_a_document_filling_the_context(server, cases):
     with server(type_k="q8_0", type_v="q8_0", flash_attn="on", n_ctx=2048, answer_reserve=128) as client:
         text = (cases / "text/gutenberg/alice-in-wonderland-pg11.txt").read_text(encoding="utf-8-sig")[:7000]

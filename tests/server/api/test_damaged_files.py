@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.conftest import upload, wait_ready
 
 CRAZY = "pdf/pypdf-resources/crazyones.pdf"
@@ -18,6 +20,7 @@ def _alice(cases, chars: int) -> bytes:
     return (cases / ALICE).read_text(encoding="utf-8-sig")[:chars].encode()
 
 
+@pytest.mark.slow  # one of the longest in make test (2 cores); its check stays in make test-slow
 def test_a_corrupt_segment_index_is_rebuilt(server, cases, tmp_path):
     data = tmp_path / "data"
     with server(data_dir=data, n_ctx=2048, answer_reserve=512) as client:
@@ -31,6 +34,7 @@ def test_a_corrupt_segment_index_is_rebuilt(server, cases, tmp_path):
         assert r.json()["stats"]["segments"], r.json()["stats"]
 
 
+@pytest.mark.slow  # one of the longest in make test (2 cores); its check stays in make test-slow
 def test_a_truncated_prefix_is_rebuilt_from_the_text(server, cases, tmp_path):
     data = tmp_path / "data"
     with server(data_dir=data, snapshot_ram_bytes=0) as client:

@@ -64,6 +64,7 @@ def test_an_upload_the_disk_cannot_hold_is_refused_with_the_numbers(small_live, 
     assert server.get(f"/v1/documents/{doc_id}/text")[0] == 200
 
 
+@pytest.mark.slow  # one of the longest in make test (2 cores); its check stays in make test-slow
 def test_a_full_disk_during_the_snapshot_fails_the_document_and_delete_still_works(small_live, cases):
     """The disk fills up while a document prefills: its snapshot write hits ENOSPC. The document ends
     ``failed`` with the reason (not ``ingesting`` forever), with no snapshot or temp file left; on the

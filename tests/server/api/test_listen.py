@@ -111,6 +111,7 @@ def _read_until(fd: int, done, timeout: float) -> bytes:
     return out
 
 
+@pytest.mark.slow  # one of the longest in make test (2 cores); its check stays in make test-slow
 def test_make_serve_port_host_and_ctrl_c(tmp_path, data_dir, gemma_path):
     """`make serve PORT= HOST=` in a terminal (a pty), then Ctrl-C typed there: the server stops, and
     neither make nor Python prints anything after the server's own shutdown lines."""

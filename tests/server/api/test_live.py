@@ -204,6 +204,7 @@ def test_http03_oversized_upload_is_refused_while_streaming(live):
     assert server.get("/health")[1]["status"] == "ok"
 
 
+@pytest.mark.slow  # one of the longest in make test (2 cores); its check stays in make test-slow
 def test_sigkill_during_ingestion_never_leaves_a_half_made_document(live, cases, tmp_path):
     data = tmp_path / "crash"
     server = live(data)

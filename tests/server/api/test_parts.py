@@ -21,6 +21,7 @@ def _post(client, path, data: bytes, **form):
     return client.post("/v1/documents", files={"file": (path.rsplit("/", 1)[-1], data)}, data=form)
 
 
+@pytest.mark.slow  # one of the longest in make test (2 cores); its check stays in make test-slow
 def test_a_long_pdf_is_offered_its_leading_pages_and_a_part_keeps_its_page_numbers(server, cases):
     data = (cases / GEOTOPO).read_bytes()
     with server(long_documents="refuse") as client:
