@@ -72,7 +72,7 @@ def _copied_and_cited(answer: str, citations: list[dict], page: int) -> None:
     [
         ("settings-table.docx", "docx", 1, COPY + "'The server reads its settings'", 1),
         ("settings-table.epub", "epub", 2, COPY + "'The server reads its settings'", 2),
-        ("rustdoc-scraped-examples.html", "html", 1, COPY + "'Rustdoc has an unstable feature'", 1),
+        ("rustdoc-scraped-examples.html", "html", 1, COPY + "'Rustdoc has an unstable feature where it can'", 1),
     ],
 )
 def test_format_upload_answer_cite(client, name, kind, pages, question, quoted_page):
