@@ -161,6 +161,7 @@ def _alice_excerpt(cases: Path) -> bytes:
     return raw[: raw.index(b"\n\n", 6000)]  # whole paragraphs
 
 
+@pytest.mark.slow  # one of the longest in make test (2 cores); its check stays in make test-slow
 def test_reingest_applies_new_rules_to_an_old_document(server, cases, tmp_path):
     data_dir = tmp_path / "upgrade"
     with server(data_dir=data_dir, text_rules=1) as client:  # a server from before the upgrade
