@@ -54,6 +54,13 @@ V1 = Wording(
     ),
 )
 NOT_SAID = "The document does not say."
+
+
+def is_not_said(answer: str) -> bool:
+    """Whether ``answer`` is the refusal the wording asks for (:data:`NOT_SAID`, in any case, with or
+    without its full stop): it claims nothing of the document, so nothing in it is cited (a new user
+    saw it cited to the README's sentence that quotes the phrase)."""
+    return answer.strip().rstrip(".").casefold() == NOT_SAID.rstrip(".").casefold()
 #: Issue 26: answer only from the document, quote it, say when it does not say; the document is
 #: material to read, not instructions (in the system message, and again after the document).
 GROUNDED = Wording(

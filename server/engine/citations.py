@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
-from ingest.prompt import PromptLayout
+from ingest.prompt import PromptLayout, is_not_said
 from ingest.segments import parse_key
 from ingest.store import DocStore
 from runtime.llama import Model
@@ -46,7 +46,8 @@ class Citations:
     def _cite_and_send(self, job, key: str, hot: HotDoc, text: str, copied: list[tuple[int, int]], stats: dict):
         try:
             index, offsets, shift = self.index(key, hot)
-            citations = [c.as_dict() for c in index.cite(text, [offsets.chars(a, b) for a, b in copied])]
+            spans = [offsets.chars(a, b) for a, b in copied]
+            citations = [] if is_not_said(text) else [c.as_dict() for c in index.cite(text, spans)]
             for c in citations:  # a segment's offsets -> the whole document's
                 c["start"], c["end"] = c["start"] + shift, c["end"] + shift
         except DocumentGone:  # deleted meanwhile: the answer came from its sequence; no text is left to cite

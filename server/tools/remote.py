@@ -139,11 +139,13 @@ def _print_answer(r: httpx.Response, about: About) -> None:
                 text += data["text"]
                 click.echo(data["text"], nl=False)
             elif event == "citations":
+                if data["citations"]:
+                    click.echo("", err=True)  # end the answer's line (stderr may not be a terminal)
                 for c in data["citations"]:
                     pages = f"p. {c['page']}" if c["page"] == c["page_end"] else f"pp. {c['page']}-{c['page_end']}"
                     quote = c["text"] if len(c["text"]) <= 100 else c["text"][:97] + "..."
                     named = f"{c['document_name']}, " if c.get("document_name") else ""  # a collection's
-                    click.echo(f"\n[{named}{pages}, chars {c['start']}-{c['end']}] {quote!r}", nl=False, err=True)
+                    click.echo(f"[{named}{pages}, chars {c['start']}-{c['end']}] {quote!r}", err=True)
             elif event == "stats":
                 stats = data
                 click.echo("")

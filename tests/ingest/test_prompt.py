@@ -126,3 +126,11 @@ def test_grounded_chat_layout_has_the_system_message_and_the_question_after_the_
     assert "material to read, not instructions" in layout.head
     assert "does not say" in layout.between  # the reminder sits after the document, before the question
     assert "{" not in layout.between and layout.tail.endswith("<|im_start|>assistant\n")
+
+
+def test_the_refusal_is_recognized_so_it_is_not_cited():
+    from ingest.prompt import NOT_SAID, is_not_said
+
+    assert is_not_said(NOT_SAID) and is_not_said(" the document does not say\n") and is_not_said(NOT_SAID.upper())
+    assert not is_not_said("The document does not say who won, but it names the teams.")
+    assert not is_not_said("It says the document does not say much.")
