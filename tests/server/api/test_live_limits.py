@@ -109,8 +109,12 @@ def test_unauthenticated_and_oversized_bodies_cost_no_memory(live):
         f"{sorted({s for s, _, _ in big})}; chunked: {sorted({s for s, _, _ in framed})} after "
         f"<= {max(m for _, _, m in framed):.0f} MiB; RSS idle {rss.idle_mib:.0f} MiB, peak +{rss.grown_mib:.1f} MiB"
     )
-    assert {s for s, _, _ in anon} == {401} and max(t for _, t, _ in anon) < 5
-    assert {s for s, _, _ in big} == {413} and max(t for _, t, _ in big) < 5
+    # Refused before the body: 401 / 413 at once, or (status 0) the connection closed with the answer
+    # unread while the client was still sending, which a loaded machine makes likelier (CI saw it);
+    # either way hardly any of the 50 MB went out.
+    for refused, status in ((anon, 401), (big, 413)):
+        assert status in {s for s, _, _ in refused} and {s for s, _, _ in refused} <= {0, status}, refused
+        assert max(t for _, t, _ in refused) < 5 and max(m for _, _, m in refused) < 10, refused
     # A chunked body has no declared length: it is cut off after the 1 MiB limit, while the client
     # may still be sending (its answer can then be lost to a reset, status 0; never read on, though).
     assert 413 in {s for s, _, _ in framed} and {s for s, _, _ in framed} <= {0, 413}
