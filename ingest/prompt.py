@@ -61,6 +61,8 @@ def is_not_said(answer: str) -> bool:
     without its full stop): it claims nothing of the document, so nothing in it is cited (a new user
     saw it cited to the README's sentence that quotes the phrase)."""
     return answer.strip().rstrip(".").casefold() == NOT_SAID.rstrip(".").casefold()
+
+
 #: Issue 26: answer only from the document, quote it, say when it does not say; the document is
 #: material to read, not instructions (in the system message, and again after the document).
 GROUNDED = Wording(
