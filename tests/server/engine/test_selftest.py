@@ -38,7 +38,7 @@ def must_not_run(settings, model_path, extra_bufts) -> None:
 
 
 def test_crash_falls_back_logs_and_caches(tmp_path, gemma_path, caplog):
-    settings = make_settings(tmp_path, gemma_path)
+    settings = make_settings(tmp_path, gemma_path, selftest=True)
     with caplog.at_level(logging.WARNING, logger="docqa.selftest"):
         result = selftest.check(settings, crash_with_extra_bufts)
     assert (result.status, result.extra_bufts) == ("fallback", False)
@@ -52,13 +52,13 @@ def test_crash_falls_back_logs_and_caches(tmp_path, gemma_path, caplog):
 
 
 def test_explicit_setting_is_not_overridden(tmp_path, gemma_path):
-    settings = make_settings(tmp_path, gemma_path, cpu_repack="on")
+    settings = make_settings(tmp_path, gemma_path, cpu_repack="on", selftest=True)
     with pytest.raises(selftest.SelfTestFailed, match="SIGSEGV"):
         selftest.check(settings, crash_with_extra_bufts)
 
 
 def test_fallback_that_crashes_too_is_a_clear_message(tmp_path, gemma_path):
-    settings = make_settings(tmp_path, gemma_path)
+    settings = make_settings(tmp_path, gemma_path, selftest=True)
     with pytest.raises(selftest.SelfTestFailed) as info:
         selftest.check(settings, always_crash)
     message = str(info.value)
@@ -67,7 +67,7 @@ def test_fallback_that_crashes_too_is_a_clear_message(tmp_path, gemma_path):
 
 
 def test_hanging_child_is_killed(tmp_path, gemma_path):
-    settings = make_settings(tmp_path, gemma_path, selftest_timeout_s=1.0)
+    settings = make_settings(tmp_path, gemma_path, selftest_timeout_s=1.0, selftest=True)
     t0 = time.monotonic()
     with pytest.raises(selftest.SelfTestFailed, match="no result within 1 s"):
         selftest.check(settings, hang)
@@ -89,9 +89,9 @@ def test_server_exits_non_zero_with_the_reason(tmp_path, gemma_path):
 
 
 def test_real_probe_passes_and_is_cached(tmp_path, gemma_path):
-    settings = make_settings(tmp_path, gemma_path)
+    settings = make_settings(tmp_path, gemma_path, selftest=True)
     result = selftest.check(settings)
     assert result.status == "passed", result.note
     assert selftest.check(settings, must_not_run).status == "cached"
-    changed = make_settings(tmp_path, gemma_path, n_ctx=4096)  # other context settings: tested again
+    changed = make_settings(tmp_path, gemma_path, n_ctx=4096, selftest=True)  # other context settings: tested again
     assert selftest.check(changed).status == "passed"
