@@ -89,7 +89,9 @@ def run_readme(live: Live) -> tuple[str, list[str]]:
 
 def _answers(shell_out: str) -> list[str]:
     """The ``answer`` of every non-streamed JSON answer the shell blocks printed."""
-    return [json.loads(line)["answer"] for line in shell_out.splitlines() if line.startswith('{"answer"')]
+    # raw_decode: curl prints no newline after the body, so the next block's output may follow it
+    decode = json.JSONDecoder().raw_decode
+    return [decode(line)[0]["answer"] for line in shell_out.splitlines() if line.startswith('{"answer"')]
 
 
 @pytest.fixture
