@@ -9,8 +9,6 @@ documents are a few sentences each, so the module takes seconds of prefill, not 
 
 from __future__ import annotations
 
-import html
-import io
 from contextlib import contextmanager
 
 import pytest
@@ -19,6 +17,7 @@ from click.testing import CliRunner
 from server.api.collection import NOT_FOUND
 from testkit.live import LOCAL
 from tests.conftest import make_settings, sse_events, upload
+from tests.server.api.test_segments import make_epub
 
 LIGHTHOUSE = (
     "Notes on the North Head light.\n\n"
@@ -47,30 +46,6 @@ QUESTIONS = [
     ("Copy the sentence about the rye bread of the bakery on Tern Street.", "shops.epub", "caraway", 2),
     ("Copy the sentence about the ferry to Inchcolm.", "ferry.md", "green", 1),
 ]
-
-
-def make_epub(pages: list[str]) -> bytes:
-    """An EPUB with one spine document per page (docqa reads each as a page)."""
-    from ebooklib import epub
-
-    book = epub.EpubBook()
-    book.set_identifier("docqa-collections-test")
-    book.set_title("The shops of the old town")
-    book.set_language("en")
-    items = []
-    for i, page in enumerate(pages, start=1):
-        item = epub.EpubHtml(title=f"Chapter {i}", file_name=f"ch{i}.xhtml", lang="en")
-        item.content = (
-            "<html><body>" + "".join(f"<p>{html.escape(p)}</p>" for p in page.split("\n\n")) + "</body></html>"
-        )
-        book.add_item(item)
-        items.append(item)
-    book.toc = items
-    book.add_item(epub.EpubNcx())
-    book.spine = items
-    out = io.BytesIO()
-    epub.write_epub(out, book)
-    return out.getvalue()
 
 
 def three_documents(client) -> dict[str, dict]:
