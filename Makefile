@@ -34,13 +34,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 
-# pip prints nothing but "still running..." during the build, so a heartbeat names the time spent.
+# pip prints nothing but "still running..." during the build, so a heartbeat names the time spent. It
+# sleeps a second at a time: killing the loop leaves its current `sleep` running with make's stdout, and
+# whoever reads that pipe (CI's log, `make setup | tee`) waits for it to end.
 HEARTBEAT_S ?= 30
 llama: $(BIN)/python
 	@if [ "$$(cat $(VENV)/.llama-build 2>/dev/null)" != "$(LLAMA_WANT)" ]; then \
 	  echo "building $(LLAMA_PKG) from source (about 11 minutes on 2 cores): CMAKE_ARGS='$(CMAKE_ARGS)', extra flags '$(NO_AMX)'"; \
 	  start=$$(date +%s); \
-	  ( while sleep $(HEARTBEAT_S); do echo "  still building llama-cpp-python: $$(( $$(date +%s) - start )) s elapsed"; done ) & beat=$$!; \
+	  ( i=0; while sleep 1; do i=$$((i + 1)); [ $$((i % $(HEARTBEAT_S))) -ne 0 ] || \
+	    echo "  still building llama-cpp-python: $$(( $$(date +%s) - start )) s elapsed"; done ) & beat=$$!; \
 	  CFLAGS="$$CFLAGS $(NO_AMX)" CXXFLAGS="$$CXXFLAGS $(NO_AMX)" $(BIN)/pip install --no-cache-dir \
 	    --force-reinstall --no-binary llama-cpp-python '$(LLAMA_PKG)'; rc=$$?; \
 	  kill $$beat 2>/dev/null; wait $$beat 2>/dev/null; \
