@@ -30,7 +30,7 @@ def free_port() -> int:
 class Live:
     """``python -m server`` from ``root`` (default: this checkout) on a free port."""
 
-    def __init__(self, data_dir: Path, model: Path, root: Path = ROOT, **env: str) -> None:
+    def __init__(self, data_dir: Path, model: Path, root: Path = ROOT, **env: str | None) -> None:
         self.root = root
         self.port = free_port()
         # ``env`` overrides them. No answer history unless asked for: its drafts change a repeated
@@ -50,6 +50,8 @@ class Live:
             "DOCQA_PORT": str(self.port),
             **env,
         }
+        for name in [k for k, v in env.items() if v is None]:  # ``NAME=None``: not set for this server
+            del self.env[name]
         self.log = data_dir.with_suffix(".log")
         self.argv = [sys.executable, "-m", "server"]  # how the server is started (tests may start it otherwise)
         self.proc: subprocess.Popen | None = None

@@ -20,6 +20,18 @@ import pytest
 # default policy, and at 31-55 ms with PASSIVE (19 vs 31-40 ms with the machine to itself).
 # docs/tuning.md has the numbers for servers.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# One calibration file for every server the tests start (DOCQA_CALIBRATION_FILE, inherited like the
+# above): each test's fresh data directory would otherwise measure the verify costs again, 1-2 s of
+# every one of some 200 server starts on 2 cores. Entries are keyed by model, threads and KV types,
+# and one measured under load is not stored (server/engine/calibration.py).
+if "DOCQA_CALIBRATION_FILE" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    _calibration_dir = tempfile.mkdtemp(prefix="docqa-tests-")
+    atexit.register(shutil.rmtree, _calibration_dir, True)
+    os.environ["DOCQA_CALIBRATION_FILE"] = str(Path(_calibration_dir) / "calibration.json")
 
 from testkit.live import LOCAL  # noqa: E402
 
@@ -189,21 +201,57 @@ def make_settings(data_dir: Path, model_path: Path, **overrides):
     return Settings(**values)
 
 
-@pytest.fixture
-def server(tmp_path: Path, gemma_path: Path) -> Callable:
-    """``with server(**settings) as client:`` runs the real app (engine thread, model) in-process."""
+@contextmanager
+def app_client(data_dir: Path, model_path: Path, **overrides) -> Iterator:
+    """A TestClient over the real app (engine thread, model) in this process, started on entry and
+    shut down on exit; settings as :func:`make_settings`."""
     from fastapi.testclient import TestClient
 
     from server.api.app import create_app
 
+    with TestClient(create_app(make_settings(data_dir, model_path, **overrides)), base_url=LOCAL) as client:
+        yield client
+
+
+@pytest.fixture
+def server(tmp_path: Path, gemma_path: Path) -> Callable:
+    """``with server(**settings) as client:`` runs the real app (engine thread, model) in-process."""
+
     @contextmanager
-    def start(data_dir: Path | None = None, **overrides) -> Iterator[TestClient]:
-        model_path = overrides.pop("model_path", gemma_path)
-        settings = make_settings(data_dir or tmp_path / "data", model_path, **overrides)
-        with TestClient(create_app(settings), base_url=LOCAL) as client:
-            yield client
+    def start(data_dir: Path | None = None, **overrides) -> Iterator:
+        with app_client(data_dir or tmp_path / "data", overrides.pop("model_path", gemma_path), **overrides) as c:
+            yield c
 
     return start
+
+
+@pytest.fixture(scope="module")
+def _module_app(tmp_path_factory: pytest.TempPathFactory, gemma_path: Path) -> Iterator:
+    with app_client(tmp_path_factory.mktemp("shared") / "data", gemma_path) as client:
+        yield client
+
+
+@pytest.fixture
+def client(_module_app) -> Iterator:
+    """The real app with the default test settings (embedded model), one per test module, for the
+    tests that need nothing of a server of their own: each finds it with no document and no
+    collection, and whatever it uploads is deleted after it. Starting a server costs a model load, a
+    context, the verify-cost measurement and the extraction workers (2-7 s on 2 cores), paid here once
+    a module. What a test cannot share it must not use this for: settings of its own, a restart,
+    counters it reads as totals (metrics), or the engine's state between askings left by others."""
+    client = _module_app
+    assert _listed(client, "documents") == [] and _listed(client, "collections") == [], "left by an earlier test"
+    yield client
+    for kind in ("collections", "documents"):
+        for item in _listed(client, kind):
+            r = client.delete(f"/v1/{kind}/{item['id']}")
+            assert r.status_code == 204, r.text
+
+
+def _listed(client, kind: str) -> list[dict]:
+    r = client.get(f"/v1/{kind}")
+    assert r.status_code == 200, r.text
+    return r.json()[kind]
 
 
 def wait_ready(client, doc_id: str, timeout: float = 120.0) -> dict:

@@ -61,6 +61,14 @@ class ModelSettings(BaseSettings):
         description="Before binding the port, load the model in a child process and decode once (cached per build).",
     )
     selftest_timeout_s: float = Field(default=600.0, gt=0, description="Time limit of one self-test child.")
+    calibration_file: Path | None = Field(
+        default=None,
+        description=(
+            "Where the start-up verify costs are kept (keyed by model, threads and KV types), default "
+            "data_dir/calibration.json: one file lets the servers of several data directories on one "
+            "machine measure once."
+        ),
+    )
     mtp: Literal["auto", "on", "off"] = Field(
         default="auto",
         description="Draft with the model's MTP head: auto = when the GGUF has MTP layers; on = require them.",

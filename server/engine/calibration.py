@@ -1,7 +1,8 @@
 """Step costs of this machine for the adaptive draft window (spec.cost), measured at start-up and
 kept while they still hold.
 
-The measured costs are kept in ``data_dir/calibration.json``, keyed by model fingerprint, threads,
+The measured costs are kept in ``data_dir/calibration.json`` (or DOCQA_CALIBRATION_FILE, which
+several data directories on one machine may share), keyed by model fingerprint, threads,
 KV types, flash attention and MTP, with the time they were measured and the machine's load then. They
 seed spec/cost.py's ``CostModel``, which corrects them from the real verify calls of each run. A
 calibration taken on a busy machine is not kept as the truth (issue 29: one measured 16-token drafts
@@ -38,10 +39,10 @@ MAX_AGE_S = 7 * 24 * 3600.0  # a stored calibration older than this is measured 
 AGREE = 2.0  # the start-up check's one-row cost must be within this factor of the stored one
 
 
-def step_costs(ctx: Context, model: Model, mtp_ctx: Context | None, data_dir: Path, seq_id: int = 0) -> StepCosts:
-    """Verify costs for 0..16 drafts (and one MTP step), from ``data_dir`` when they still hold, else
-    measured on ``seq_id``, which must be empty and is left empty. About 0.5 s to measure on a 2-core
-    CPU."""
+def step_costs(ctx: Context, model: Model, mtp_ctx: Context | None, path: Path, seq_id: int = 0) -> StepCosts:
+    """Verify costs for 0..16 drafts (and one MTP step), from the calibration file ``path`` when they
+    still hold, else measured on ``seq_id``, which must be empty and is left empty, and stored there
+    when plausible. About 0.5-2 s to measure on a 2-core CPU (up to :data:`ATTEMPTS` times)."""
     token = max(model.bos, 0)
     mtp_step = None
     if mtp_ctx is not None:
@@ -57,7 +58,6 @@ def step_costs(ctx: Context, model: Model, mtp_ctx: Context | None, data_dir: Pa
     key = "/".join(
         map(str, (model.fingerprint, cfg.n_threads, cfg.type_k, cfg.type_v, cfg.flash_attn, mtp_step is not None))
     )
-    path = data_dir / "calibration.json"
     stored = _stored(path, key)
     if stored is not None and still_holds(*stored, one_row_now(ctx, token, seq_id), time.time()):
         costs = stored[0]
@@ -136,4 +136,8 @@ def _store(path: Path, key: str, costs: StepCosts) -> None:
     except ValueError:
         table = {}
     table[key] = {"verify": list(costs.verify), "mtp": costs.mtp, "measured_at": time.time()}
-    write_atomic(path, json.dumps(table, indent=1).encode())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(table, indent=1).encode())
+    except OSError as exc:  # a shared file's folder we may not write: measured again at the next start
+        log.warning("verify costs not stored in %s: %s", path, exc)

@@ -116,7 +116,7 @@ def _load(s: Settings, path: Path, doc_seq: int) -> Loaded:
             model.close()
             raise LoadError(str(exc)) from None
         companions = Companions((draft,))
-    costs = CostModel(step_costs(ctx, model, mtp_ctx, s.data_dir, doc_seq))
+    costs = CostModel(step_costs(ctx, model, mtp_ctx, s.calibration_file or s.data_dir / "calibration.json", doc_seq))
     drafters = _drafters(s, model, mtp_ctx is not None, bool(companions))
     loaded = Loaded(model, ctx, mtp_ctx, max_window, max_rows, costs, layout_for(model), companions, drafters)
     log.info(

@@ -253,10 +253,10 @@ def test_api_key_guards_v1_and_cors_is_off(server, cases):
 @pytest.mark.slow  # ~30-70 s on 2 cores; keeps `make test` under 30 minutes
 def test_calibration_is_kept_across_restarts(live, tmp_path):
     data = tmp_path / "calib"
-    server = live(data)
+    server = live(data, DOCQA_CALIBRATION_FILE=None)  # its default place, not the tests' shared file
     table = json.loads((data / "calibration.json").read_text())
     server.stop()
-    live(data)
+    live(data, DOCQA_CALIBRATION_FILE=None)
     assert json.loads((data / "calibration.json").read_text()) == table  # reused, not measured again
     (entry,) = table.values()
     assert len(entry["verify"]) == 17 and entry["verify"][16] > entry["verify"][0] > 0
