@@ -16,9 +16,26 @@ from ingest.ocr import OcrSettings
 from ingest.worker import ExtractionWorker
 from testkit.scans import card_pdf
 
-SLOW = "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf"  # 117 pages: seconds to read
+GEOTOPO = "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf"
+SLOW_PAGES = 30
 QUICK = "pdf/pypdf-resources/crazyones.pdf"
 MEMORY = 1024**3
+
+
+@pytest.fixture(scope="module")
+def slow(cases) -> bytes:
+    """The first 30 pages of a 117-page LaTeX PDF: about 1.5 s to read on 2 cores, long enough to
+    hold a worker while a test looks (the whole book took 8 s, of which these tests read it 12 times)."""
+    import io
+
+    import pypdf
+
+    writer = pypdf.PdfWriter()
+    for page in pypdf.PdfReader(cases / GEOTOPO).pages[:SLOW_PAGES]:
+        writer.add_page(page)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
 
 
 def _timed(worker: ExtractionWorker, data: bytes) -> float:
@@ -27,8 +44,8 @@ def _timed(worker: ExtractionWorker, data: bytes) -> float:
     return time.monotonic() - t0
 
 
-def test_a_timeout_kills_one_worker_and_never_fails_its_neighbours(cases):
-    slow, quick = (cases / SLOW).read_bytes(), (cases / QUICK).read_bytes()
+def test_a_timeout_kills_one_worker_and_never_fails_its_neighbours(cases, slow):
+    quick = (cases / QUICK).read_bytes()
     worker = ExtractionWorker(timeout_s=0.5, memory_bytes=MEMORY, workers=2)
     worker.prestart()
     try:
@@ -46,10 +63,9 @@ def test_a_timeout_kills_one_worker_and_never_fails_its_neighbours(cases):
         worker.close()
 
 
-def test_time_spent_waiting_for_a_worker_does_not_count(cases):
+def test_time_spent_waiting_for_a_worker_does_not_count(cases, slow):
     """Three files that each take t with a limit of 2t, on two workers: the third waits about t for a
     worker, then reads in t. Counting the wait, it would time out."""
-    slow = (cases / SLOW).read_bytes()
     probe = ExtractionWorker(timeout_s=120, memory_bytes=MEMORY, workers=1)
     try:
         alone = min(_timed(probe, slow) for _ in range(2))
@@ -60,13 +76,12 @@ def test_time_spent_waiting_for_a_worker_does_not_count(cases):
     try:
         with ThreadPoolExecutor(3) as pool:
             results = [f.result(timeout=120) for f in [pool.submit(worker.extract, slow) for _ in range(3)]]
-        assert all(r.pages == 117 for r in results)
+        assert all(r.pages == SLOW_PAGES for r in results)
     finally:
         worker.close()
 
 
-def test_a_full_queue_is_refused_with_retry_after(cases):
-    slow = (cases / SLOW).read_bytes()
+def test_a_full_queue_is_refused_with_retry_after(cases, slow):
     worker = ExtractionWorker(timeout_s=120, memory_bytes=MEMORY, workers=1, queue=0)
     try:
         with ThreadPoolExecutor(1) as pool:
@@ -75,7 +90,7 @@ def test_a_full_queue_is_refused_with_retry_after(cases):
             with pytest.raises(ExtractorBusy) as refused:
                 worker.extract((cases / QUICK).read_bytes())
             assert refused.value.headers == {"Retry-After": "5"}
-            assert busy.result(timeout=120).pages == 117
+            assert busy.result(timeout=120).pages == SLOW_PAGES
         assert "misfits" in worker.extract((cases / QUICK).read_bytes()).text  # room again
     finally:
         worker.close()
@@ -84,11 +99,10 @@ def test_a_full_queue_is_refused_with_retry_after(cases):
 # -- admission and the worker's own threads (issue 27 item 12) ------------------------------------
 
 
-def test_the_upload_past_workers_plus_queue_is_refused_at_once(cases):
+def test_the_upload_past_workers_plus_queue_is_refused_at_once(cases, slow):
     """Issue 27: through asyncio.to_thread the default pool's few threads kept the count below the
     limit, so 12 slow PDFs never got a 503. With extract_async, workers + queue are admitted and the
     next one is refused while they are all still running or waiting."""
-    slow = (cases / SLOW).read_bytes()
     worker = ExtractionWorker(timeout_s=120, memory_bytes=MEMORY, workers=1, queue=1)
 
     async def run() -> None:
@@ -98,7 +112,7 @@ def test_the_upload_past_workers_plus_queue_is_refused_at_once(cases):
             await worker.extract_async((cases / QUICK).read_bytes())
         assert refused.value.headers == {"Retry-After": "5"}
         assert not any(f.done() for f in admitted), "refused while the others still run or wait"
-        assert all(r.pages == 117 for r in await asyncio.gather(*admitted))
+        assert all(r.pages == SLOW_PAGES for r in await asyncio.gather(*admitted))
         assert "misfits" in (await worker.extract_async((cases / QUICK).read_bytes())).text  # room again
 
     try:
@@ -107,11 +121,10 @@ def test_the_upload_past_workers_plus_queue_is_refused_at_once(cases):
         worker.close()
 
 
-def test_extraction_never_holds_the_default_pool(cases):
+def test_extraction_never_holds_the_default_pool(cases, slow):
     """Issue 27: GET /text took 5.1 s and a question 5.9 s behind 12 slow uploads, all in asyncio's
     default pool. Here the default pool has 1 thread and 2 slow extractions are running or waiting;
     other to_thread work still runs at once (it finishes while they are still going)."""
-    slow = (cases / SLOW).read_bytes()
     worker = ExtractionWorker(timeout_s=120, memory_bytes=MEMORY, workers=1, queue=1)
 
     async def run() -> None:
@@ -146,8 +159,7 @@ def test_waiting_uploads_are_bounded_in_bytes(cases):
         worker.close()
 
 
-def test_a_cancelled_upload_that_waits_gives_its_slot_back(cases):
-    slow = (cases / SLOW).read_bytes()
+def test_a_cancelled_upload_that_waits_gives_its_slot_back(cases, slow):
     worker = ExtractionWorker(timeout_s=120, memory_bytes=MEMORY, workers=1, queue=1)
 
     async def run() -> None:
@@ -161,7 +173,7 @@ def test_a_cancelled_upload_that_waits_gives_its_slot_back(cases):
         third = asyncio.ensure_future(worker.extract_async(slow))  # the freed slot takes it
         await asyncio.sleep(0)
         assert not third.done() or third.exception() is None
-        assert (await running).pages == 117 and (await third).pages == 117
+        assert (await running).pages == SLOW_PAGES and (await third).pages == SLOW_PAGES
 
     try:
         asyncio.run(run())
