@@ -17,42 +17,40 @@ def ask(client, doc_id: str, question: str, **body) -> dict:
     return r.json()
 
 
-def test_ingest_a_pdf_and_stream_an_answer(server, cases):
-    with server() as client:
-        doc = upload(client, cases / CRAZY)
-        assert doc["status"] == "ready" and doc["pages"] == 1 and doc["progress"] == 1.0
-        with client.stream(
-            "POST", f"/v1/documents/{doc['id']}/answers", json={"question": QUOTE, "stream": True, "max_tokens": 40}
-        ) as r:
-            assert r.status_code == 200
-            assert r.headers["content-type"].startswith("text/event-stream")
-            events = sse_events(r)
-        kinds = [k for k, _ in events]
-        assert kinds[-3:] == ["citations", "stats", "done"] and kinds.count("token") >= 2
-        text = "".join(d["text"] for k, d in events if k == "token")
-        assert "misfits" in text
-        stats = dict(events)["stats"]
-        assert stats["completion_tokens"] == 40 and stats["finish_reason"] == "length"
-        assert stats["accepted_tokens"] > 0 and stats["ttft_ms"] > 0
-        assert stats["cached_tokens"] == doc["tokens"]
-        # The quoted passage is cited: offsets into the document text, its page, and where it came from.
-        document = client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
-        citations = dict(events)["citations"]["citations"]
-        assert any("misfits" in c["text"] for c in citations), (text, citations)
-        for c in citations:
-            assert document[c["start"] : c["end"]] == c["text"] and c["page"] == c["page_end"] == 1
-        assert any("lookup" in c["source"] for c in citations)  # the quote was copied by lookup drafts
+def test_ingest_a_pdf_and_stream_an_answer(client, cases):
+    doc = upload(client, cases / CRAZY)
+    assert doc["status"] == "ready" and doc["pages"] == 1 and doc["progress"] == 1.0
+    with client.stream(
+        "POST", f"/v1/documents/{doc['id']}/answers", json={"question": QUOTE, "stream": True, "max_tokens": 40}
+    ) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(r)
+    kinds = [k for k, _ in events]
+    assert kinds[-3:] == ["citations", "stats", "done"] and kinds.count("token") >= 2
+    text = "".join(d["text"] for k, d in events if k == "token")
+    assert "misfits" in text
+    stats = dict(events)["stats"]
+    assert stats["completion_tokens"] == 40 and stats["finish_reason"] == "length"
+    assert stats["accepted_tokens"] > 0 and stats["ttft_ms"] > 0
+    assert stats["cached_tokens"] == doc["tokens"]
+    # The quoted passage is cited: offsets into the document text, its page, and where it came from.
+    document = client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
+    citations = dict(events)["citations"]["citations"]
+    assert any("misfits" in c["text"] for c in citations), (text, citations)
+    for c in citations:
+        assert document[c["start"] : c["end"]] == c["text"] and c["page"] == c["page_end"] == 1
+    assert any("lookup" in c["source"] for c in citations)  # the quote was copied by lookup drafts
 
 
-def test_second_question_only_evaluates_the_question(server, cases):
-    with server() as client:
-        doc = upload(client, cases / CRAZY)
-        first = ask(client, doc["id"], "Who are the crazy ones?", max_tokens=8)
-        second = ask(client, doc["id"], "What do they change?", max_tokens=8)
-        question_len = len("What do they change?".split()) + 6
-        assert doc["tokens"] > 200
-        for answer in (first, second):
-            assert answer["stats"]["prompt_tokens"] <= question_len + 4  # the question, not the document
+def test_second_question_only_evaluates_the_question(client, cases):
+    doc = upload(client, cases / CRAZY)
+    first = ask(client, doc["id"], "Who are the crazy ones?", max_tokens=8)
+    second = ask(client, doc["id"], "What do they change?", max_tokens=8)
+    question_len = len("What do they change?".split()) + 6
+    assert doc["tokens"] > 200
+    for answer in (first, second):
+        assert answer["stats"]["prompt_tokens"] <= question_len + 4  # the question, not the document
 
 
 @pytest.mark.slow  # STATE-01 below restarts too; keeps `make test` under 30 minutes
@@ -69,41 +67,37 @@ def test_restart_answers_without_ingesting_again(server, cases, tmp_path):
     assert after["stats"]["prompt_tokens"] == before["stats"]["prompt_tokens"] < 20
 
 
-def test_two_documents_alternate_without_leaking(server, cases):
-    with server() as client:
-        a = upload(client, cases / CRAZY)
-        b = upload(client, cases / "pdf/sample-files/001-trivial/minimal-document.pdf")
-        first_a = ask(client, a["id"], QUOTE, max_tokens=16)["answer"]
-        first_b = ask(client, b["id"], QUOTE, max_tokens=16)["answer"]
-        assert ask(client, a["id"], QUOTE, max_tokens=16)["answer"] == first_a
-        assert ask(client, b["id"], QUOTE, max_tokens=16)["answer"] == first_b
-        assert first_a != first_b
+def test_two_documents_alternate_without_leaking(client, cases):
+    a = upload(client, cases / CRAZY)
+    b = upload(client, cases / "pdf/sample-files/001-trivial/minimal-document.pdf")
+    first_a = ask(client, a["id"], QUOTE, max_tokens=16)["answer"]
+    first_b = ask(client, b["id"], QUOTE, max_tokens=16)["answer"]
+    assert ask(client, a["id"], QUOTE, max_tokens=16)["answer"] == first_a
+    assert ask(client, b["id"], QUOTE, max_tokens=16)["answer"] == first_b
+    assert first_a != first_b
 
 
-def test_same_bytes_return_the_existing_document(server, cases):
-    with server() as client:
-        doc = upload(client, cases / CRAZY)
-        r = client.post("/v1/documents", files={"file": ("other-name.pdf", (cases / CRAZY).read_bytes())})
-        assert r.status_code == 200 and r.json()["id"] == doc["id"]
-        assert len(client.get("/v1/documents").json()["documents"]) == 1
+def test_same_bytes_return_the_existing_document(client, cases):
+    doc = upload(client, cases / CRAZY)
+    r = client.post("/v1/documents", files={"file": ("other-name.pdf", (cases / CRAZY).read_bytes())})
+    assert r.status_code == 200 and r.json()["id"] == doc["id"]
+    assert len(client.get("/v1/documents").json()["documents"]) == 1
 
 
-def test_text_endpoint_returns_text_and_page_map(server, cases):
-    with server() as client:
-        doc = upload(client, cases / "pdf/sample-files/015-arabic/habibi-rotated.pdf")
-        body = client.get(f"/v1/documents/{doc['id']}/text").json()
-        assert [p["page"] for p in body["pages"]] == [1, 2, 3, 4]
-        for p in body["pages"]:
-            assert "habibi" in body["text"][p["start"] : p["end"]]
+def test_text_endpoint_returns_text_and_page_map(client, cases):
+    doc = upload(client, cases / "pdf/sample-files/015-arabic/habibi-rotated.pdf")
+    body = client.get(f"/v1/documents/{doc['id']}/text").json()
+    assert [p["page"] for p in body["pages"]] == [1, 2, 3, 4]
+    for p in body["pages"]:
+        assert "habibi" in body["text"][p["start"] : p["end"]]
 
 
-def test_delete_removes_the_document(server, cases):
-    with server() as client:
-        doc = upload(client, cases / CRAZY)
-        assert client.delete(f"/v1/documents/{doc['id']}").status_code == 204
-        assert client.get(f"/v1/documents/{doc['id']}").status_code == 404
-        r = client.post(f"/v1/documents/{doc['id']}/answers", json={"question": "x"})
-        assert r.status_code == 404 and r.json()["error"]["type"] == "document_not_found"
+def test_delete_removes_the_document(client, cases):
+    doc = upload(client, cases / CRAZY)
+    assert client.delete(f"/v1/documents/{doc['id']}").status_code == 204
+    assert client.get(f"/v1/documents/{doc['id']}").status_code == 404
+    r = client.post(f"/v1/documents/{doc['id']}/answers", json={"question": "x"})
+    assert r.status_code == 404 and r.json()["error"]["type"] == "document_not_found"
 
 
 @pytest.mark.parametrize(
@@ -130,21 +124,19 @@ def test_delete_removes_the_document(server, cases):
         ),
     ],
 )
-def test_bad_uploads_get_a_clear_4xx(server, cases, path, form, status, error_type, words):
-    with server() as client:
-        r = client.post("/v1/documents", files={"file": ("upload.pdf", (cases / path).read_bytes())}, data=form)
-        assert r.status_code == status, r.text
-        err = r.json()["error"]
-        assert err["type"] == error_type and words in err["message"]
-        assert client.get("/health").json()["status"] == "ok"
-        assert client.get("/v1/documents").json()["documents"] == []
+def test_bad_uploads_get_a_clear_4xx(client, cases, path, form, status, error_type, words):
+    r = client.post("/v1/documents", files={"file": ("upload.pdf", (cases / path).read_bytes())}, data=form)
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert err["type"] == error_type and words in err["message"]
+    assert client.get("/health").json()["status"] == "ok"
+    assert client.get("/v1/documents").json()["documents"] == []
 
 
-def test_encrypted_pdf_opens_with_its_password(server, cases):
-    with server() as client:
-        doc = upload(client, cases / "pdf/pypdf-resources/crazyones-encrypted-256.pdf", password="password")
-        assert doc["status"] == "ready"
-        assert "misfits" in client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
+def test_encrypted_pdf_opens_with_its_password(client, cases):
+    doc = upload(client, cases / "pdf/pypdf-resources/crazyones-encrypted-256.pdf", password="password")
+    assert doc["status"] == "ready"
+    assert "misfits" in client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
 
 
 @pytest.mark.parametrize(
@@ -168,48 +160,45 @@ def test_upload_over_the_size_limit_is_refused(server):
         assert r.status_code == 413 and r.json()["error"]["type"] == "upload_too_large"
 
 
-def test_invalid_requests_get_422(server, cases):
-    with server() as client:
-        doc = upload(client, cases / CRAZY)
-        for body in ({"question": ""}, {"question": "q", "draft_tokens": 17}, {"question": "q", "temperature": -1}):
-            r = client.post(f"/v1/documents/{doc['id']}/answers", json=body)
-            assert r.status_code == 422 and r.json()["error"]["type"] == "invalid_request"
-        # An over-long question gets the same 422 on both question routes (the chat route used to cut it).
-        long = "y" * (MAX_QUESTION_CHARS + 1)
-        native = client.post(f"/v1/documents/{doc['id']}/answers", json={"question": long})
-        chat = client.post(
-            "/v1/chat/completions", json={"model": f"doc:{doc['id']}", "messages": [{"role": "user", "content": long}]}
-        )
-        for r in (native, chat):
-            assert r.status_code == 422 and r.json()["error"]["type"] == "invalid_request", r.text
-            assert "20000 characters" in r.json()["error"]["message"]
+def test_invalid_requests_get_422(client, cases):
+    doc = upload(client, cases / CRAZY)
+    for body in ({"question": ""}, {"question": "q", "draft_tokens": 17}, {"question": "q", "temperature": -1}):
+        r = client.post(f"/v1/documents/{doc['id']}/answers", json=body)
+        assert r.status_code == 422 and r.json()["error"]["type"] == "invalid_request"
+    # An over-long question gets the same 422 on both question routes (the chat route used to cut it).
+    long = "y" * (MAX_QUESTION_CHARS + 1)
+    native = client.post(f"/v1/documents/{doc['id']}/answers", json={"question": long})
+    chat = client.post(
+        "/v1/chat/completions", json={"model": f"doc:{doc['id']}", "messages": [{"role": "user", "content": long}]}
+    )
+    for r in (native, chat):
+        assert r.status_code == 422 and r.json()["error"]["type"] == "invalid_request", r.text
+        assert "20000 characters" in r.json()["error"]["message"]
 
 
-def test_head_on_every_get_route_and_allow_on_405(server, cases):
+def test_head_on_every_get_route_and_allow_on_405(client, cases):
     """Uptime monitors send HEAD; RFC 9110 wants Allow on every 405."""
-    with server() as client:
-        doc = upload(client, cases / CRAZY)
-        for path in ("/", "/health", "/metrics", "/v1/models", f"/v1/models/doc:{doc['id']}", "/v1/documents",
-                     f"/v1/documents/{doc['id']}", f"/v1/documents/{doc['id']}/text", "/static/js/app.js"):  # fmt: skip
-            get, head = client.get(path), client.head(path)
-            assert head.status_code == get.status_code == 200, path
-            assert head.content == b"" and head.headers["content-type"] == get.headers["content-type"], path
-        r = client.put("/v1/documents")
-        assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD, POST"
-        assert client.delete("/health").headers["allow"] == "GET, HEAD"
-        r = client.post(f"/v1/documents/{doc['id']}/answers", json={"question": "Who?", "seed": -1, "max_tokens": 2})
-        assert r.status_code == 200  # -1: unseeded, as in llama-server and vLLM
+    doc = upload(client, cases / CRAZY)
+    for path in ("/", "/health", "/metrics", "/v1/models", f"/v1/models/doc:{doc['id']}", "/v1/documents",
+                 f"/v1/documents/{doc['id']}", f"/v1/documents/{doc['id']}/text", "/static/js/app.js"):  # fmt: skip
+        get, head = client.get(path), client.head(path)
+        assert head.status_code == get.status_code == 200, path
+        assert head.content == b"" and head.headers["content-type"] == get.headers["content-type"], path
+    r = client.put("/v1/documents")
+    assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD, POST"
+    assert client.delete("/health").headers["allow"] == "GET, HEAD"
+    r = client.post(f"/v1/documents/{doc['id']}/answers", json={"question": "Who?", "seed": -1, "max_tokens": 2})
+    assert r.status_code == 200  # -1: unseeded, as in llama-server and vLLM
 
 
-def test_stop_strings_and_sampling_are_honoured(server, cases):
-    with server() as client:
-        doc = upload(client, cases / CRAZY)
-        out = ask(client, doc["id"], QUOTE, max_tokens=60, stop=["misfits"])
-        assert "misfits" not in out["answer"] and out["stats"]["finish_reason"] == "stop"
-        sampled = [
-            ask(client, doc["id"], "Who are they?", max_tokens=12, temperature=0.9, seed=5)["answer"] for _ in range(2)
-        ]
-        assert sampled[0] == sampled[1]  # same seed, same answer
+def test_stop_strings_and_sampling_are_honoured(client, cases):
+    doc = upload(client, cases / CRAZY)
+    out = ask(client, doc["id"], QUOTE, max_tokens=60, stop=["misfits"])
+    assert "misfits" not in out["answer"] and out["stats"]["finish_reason"] == "stop"
+    sampled = [
+        ask(client, doc["id"], "Who are they?", max_tokens=12, temperature=0.9, seed=5)["answer"] for _ in range(2)
+    ]
+    assert sampled[0] == sampled[1]  # same seed, same answer
 
 
 def test_speculative_equals_plain_through_the_api_on_f16(server, cases, gemma_f16_path):
@@ -223,11 +212,10 @@ def test_speculative_equals_plain_through_the_api_on_f16(server, cases, gemma_f1
         assert v16["answer"] == plain["answer"] == auto["answer"]
 
 
-def test_web_page_is_served(server):
-    with server() as client:
-        r = client.get("/")
-        assert r.status_code == 200 and "<html" in r.text.lower()
-        assert client.get("/static/js/app.js").status_code == 200
+def test_web_page_is_served(client):
+    r = client.get("/")
+    assert r.status_code == 200 and "<html" in r.text.lower()
+    assert client.get("/static/js/app.js").status_code == 200
 
 
 def test_chat_model_answers_through_its_template(server, cases, smollm_path):
@@ -241,16 +229,15 @@ def test_chat_model_answers_through_its_template(server, cases, smollm_path):
         assert "<|im_start|>" in client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
 
 
-def test_injected_template_text_stays_text(server, cases, gemma):
-    with server() as client:
-        doc = upload(client, cases / "synthetic/injection-chat-template-tokens.pdf")
-        text = client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
-        assert "KX-5521" in text
-        ids = gemma.tokenize(text, parse_special=False)
-        assert not any(gemma.is_control(int(t)) for t in ids)
-        out = ask(client, doc["id"], "What is the replacement part number for valve V-12?", max_tokens=24)
-        assert "KX-5521" in out["answer"]
-        assert not any(w in out["answer"].lower() for w in ("banana", "pwned"))
+def test_injected_template_text_stays_text(client, cases, gemma):
+    doc = upload(client, cases / "synthetic/injection-chat-template-tokens.pdf")
+    text = client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
+    assert "KX-5521" in text
+    ids = gemma.tokenize(text, parse_special=False)
+    assert not any(gemma.is_control(int(t)) for t in ids)
+    out = ask(client, doc["id"], "What is the replacement part number for valve V-12?", max_tokens=24)
+    assert "KX-5521" in out["answer"]
+    assert not any(w in out["answer"].lower() for w in ("banana", "pwned"))
 
 
 def test_state01_alternating_documents_and_a_restart_give_identical_answers(server, cases, tmp_path):
