@@ -58,15 +58,13 @@ def test_a_document_is_selected_on_load_the_last_used_else_the_first_ready(open_
     assert p.problems == []
 
 
-@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
-def test_preparing_shows_an_eta_polls_slowly_and_keeps_the_heading_on_one_line(open_page, cases, width, height):
-    """A document reported as prepared at 1 % a second (100 s in all): the list and the heading say
-    about how long is left, the page looks about every 5 s rather than every 500 ms, and "New
-    conversation" stays on the heading's line."""
-    p = open_page(width, height)
+def _show_preparing(p, cases, label: str) -> list[float]:
+    """Upload a document that the page is told is prepared at 1 % a second (100 s in all), after a
+    conversation (so "New conversation" is enabled); wait until the list says how long is left. The
+    times the page looked at that document, growing as it goes on looking."""
     page = p.page
     p.upload(cases / PDF)
-    p.ask(QUOTE, max_tokens=8)  # a conversation, so "New conversation" is enabled
+    p.ask(QUOTE, max_tokens=8)
     name = "A long name for a document being prepared, so that the heading has to give way.txt"
     t0 = time.monotonic()
     looks: list[float] = []
@@ -80,15 +78,24 @@ def test_preparing_shows_an_eta_polls_slowly_and_keeps_the_heading_on_one_line(o
         route.fulfill(response=response, json=body)
 
     page.route(re.compile(r".*/v1/documents/[0-9a-f]{16}$"), preparing)
-    # Bytes of its own (a short text), so that this is a new upload at every width.
-    data = (cases / AGREEMENT).read_bytes()[:600] + f"\nCopy for the {width} px check.\n".encode()
+    # Bytes of its own (a short text), so that this is a new upload in every test.
+    data = (cases / AGREEMENT).read_bytes()[:600] + f"\nCopy for the {label} check.\n".encode()
     page.set_input_files("#file", files=[{"name": name, "mimeType": "text/plain", "buffer": data}])
     page.click("#upload")
     page.wait_for_selector("#doc-list li.doc.selected.status-ingesting")
-    meta = page.locator("#doc-list li.doc.selected .doc-meta")
     page.wait_for_function(
         "document.querySelector('#doc-list li.doc.selected .doc-meta').textContent.includes('left')", timeout=20_000
     )
+    return looks
+
+
+def test_preparing_shows_an_eta_and_polls_slowly(open_page, cases):
+    """The list and the heading say about how long is left, and the page looks about every 5 s rather
+    than every 500 ms. Neither depends on the width; the heading's layout does (the test below)."""
+    p = open_page(1280, 720)
+    page = p.page
+    looks = _show_preparing(p, cases, "ETA")
+    meta = page.locator("#doc-list li.doc.selected .doc-meta")
     assert re.search(r"preparing \d+% · about (1 min|[89]\d s|1\d\d s|2 min) left", meta.inner_text()), (
         meta.inner_text()
     )
@@ -97,7 +104,17 @@ def test_preparing_shows_an_eta_polls_slowly_and_keeps_the_heading_on_one_line(o
     page.wait_for_timeout(12_000)
     polls = len(looks) - start
     assert polls <= 5, f"{polls} looks in 12 s"  # every 500 ms would be 24
+    page.unroute(re.compile(r".*/v1/documents/[0-9a-f]{16}$"))
 
+
+@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_while_preparing_the_heading_keeps_new_conversation_on_its_line(open_page, cases, width, height):
+    """With a long name and "… left" in the heading, "New conversation" stays on the heading's line
+    and in view, at every width."""
+    p = open_page(width, height)
+    page = p.page
+    _show_preparing(p, cases, f"{width} px")
+    assert "left" in page.inner_text("#selected-name")
     head = page.locator(".qa-panel .panel-head")
     h2, button = page.locator("#qa-title").bounding_box(), page.locator("#new-conversation").bounding_box()
     assert abs(h2["y"] + h2["height"] / 2 - (button["y"] + button["height"] / 2)) < 4, (h2, button)
