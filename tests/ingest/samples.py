@@ -192,3 +192,16 @@ def ruled_table_pdf(rows: list[list[str]], before: str, after: str) -> bytes:
     out += [b"%010d 00000 n \n" % o for o in offsets]
     out.append(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
     return b"".join(out)
+
+
+def first_pages(path, n: int) -> bytes:
+    """The first ``n`` pages of the PDF at ``path``, written again by pypdf: a shorter real PDF of the
+    same kind, for tests that need one that is slow to read or over the budget but not a whole book."""
+    import pypdf
+
+    writer = pypdf.PdfWriter()
+    for page in pypdf.PdfReader(path).pages[:n]:
+        writer.add_page(page)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()

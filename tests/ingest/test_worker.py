@@ -15,6 +15,7 @@ from ingest.errors import ExtractorBusy, OcrUnavailable, UnreadablePdf
 from ingest.ocr import OcrSettings
 from ingest.worker import ExtractionWorker
 from testkit.scans import card_pdf
+from tests.ingest.samples import first_pages
 
 GEOTOPO = "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf"
 SLOW_PAGES = 30
@@ -26,16 +27,7 @@ MEMORY = 1024**3
 def slow(cases) -> bytes:
     """The first 30 pages of a 117-page LaTeX PDF: about 1.5 s to read on 2 cores, long enough to
     hold a worker while a test looks (the whole book took 8 s, of which these tests read it 12 times)."""
-    import io
-
-    import pypdf
-
-    writer = pypdf.PdfWriter()
-    for page in pypdf.PdfReader(cases / GEOTOPO).pages[:SLOW_PAGES]:
-        writer.add_page(page)
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
+    return first_pages(cases / GEOTOPO, SLOW_PAGES)
 
 
 def _timed(worker: ExtractionWorker, data: bytes) -> float:
