@@ -90,6 +90,11 @@ def test_the_tiled_matmul_makes_two_regimes_and_the_per_row_kernels_one(gemma_pa
     assert set(per_row.values()) == {0.0}, per_row
 
 
+# 36 s on 2 cores. What it shows end to end follows from what make test keeps: the regimes test above
+# (with the per-row kernels 1, 7, 8 and 16 rows a call give bit-identical logits), the row-cap
+# fallback below, and the batch-invariant servers' speculative answers equal to plain greedy ones
+# (tests/server/engine/test_history.py, test_draft_model.py).
+@pytest.mark.slow
 def test_speculative_equals_plain_greedy_on_q4_k_m(gemma_path, cases):
     """Windows 1, 4, 16 and adaptive, uncapped, with the per-row kernels: 3 prompts x 16 tokens."""
     assert _child(False, "speculative", gemma_path, cases, 3, 16) == []

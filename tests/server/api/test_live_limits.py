@@ -123,6 +123,9 @@ def test_unauthenticated_and_oversized_bodies_cost_no_memory(live):
     assert server.get("/health")[1]["status"] == "ok"
 
 
+# A memory soak (four 60 MB uploads, 35 s on 2 cores): make test keeps the bound it relies on, that
+# an over-budget text is refused after tokenizing about the budget (tests/ingest/test_budget.py).
+@pytest.mark.slow
 def test_an_over_budget_upload_costs_a_small_multiple_of_the_limit(live, cases):
     """A 60 MB text (~13M tokens against a 7,168-token budget) is refused with the part that fits,
     after tokenizing about the budget; the extraction worker returns only the characters a budget
