@@ -27,7 +27,7 @@ def test_a_document_deleted_mid_answer_ends_that_answer_quietly(tmp_path, gemma_
     server = Live(tmp_path / "data", gemma_path)
     try:
         server.start()
-        doc_id = server.ingest("alice.txt", (cases / ALICE).read_text(encoding="utf-8-sig")[:6000].encode())
+        doc_id = server.ingest("alice.txt", (cases / ALICE).read_text(encoding="utf-8-sig")[:2000].encode())
         body = json.dumps(
             {"question": "Tell me the story.", "max_tokens": 200, "temperature": 2.0, "seed": 3, "stop": []}
             | {"stream": True, "draft_tokens": 0}
