@@ -12,18 +12,18 @@ from pathlib import Path
 
 import pytest
 
-# OpenMP's wait policy is left as it is in the environment (docs/testing.md): libgomp's default, whose
-# threads spin a while at a barrier before they sleep, is the fastest when the suite has the machine to
-# itself, as in CI. Measured on 2 idle cores: tests/server/api/test_live.py, tests/spec/test_lossless.py
-# and tests/server/engine/test_batching.py took 157 s against 193 s with OMP_WAIT_POLICY=PASSIVE, and
-# the modules that run several processes at once (tests/cluster, test_tune, test_fairness,
-# test_page_ux) 228 s against 236 s. On a machine shared with other work, `OMP_WAIT_POLICY=PASSIVE
-# make test` (docs/tuning.md: a spinning thread beside a busy process decoded at up to 1.3 s a token).
-
-# One calibration file for every server the tests start (DOCQA_CALIBRATION_FILE, which the servers
-# inherit with the environment): each test's fresh data directory would otherwise measure the verify
-# costs again, 1-2 s of each of some 200 server starts on 2 cores. Entries are keyed by model, threads
-# and KV types, and one measured under load is not stored (server/engine/calibration.py).
+# OpenMP threads that wait by sleeping, not spinning, in this process and in every server it starts
+# (they inherit the environment), set before llama.cpp's libgomp is loaded. The tests run models in
+# several processes at once (this one, server processes, extraction workers, Tesseract, Ray), and a
+# spinning barrier waits out its whole time slice whenever its partner thread is descheduled: on this
+# 2-core machine the embedded model decoded at 73-1,269 ms a token beside one busy process with the
+# default policy, and at 31-55 ms with PASSIVE (19 vs 31-40 ms with the machine to itself).
+# docs/tuning.md has the numbers for servers.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# One calibration file for every server the tests start (DOCQA_CALIBRATION_FILE, inherited like the
+# above): each test's fresh data directory would otherwise measure the verify costs again, 1-2 s of
+# every one of some 200 server starts on 2 cores. Entries are keyed by model, threads and KV types,
+# and one measured under load is not stored (server/engine/calibration.py).
 if "DOCQA_CALIBRATION_FILE" not in os.environ:
     import atexit
     import shutil
