@@ -151,6 +151,9 @@ def test_a_long_book_is_segmented_and_answered_from_the_segment_with_the_needle(
         assert r.json()["docqa"]["segments"][0]["index"] == used[0]["index"]
 
 
+# 14 s on 2 cores; the labels are tested without a model in tests/server/api/test_segmented.py and
+# tests/server/tools/test_cli.py, and a segmented book answered with its parts' names stays below.
+@pytest.mark.slow
 def test_a_long_text_without_pages_names_its_parts_by_characters(server, cases):
     """A .txt is one page: its segments are "part k of n, characters a–b" in the document, in the
     answer's "From ...:" lines and in stats.segments, never "pages 1–1" (issue 29)."""

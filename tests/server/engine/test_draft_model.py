@@ -73,6 +73,8 @@ def test_a_draft_model_of_another_vocabulary_is_refused_at_start(tmp_path, gemma
     assert "tokens" in message or "token 0 differs" in message or "types differ" in message, message
 
 
+# An upgrade's edge (9 s on 2 cores): in make test-slow, beside the other draft-model edges.
+@pytest.mark.slow
 def test_a_document_ingested_before_the_draft_model_is_answered_without_it(server, cases, gemma_path, tmp_path):
     data = tmp_path / "shared"
     with server(data_dir=data) as client:

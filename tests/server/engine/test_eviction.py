@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from ingest import snapshot
 from tests.conftest import upload, wait_ready
 
@@ -50,6 +52,9 @@ def test_a_document_being_ingested_keeps_its_segments_and_becomes_ready(server, 
         assert ok.status_code in (200, 409), ok.text
 
 
+# 20 s on 2 cores; a lost snapshot prefilled again stays in make test (tests/server/engine/
+# test_snapshot_damage.py, test_store_races.py): this adds the path where the last segment finds it.
+@pytest.mark.slow
 def test_a_segment_snapshot_lost_mid_ingestion_is_prefilled_again(server, cases, tmp_path):
     """Whatever removed it (an older server's eviction, a disk problem): when the last segment
     finishes and an earlier one has no snapshot, its prefill is queued again instead of the document

@@ -45,8 +45,17 @@ def _until_answered(server: Live, doc: str, timeout: float = 180) -> dict:
     ("how", "damage_it", "said"),
     [
         ("truncated to half", lambda state, other: damage.truncate(state), "damaged"),
-        ("4 KiB overwritten", lambda state, other: damage.overwrite(state), "damaged"),
-        ("another document's state", lambda state, other: damage.replace_with(state, other), "damaged"),
+        # The same live-server flow for the other two detectors (10 s each on 2 cores), which
+        # tests/ingest/test_snapshot.py tests without a server: in make test-slow.
+        pytest.param(
+            "4 KiB overwritten", lambda state, other: damage.overwrite(state), "damaged", marks=pytest.mark.slow
+        ),
+        pytest.param(
+            "another document's state",
+            lambda state, other: damage.replace_with(state, other),
+            "damaged",
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_a_damaged_snapshot_is_prefilled_again_and_never_served(server, cases, tmp_path, how, damage_it, said):

@@ -8,6 +8,7 @@ import json
 import re
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from ingest.prompt import layout_for
@@ -24,6 +25,10 @@ ROW = re.compile(
 )
 
 
+# The whole tool's run (two candidate servers and a replay, 28 s on 2 cores): in make test-slow. make
+# test keeps its parts: the synthetic questions below; the search, the grid, the winner rule, the
+# settings file and the servers that read it (tests/server/config/test_tuned.py).
+@pytest.mark.slow
 def test_tune_replays_recorded_traffic_on_two_candidates_and_writes_the_winner(tmp_path, gemma_path, gemma, cases):
     data = tmp_path / "data"
     # One thread per server: on a busy 2-core machine two threads stall each other at llama.cpp's
