@@ -32,6 +32,10 @@ def model_fingerprint(path: Path) -> str:
     return f"{size}-{digest.hexdigest()[:32]}"
 
 
+#: Model.max_token_chars by model_fingerprint(), for this process.
+_MAX_TOKEN_CHARS: dict[str, int] = {}
+
+
 class Model:
     """A loaded GGUF model and its vocabulary. Tokenizer calls are read-only and thread-safe."""
 
@@ -93,12 +97,16 @@ class Model:
     @functools.cached_property
     def max_token_chars(self) -> int:
         """The most characters one token spells: a text of n characters is at least n / this many
-        tokens (a bound that needs no tokenizing).
+        tokens (a bound that needs no tokenizing). Kept per model file for the process, so a process
+        that loads the same file again (a reload; the tests' many servers) reads the vocabulary once.
 
         Every token's UTF-8 length comes from one ctypes call into a reused buffer; only the tokens
         that could beat the best so far are decoded (a character is at least one byte), longest
         first. 0.55 s for Gemma's 262,144 tokens on a 2-core Zen 4, against 1.2 s decoding them all.
         """
+        known = _MAX_TOKEN_CHARS.get(self.fingerprint)
+        if known is not None:
+            return known
         buf = ctypes.create_string_buffer(256)
         to_piece, vocab = C.llama_token_to_piece, self.vocab
         n_bytes = np.fromiter(
@@ -110,6 +118,7 @@ class Model:
             if n_bytes[t] <= best:
                 break
             best = max(best, len(self.piece(int(t)).decode("utf-8", errors="replace")))
+        _MAX_TOKEN_CHARS[self.fingerprint] = best
         return best
 
     def piece(self, token: int) -> bytes:
