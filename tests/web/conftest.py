@@ -33,9 +33,15 @@ ARGS = [
 
 @pytest.fixture(scope="session")
 def live(tmp_path_factory: pytest.TempPathFactory, gemma_path: Path, cases: Path) -> Iterator[Live]:
-    """One server (embedded model, n_ctx 8192, DOCQA_API_KEY set) shared by every page test."""
+    """One server (embedded model, n_ctx 8192, DOCQA_API_KEY set) shared by every page test. Documents
+    get 3,072 tokens of it (DOCQA_ANSWER_RESERVE 5120): the page tests' largest document is 1,748, and
+    the part the page offers of an over-budget PDF is prefilled at ~270 tokens/s on 2 cores."""
     server = Live(
-        tmp_path_factory.mktemp("web") / "data", gemma_path, DOCQA_API_KEY=API_KEY, DOCQA_LONG_DOCUMENTS="refuse"
+        tmp_path_factory.mktemp("web") / "data",
+        gemma_path,
+        DOCQA_API_KEY=API_KEY,
+        DOCQA_LONG_DOCUMENTS="refuse",
+        DOCQA_ANSWER_RESERVE="5120",
     ).start(timeout=600)  # the self-test and the cost calibration take minutes on a loaded 2-core machine
     try:
         yield server

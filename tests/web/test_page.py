@@ -51,7 +51,7 @@ def test_upload_errors_are_sentences_for_people(open_page, cases):
     too_long = _upload_error(p, cases / TOO_LONG)
     # n_ctx 8192 minus the 1024-token answer reserve, from GET /health.
     assert too_long.locator(".error-sentence").inner_text() == (
-        "This document is too long for this server (at most 7,168 tokens, about 5,376 words). "
+        "This document is too long for this server (at most 3,072 tokens, about 2,304 words). "
         "Split it into smaller parts and upload them one by one."
     )
     too_long.locator("summary").click()
@@ -217,7 +217,7 @@ def test_slow_upload_shows_progress_and_the_favicon_loads(open_page, cases):
 
 
 def test_a_document_longer_than_the_context_offers_its_leading_pages(open_page, cases, tmp_path):
-    """A PDF over the budget (GeoTopo's first 30 pages, ~15k tokens against 7,168; the whole book
+    """A PDF over the budget (GeoTopo's first 30 pages, ~15k tokens against 3,072; the whole book
     took 8 s to read, twice): the error offers the pages that fit, and one click ingests them; the
     part keeps its name and page numbers."""
     p = open_page(1024, 768)

@@ -227,7 +227,7 @@ def test_a_long_text_says_it_was_split_and_names_its_parts(open_page, cases):
     note = page.locator("#doc-list li.doc.selected .doc-split")
     p.assert_in_view(note, "why the document was split")
     assert re.fullmatch(
-        r"In 3 parts: [\d,]+ tokens, more than the 7,168 the model reads at once\. "
+        r"In 3 parts: [\d,]+ tokens, more than the 3,072 the model reads at once\. "
         r"Each question is answered from the part \(or two\) that best matches it\.",
         note.inner_text(),
     ), note.inner_text()
