@@ -18,8 +18,12 @@ import pytest
 # spinning barrier waits out its whole time slice whenever its partner thread is descheduled: on this
 # 2-core machine the embedded model decoded at 73-1,269 ms a token beside one busy process with the
 # default policy, and at 31-55 ms with PASSIVE (19 vs 31-40 ms with the machine to itself).
-# docs/tuning.md has the numbers for servers.
+# docs/tuning.md has the numbers for servers. With the suite alone on 2 idle cores the default was
+# no faster in all (whole-suite runs differed within their noise, about 3 %): decode-heavy modules
+# gained (test_live + test_lossless + test_batching 157 s against 193 s), ingestion-heavy ones lost
+# (their snapshot and worker threads wait behind the spinning ones).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # One calibration file for every server the tests start (DOCQA_CALIBRATION_FILE, inherited like the
 # above): each test's fresh data directory would otherwise measure the verify costs again, 1-2 s of
 # every one of some 200 server starts on 2 cores. Entries are keyed by model, threads and KV types,

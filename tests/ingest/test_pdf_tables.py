@@ -56,7 +56,8 @@ def test_a_ruled_table_made_here_comes_out_as_rows():
         "pdf/sample-files/026-latex-multicolumn/multicolumn.pdf",
         "pdf/pypdf-resources/Sample_Td-matrix.pdf",  # a 2 x 2 grid of boxes with text in each: no table
         "pdf/pypdf-resources/libreoffice-form.pdf",  # check boxes: no table
-        "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf",  # plots and diagrams: no table
+        # plots and diagrams: no table; 117 pages read twice (15 s on 2 cores), in make test-slow
+        pytest.param("pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf", marks=pytest.mark.slow),
     ],
 )
 def test_pdfs_without_tables_keep_pypdfs_text(cases, path):

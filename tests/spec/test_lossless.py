@@ -46,7 +46,10 @@ def f16_runs(gemma_f16_path, texts):
     model.close()
 
 
-@pytest.mark.parametrize("window", [1, 2, 4, 8, 16, None])
+# Windows 2 and 8 (3-4 s each on 2 cores) lie between the ones make test keeps: in make test-slow.
+@pytest.mark.parametrize(
+    "window", [1, pytest.param(2, marks=pytest.mark.slow), 4, pytest.param(8, marks=pytest.mark.slow), 16, None]
+)
 def test_speculative_equals_plain_greedy_on_f16(f16_runs, window):
     ctx, runs = f16_runs
     compared = []

@@ -201,6 +201,9 @@ def test_stop_strings_and_sampling_are_honoured(client, cases):
     assert sampled[0] == sampled[1]  # same seed, same answer
 
 
+# 10 s on 2 cores, and implied by make test: tests/spec/test_lossless.py on F16, and
+# tests/server/engine/test_batching.py's answers through the API equal to a plain greedy reference.
+@pytest.mark.slow
 def test_speculative_equals_plain_through_the_api_on_f16(server, cases, gemma_f16_path):
     with server(model_path=gemma_f16_path) as client:
         doc = upload(client, cases / CRAZY)
