@@ -17,17 +17,17 @@ PIP_PINNED := $(BIN)/pip install --no-deps --require-hashes
 setup: $(STAMP)
 serve-setup: $(SERVE_STAMP)
 
-# llama-cpp-python is built from source (about 11 minutes on 2 cores), never from pip's wheel cache:
+# llama-cpp-python is built from source (about 5-11 minutes on 2 cores), never from pip's wheel cache:
 # a cached wheel silently ignores CMAKE_ARGS. For an NVIDIA GPU run `CMAKE_ARGS="-DGGML_CUDA=on" make
-# setup` (a CUDA toolkit must be installed); the build is redone whenever CMAKE_ARGS changes, and fails
-# if CUDA was asked for but is not in the result. On x86-64 the build leaves out ggml's AMX kernels,
-# which crash on some Xeons (llama.cpp issue 20824; README, Troubleshooting); the CPU_REPACK kernels stay.
+# setup` (a CUDA toolkit must be installed); the build is redone whenever CMAKE_ARGS or the patches
+# change, and fails if CUDA was asked for but is not in the result. The sdist is hash-pinned
+# (runtime/llama-cpp-python.txt) and patched before it is built (runtime/llama_build.py: the fix of
+# ggml's AMX kernels, which crashed at the first decode on Xeons with AMX; README, Troubleshooting).
 LLAMA_PKG := llama-cpp-python==0.3.36
-ifeq ($(shell uname -m),x86_64)
-NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
-endif
+LLAMA_SRC := $(VENV)/src
+LLAMA_TREE := $(LLAMA_SRC)/llama_cpp_python-0.3.36
 export CMAKE_ARGS
-LLAMA_WANT := $(LLAMA_PKG) CMAKE_ARGS=[$(CMAKE_ARGS)] CFLAGS+=[$(NO_AMX)]
+LLAMA_WANT := $(LLAMA_PKG) CMAKE_ARGS=[$(CMAKE_ARGS)] patches=[$(shell cksum < runtime/llama_build.py | cut -d' ' -f1)]
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "docqa needs Python 3.11"'
@@ -40,12 +40,15 @@ $(BIN)/python:
 HEARTBEAT_S ?= 30
 llama: $(BIN)/python
 	@if [ "$$(cat $(VENV)/.llama-build 2>/dev/null)" != "$(LLAMA_WANT)" ]; then \
-	  echo "building $(LLAMA_PKG) from source (about 11 minutes on 2 cores): CMAKE_ARGS='$(CMAKE_ARGS)', extra flags '$(NO_AMX)'"; \
+	  echo "building $(LLAMA_PKG) from source (about 5-11 minutes on 2 cores): CMAKE_ARGS='$(CMAKE_ARGS)'"; \
 	  start=$$(date +%s); \
+	  rm -rf $(LLAMA_SRC) && mkdir -p $(LLAMA_SRC) || exit 1; \
+	  $(BIN)/pip download --no-deps --no-binary :all: --require-hashes -r runtime/llama-cpp-python.txt \
+	    -d $(LLAMA_SRC) || exit 1; \
+	  $(BIN)/python -m runtime.llama_build $(LLAMA_SRC) || exit 1; \
 	  ( i=0; while sleep 1; do i=$$((i + 1)); [ $$((i % $(HEARTBEAT_S))) -ne 0 ] || \
 	    echo "  still building llama-cpp-python: $$(( $$(date +%s) - start )) s elapsed"; done ) & beat=$$!; \
-	  CFLAGS="$$CFLAGS $(NO_AMX)" CXXFLAGS="$$CXXFLAGS $(NO_AMX)" $(BIN)/pip install --no-cache-dir \
-	    --force-reinstall --no-binary llama-cpp-python '$(LLAMA_PKG)'; rc=$$?; \
+	  $(BIN)/pip install --no-cache-dir --force-reinstall $(LLAMA_TREE); rc=$$?; \
 	  kill $$beat 2>/dev/null; wait $$beat 2>/dev/null; \
 	  [ $$rc -eq 0 ] || exit $$rc; \
 	  echo "built llama-cpp-python in $$(( $$(date +%s) - start )) s"; \

@@ -6,10 +6,11 @@ The string lists each registered backend with its features, e.g.
 ``ggml_backend_cpu_get_features``), so they say which kernels exist, not only what the CPU has.
 
 Why it matters: a build with AMX kernels (``AMX_INT8 = 1``: a native build on a Xeon Sapphire
-Rapids or later) puts Q4_K weights in an AMX extra buffer, and on some such machines the first
-``llama_decode`` dies with SIGSEGV in ``ggml_backend_amx_mul_mat`` (llama.cpp issue 20824, pull
-request 26954; notes §15). Loading with ``use_extra_bufts = False`` avoids it, at the cost of the
-CPU_REPACK kernels too. ``make setup`` builds without AMX kernels, so the repacked kernels stay.
+Rapids or later) puts K-quant and Q8_0 weights in an AMX extra buffer. Unpatched, the first
+``llama_decode`` there died with SIGSEGV in ``ggml_backend_amx_mul_mat`` (llama.cpp issue 20824):
+GCC dropped the stores of the tile configuration. ``make setup`` builds a patched sdist
+(runtime/llama_build.py), and the start-up self-test still falls back to ``use_extra_bufts = False``
+if a build crashes anyway.
 """
 
 from __future__ import annotations
@@ -66,8 +67,6 @@ def check_build(cmake_args: str) -> str | None:
             "CMAKE_ARGS asked for CUDA (-DGGML_CUDA=on) but the built llama-cpp-python has no CUDA backend; "
             "is the CUDA toolkit (nvcc) installed and on PATH? The build log above says why."
         )
-    if has_amx_kernels():
-        return "the build has AMX kernels, which crash on some Xeons; it should have been built with -mno-amx-int8"
     return None
 
 

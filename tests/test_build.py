@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -20,8 +19,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LLAMA_INSTALL = ["install", "--no-cache-dir", "--force-reinstall", "--no-binary", "llama-cpp-python"]
-LLAMA_PKG = "llama-cpp-python==0.3.36"
+LLAMA_INSTALL = ["install", "--no-cache-dir", "--force-reinstall"]
+LLAMA_TREE = "src/llama_cpp_python-0.3.36"  # the unpacked, patched sdist under VENV (runtime/llama_build.py)
+LLAMA_SDIST = ["download", "--no-deps", "--no-binary", ":all:", "--require-hashes"]
+LLAMA_SDIST += ["-r", "runtime/llama-cpp-python.txt"]
 
 # Records argv and the build-relevant environment; `python -m runtime.system` exits with FAKE_CHECK_RC.
 STAND_IN = """#!{python}
@@ -31,7 +32,7 @@ with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(json.dumps({{"tool": {tool!r}, "argv": sys.argv[1:], **env}}) + "\\n")
 if sys.argv[1:3] == ["-m", "runtime.system"]:
     sys.exit(int(os.environ.get("FAKE_CHECK_RC", "0")))
-if {tool!r} == "pip" and "llama-cpp-python==0.3.36" in sys.argv:
+if {tool!r} == "pip" and any(a.endswith("llama_cpp_python-0.3.36") for a in sys.argv):
     import time
     time.sleep(float(os.environ.get("FAKE_BUILD_S", "0")))
 """
@@ -78,7 +79,7 @@ def make_out(
 
 
 def llama_builds(calls: list[dict]) -> list[dict]:
-    return [c for c in calls if c["tool"] == "pip" and LLAMA_PKG in c["argv"]]
+    return [c for c in calls if c["tool"] == "pip" and any(a.endswith(LLAMA_TREE) for a in c["argv"])]
 
 
 def index(calls: list[dict], argv: list[str]) -> int:
@@ -89,10 +90,13 @@ def test_cmake_args_reach_the_build_and_changes_rebuild(venv):
     rc, calls = make(venv, "serve", "-DGGML_CUDA=on")
     assert rc == 0, calls
     [build] = llama_builds(calls)
-    assert build["argv"] == [*LLAMA_INSTALL, LLAMA_PKG]  # never pip's cached wheel
+    assert build["argv"] == [*LLAMA_INSTALL, f"{venv}/{LLAMA_TREE}"]  # never pip's cached wheel
     assert build["CMAKE_ARGS"] == "-DGGML_CUDA=on"  # the flag reaches pip, which hands it to CMake
-    if platform.machine() == "x86_64":  # ggml's AMX kernels crash on some Xeons: always left out
-        assert "-mno-amx-int8" in build["CFLAGS"] and "-mno-amx-int8" in build["CXXFLAGS"]
+    # The hash-pinned sdist is downloaded, unpacked and patched first (runtime/llama_build.py: the AMX fix).
+    download = index(calls, [*LLAMA_SDIST, "-d", f"{venv}/src"])
+    patched = index(calls, ["-m", "runtime.llama_build", f"{venv}/src"])
+    assert download < patched < calls.index(build)
+    assert "amx" not in (build["CFLAGS"] or "") + (build["CXXFLAGS"] or "")  # AMX kernels are built, patched
     check = index(calls, ["-m", "runtime.system", "--check-build"])
     assert calls[check]["CMAKE_ARGS"] == "-DGGML_CUDA=on"  # the check knows CUDA was asked for
     assert calls.index(build) < check < index(calls, ["-m", "server"])  # built, checked, then served
