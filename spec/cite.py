@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -38,7 +39,14 @@ class Citation:
     page: int
     page_end: int
     text: str
-    source: str  # "lookup" | "match" | "lookup+match"
+    source: str  # "quote" (a quote-first answer's quote) | "lookup" | "match" | "lookup+match"
+
+    @property
+    def verified(self) -> bool:
+        """The span is the document's text as the answer wrote it: a quote-first answer's quote, or
+        tokens the answer copied from the document (lookup). A ``match`` alone is the same words,
+        case and punctuation aside."""
+        return self.source != "match"
 
     def as_dict(self) -> dict:
         return {
@@ -48,6 +56,7 @@ class Citation:
             "page_end": self.page_end,
             "text": self.text,
             "source": self.source,
+            "verified": self.verified,
         }
 
 
@@ -110,6 +119,14 @@ class CitationIndex:
         """Page number (1-based, as in the upload) of the character at ``offset``."""
         return bisect.bisect_right(self.page_starts, offset) + self.first_page - 1
 
+    def quote(self, a: int, b: int) -> Citation | None:
+        """The citation of a quote-first answer's quote: characters ``[a, b)`` of the text, trimmed of
+        whitespace (None when nothing is left)."""
+        a, b = self._trim(a, b)
+        if b <= a:
+            return None
+        return Citation(a, b, self.page_of(a), self.page_of(b - 1), self.text[a:b], "quote")
+
     def cite(self, answer: str, lookup_spans: Sequence[tuple[int, int]] = ()) -> list[Citation]:
         """Citations for ``answer``, in document order.
 
@@ -170,3 +187,55 @@ class CitationIndex:
             out.append((best, best + best_len))
             i += best_len
         return [(int(self.starts[s]), int(self.ends[e - 1])) for s, e in out]
+
+
+# Characters a copied quote may spell differently from the document and still be the same words:
+# typographic quotes and apostrophes, dashes, the non-breaking and other spaces (after NFKC).
+_FOLD = str.maketrans(
+    dict.fromkeys("\u2018\u2019\u201a\u201b\u2032", "'")
+    | dict.fromkeys("\u201c\u201d\u201e\u201f\u00ab\u00bb", '"')
+    | dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015", "-")
+)
+_EDGE = " \t\n\"'.,;:!?()[]«»"  # stripped from both ends of a quote before it is looked up
+
+
+def _folded(text: str) -> tuple[str, list[int]]:
+    """``text`` case-folded, with quotes, dashes and runs of whitespace unified, and for each character
+    of the result the offset in ``text`` it came from."""
+    out: list[str] = []
+    where: list[int] = []
+    space = False
+    for i, ch in enumerate(text):
+        if ch.isspace():
+            if not space and out:
+                out.append(" ")
+                where.append(i)
+            space = True
+            continue
+        space = False
+        for c in unicodedata.normalize("NFKC", ch).translate(_FOLD).casefold():
+            out.append(c)
+            where.append(i)
+    return "".join(out), where
+
+
+class QuoteFinder:
+    """Finds a quote in a document's text, as the quote-first answers check one the model wrote
+    freely (spec/quote.py): the same words in the same order, ignoring case, whitespace, the form of
+    quotation marks, apostrophes and dashes, and punctuation at the quote's two ends. One word more,
+    less or different is not the same quote. Building it is O(len(text)); a lookup is one substring
+    search of the folded text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.folded, self.where = _folded(text)
+
+    def find(self, quote: str) -> tuple[int, int] | None:
+        """Character offsets ``[a, b)`` in the text of the first occurrence of ``quote``, or None."""
+        key, _ = _folded(quote.strip(_EDGE))
+        if len(key) < 2:
+            return None
+        at = self.folded.find(key)
+        if at < 0:
+            return None
+        return self.where[at], self.where[at + len(key) - 1] + 1

@@ -24,11 +24,12 @@ from spec.cost import CostModel
 from spec.draft import Draft, DraftConfig, DraftPolicy, Plan
 from spec.limits import MAX_WINDOW
 from spec.lookup import LookupDrafter
+from spec.quote import QuoteParams, Quoting
 from spec.repetition import RepetitionGuard
 from spec.sampling import Sampler, SamplingParams
 from spec.sources import NAMES, Drafter
 from spec.text import TextStream
-from spec.verify import accept
+from spec.verify import VerifyResult, accept
 
 
 class RollbackFailed(Exception):
@@ -43,6 +44,7 @@ class AnswerParams:
     stops: tuple[str, ...] | None = None  # None: the prompt layout's default stop strings
     sources: tuple[str, ...] = NAMES  # drafters allowed to fill the window
     n_mtp: int = 2  # MTP draft tokens per step
+    quote: QuoteParams | None = None  # quote-first (spec/quote.py): the caller gives AnswerRun.quote
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -72,6 +74,7 @@ class TokenEvent:
     text: str  # UTF-8 safe text delta, possibly "" while a stop string is undecided
     token_ids: tuple[int, ...]
     n_accepted: int  # drafts accepted in the step that produced these tokens
+    part: str = "answer"  # "answer", or "quote": the quote of a quote-first answer (spec/quote.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,7 @@ class AnswerRun:
     max_window: int = MAX_WINDOW  # rollback limit of the context (n_rs_seq on hybrid models)
     costs: CostModel | None = None  # verify/MTP step costs, for the adaptive window
     should_stop: Callable[[], bool] = lambda: False
+    quote: Quoting | None = None  # a quote-first answer's quote (AnswerParams.quote), written first
 
     @property
     def lookup(self) -> LookupDrafter | None:
@@ -123,15 +127,28 @@ class Answer:
         self.guard = RepetitionGuard(run.lookup.index if run.lookup is not None else None)
         config = DraftConfig(params.window, params.sources, params.n_mtp)
         self.policy = DraftPolicy(config, run.drafters, run.costs)
-        self.output_ids: list[int] = []  # emitted tokens; the newest is ``last``
+        self.output_ids: list[int] = []  # emitted tokens (quote, scaffolding, answer); the newest is ``last``
         self.n_past = run.n_past
         self.done = False
         self._decided: list[int] = []
+        self._kinds: list[str] = []  # of each decided token: "quote" | "forced" | "answer"
         self._draft: Draft | None = None
         self._plan: Plan | None = None
         self._n_accepted = 0
         self._max_draft = 0  # draft tokens the next step may verify (room left, rollback limit)
         self._t_first = 0.0
+        # Quote-first: the quote is written first, then the scaffolding after it is decoded as forced
+        # tokens (with the gate: its question, the model's yes or no, then the answer's lead), then the answer.
+        self.quote = run.quote
+        self._forced: list[int] = []  # scaffolding still to decode after the quote
+        self._forcing: list[int] | None = None  # the forced tokens of the planned step
+        self._then = "answer"  # what the token after the scaffolding is: "gate" (yes/no) or "answer"
+        self._n_answer = 0  # answer tokens emitted (what max_tokens counts)
+
+    @property
+    def quoting(self) -> bool:
+        """The quote of a quote-first answer is being written."""
+        return self.quote is not None and not self.quote.done
 
     def begin(self, row: np.ndarray, prompt_ids: Sequence[int] = ()) -> list[TokenEvent]:
         """Choose the first answer token from ``row`` (float32 [n_vocab]), the last prefill row.
@@ -140,7 +157,10 @@ class Answer:
         if len(prompt_ids):
             for drafter in self.run.drafters.values():
                 drafter.extend(prompt_ids)
-        self._decided = [self.sampler.choose(row)]
+        if self.quoting:
+            self._decided, self._kinds = [self._choose_quote(row)], ["quote"]
+        else:
+            self._decided, self._kinds = [self.sampler.choose(row)], ["answer"]
         self._t_first = time.perf_counter()
         self.run.stats.ttft_ms = (self._t_first - self.run.t_start) * 1000.0
         return self._after_decided()
@@ -152,11 +172,16 @@ class Answer:
 
     def plan(self, load: int = 1) -> Plan:
         """Decide the next step's draft (``load``: sequences sharing the decode call); the drafters
-        first take in the tokens decided since the last step."""
+        first take in the tokens decided since the last step. Scaffolding after a quote is the step's
+        whole draft, accepted as it is (an empty plan: no model source drafts for it)."""
         for drafter in self.run.drafters.values():
             drafter.extend(self._decided)
-        self._decided = []
-        self._plan = self.policy.plan(self.last, self.n_past, self._max_draft, load)
+        self._decided, self._kinds = [], []
+        if self._forced:
+            self._forcing = self._forced[: max(1, self._max_draft)]
+            self._plan = Plan()
+        else:
+            self._plan = self.policy.plan(self.last, self.n_past, self._max_draft, load)
         return self._plan
 
     def rows(self, model_tokens: list[int] | None = None) -> list[int]:
@@ -164,7 +189,10 @@ class Answer:
         every row. ``model_tokens``: the drafts of the plan's model source made for this step at once
         for several sequences (without them it drafts here)."""
         assert self._plan is not None, "rows() without plan()"
-        self._draft = self.policy.draft(self._plan, self.last, self.n_past, model_tokens)
+        if self._forcing is not None:
+            self._draft = Draft(list(self._forcing))
+        else:
+            self._draft = self.policy.draft(self._plan, self.last, self.n_past, model_tokens)
         self._plan = None
         return [self.last, *self._draft.tokens]
 
@@ -179,9 +207,14 @@ class Answer:
         fed these rows to the MTP context (:meth:`MtpDrafter.process` / :func:`process_many`)."""
         run, draft, stats = self.run, self._draft, self.run.stats
         assert draft is not None, "accept() without draft()"
-        result = accept(self.sampler, rows, draft.tokens)
-        self._n_accepted = n_accepted = result.n_accepted
         stats.verify_steps += 1
+        if self._forcing is not None:
+            return self._accept_forced(rows, draft)
+        if self.quoting:
+            result, kinds = self._accept_quote(rows, draft.tokens)
+        else:
+            result, kinds = accept(self.sampler, rows, draft.tokens), None
+        self._n_accepted = n_accepted = result.n_accepted
         stats.drafted_tokens += len(draft.tokens)
         stats.accepted_tokens += n_accepted
         self.policy.observe(draft, n_accepted, result.tokens[-1])
@@ -190,10 +223,50 @@ class Answer:
         for drafter in run.drafters.values():
             drafter.rollback(n_keep)
         self.n_past = n_keep
-        self._decided = result.tokens
+        self._decided, self._kinds = result.tokens, kinds or ["answer"] * len(result.tokens)
         self._draft = None
         events = self._after_decided()
         return Step(events, rebuild=not rolled_back and not self.done)
+
+    def _choose_quote(self, row: np.ndarray) -> int:
+        """The next quote token from ``row``; the quote ends with it when it holds a line break, or
+        with an end-of-generation token (then so does the answer)."""
+        token = self.quote.choose(self.sampler, row)
+        if self.run.model.is_eog(token):
+            self.quote.done = True
+        else:
+            self.quote.push(token)
+        return token
+
+    def _accept_quote(self, rows: np.ndarray, draft: list[int]) -> tuple[VerifyResult, list[str]]:
+        """spec/verify.py's rule with the quote's choice (:meth:`Quoting.choose`) at each row, row by
+        row since a row's allowed tokens follow the tokens before it; the step ends where the quote
+        does (the scaffolding after it is the next step)."""
+        tokens: list[int] = []
+        for i in range(len(draft) + 1):
+            tokens.append(self._choose_quote(rows[i]))
+            if self.quote.done or i == len(draft) or tokens[-1] != draft[i]:
+                break
+        return VerifyResult(tokens=tokens, n_accepted=len(tokens) - 1), ["quote"] * len(tokens)
+
+    def _accept_forced(self, rows: np.ndarray, draft: Draft) -> Step:
+        """A step of scaffolding: every forced token stands; the token after them is the next forced
+        one, or the target's own choice from the last row (the answer's first token)."""
+        forced, n = self._forced, len(draft.tokens)
+        self._forced, self._forcing, self._draft = forced[n:], None, None
+        if self._forced:
+            nxt, kind = self._forced.pop(0), "forced"
+        elif self._then == "gate":
+            nxt, kind = self.quote.gate_choice(rows[n]), "gate"
+        else:
+            nxt, kind = self.sampler.choose(rows[n]), "answer"
+        for drafter in self.run.drafters.values():
+            drafter.observe(0, -1, nxt, n)  # the context moved on without any drafter's tokens
+            drafter.rollback(self.n_past + 1 + n)
+        self.n_past += 1 + n
+        self._n_accepted = 0
+        self._decided, self._kinds = [*draft.tokens, nxt], ["forced"] * n + [kind]
+        return Step(self._after_decided())
 
     def count_replay(self, n_tokens: int) -> None:
         """The caller decoded ``n_tokens`` again (a rebuild after a failed rollback): they count as
@@ -208,24 +281,67 @@ class Answer:
 
     def _after_decided(self) -> list[TokenEvent]:
         """Emit the decided tokens; end the answer on EOS, a stop string, a loop, max_tokens,
-        cancellation or a full context."""
+        cancellation or a full context. A quote that ends says ``none`` or is not in the document:
+        the answer is the refusal; otherwise the scaffolding after it is decoded next."""
         run, params = self.run, self.params
-        events = []
-        text, finish, used = _emit(
-            run.model, self.stream, self.guard, self._decided, self.output_ids, params.max_tokens
-        )
-        if text or used:
-            events.append(TokenEvent(text=text, token_ids=tuple(self._decided[:used]), n_accepted=self._n_accepted))
+        events, finish = [], None
+        quote_ids = [t for t, k in zip(self._decided, self._kinds, strict=True) if k == "quote"]
+        if quote_ids:
+            finish = self._emit_quote(quote_ids)
+            if finish is None and self.quote.done:
+                finish = self._after_quote(events)
+        rest = [(t, k) for t, k in zip(self._decided, self._kinds, strict=True) if k != "quote"]
+        if finish is None and rest:
+            decided = [t for t, _ in rest]
+            for t, k in rest:
+                if k in ("forced", "gate"):
+                    self.output_ids.append(t)
+                if k == "gate":
+                    finish = self._after_quote(events)
+            answer = [t for t, k in rest if k == "answer"]
+            if answer:
+                text, finish, used = _emit(
+                    run.model, self.stream, self.guard, answer, self.output_ids, params.max_tokens, self._n_answer
+                )
+                self._n_answer += used
+                if text or used:
+                    ids = tuple(decided[: len(decided) - len(answer) + used])
+                    events.append(TokenEvent(text=text, token_ids=ids, n_accepted=self._n_accepted))
         if finish is None and run.should_stop():
             finish = "cancelled"
         if finish is None:
-            room = min(params.max_tokens - len(self.output_ids), run.ctx.n_ctx - self.n_past) - 1
+            room = min(params.max_tokens - self._n_answer, run.ctx.n_ctx - self.n_past) - 1
             if room < 0:
                 finish = "length"
             self._max_draft = min(room, run.max_window)
         if finish is not None:
             events.extend(self.stop(finish))
         return events
+
+    def _after_quote(self, events: list[TokenEvent]) -> str | None:
+        """The quote (or the gate's reply) is in: the refusal ends the answer ("stop"); else the quote
+        is sent (once it stands: the document's sentence it is in, or the model's words when it is
+        not a span of the document's tokens) and the scaffolding of what comes next is queued, the
+        gate's question, then the answer's lead."""
+        q = self.quote
+        if q.refuses:
+            events.append(TokenEvent(q.refusal, (), 0))
+            return "stop"
+        if q.params.gate and q.answered is None and q.gate_scaffold:
+            self._forced, self._then = list(q.gate_scaffold), "gate"
+            return None
+        events.append(TokenEvent(q.sentence_text() or q.quote_text(), tuple(q.ids), 0, part="quote"))
+        self._forced, self._then = list(q.scaffold), "answer"
+        return None
+
+    def _emit_quote(self, tokens: list[int]) -> str | None:
+        """Append quote tokens to the sequence's tokens; "stop" when an end-of-generation token ended
+        the quote (and the answer), else None. The quote is sent when it stands (:meth:`_after_quote`)."""
+        for token in tokens:
+            if self.run.model.is_eog(token):
+                return "stop"
+            self.output_ids.append(token)
+        return None
 
     def stop(self, reason: str) -> list[TokenEvent]:
         """End the answer (also from outside the loop, e.g. the shared KV cache is full): ``reason``
@@ -249,10 +365,17 @@ class Answer:
 
 
 def _emit(
-    model: Model, stream: TextStream, guard: RepetitionGuard, decided: list[int], answer: list[int], max_tokens: int
+    model: Model,
+    stream: TextStream,
+    guard: RepetitionGuard,
+    decided: list[int],
+    answer: list[int],
+    max_tokens: int,
+    n_before: int = 0,
 ) -> tuple[str, str | None, int]:
-    """Append decided tokens to the answer until EOS, a stop string, a loop or max_tokens. A loop
-    ends the answer after the token that completed it: no emitted token changes, only the end.
+    """Append decided tokens to the answer until EOS, a stop string, a loop or max_tokens (counted
+    from ``n_before`` answer tokens: a quote before the answer is not counted). A loop ends the answer
+    after the token that completed it: no emitted token changes, only the end.
 
     Returns (text to send, finish reason or None, number of tokens used).
     """
@@ -266,7 +389,7 @@ def _emit(
             return "".join(out), "stop", used
         if guard.push(token):
             return "".join(out), "repetition", used
-        if len(answer) >= max_tokens:
+        if n_before + used >= max_tokens:
             return "".join(out), "length", used
     return "".join(out), None, len(decided)
 

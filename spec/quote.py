@@ -1,0 +1,358 @@
+"""Quote-first answers: the model first copies the passage of the document that answers the question,
+then answers, and docqa checks the copy against the document.
+
+The answer is written in two parts after the question: ``Quote: <a span of the document>`` up to a
+line break, then ``Answer: <the answer>``. The quote ends at the first token that holds a line
+break; ``Answer:`` (or, with ``restate``, the question again and ``Answer:``) is then decoded as
+scaffolding the model did not choose, and the model answers after it.
+
+* **Constrained** (``constrained=True``): while the quote is written, each token is chosen among the
+  tokens that continue a span of the document's tokens that the quote matches so far (the positions
+  :class:`QuoteIndex` finds), a line break (the quote ends) and, at the first token only, the words
+  that say no passage answers (``none``). So a quote is a span of the document's tokens by
+  construction, and it ends where the model ends it.
+* **Unconstrained**: the model writes the quote freely; the same matching follows it, and a quote
+  whose tokens stop matching the document is not verified (the answer is then the refusal).
+
+A quote of ``none``, or an unverified one, ends the answer with the refusal text, without decoding
+an answer. Every token is still the model's own choice (among the allowed ones while it quotes), and
+speculative decoding stays exact with respect to that choice: verification applies the same
+constraint to each verify row, in order (:meth:`Quoting.choose`), so a speculative run emits what a
+plain run emits.
+
+Cost: the first quote token considers every distinct document token (one ``argmax`` over at most a
+few thousand ids); each later one only the continuations of the spans still matched, which narrow to
+a handful after a few tokens. Building the index is one ``argsort`` of the document's tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from spec.sampling import Sampler
+
+#: Words a quote may consist of to say that no passage answers the question (case-folded, stripped).
+NONE_WORDS = ("none",)
+
+
+_CLOSERS = b"\"')]\xe2\x80\x9d\xe2\x80\x99"  # closing quotes and brackets (UTF-8 bytes of the typographic ones)
+
+
+def _ends_sentence(piece: bytes) -> bool:
+    """A token that ends a sentence: it holds a line break, or ends with . ! or ? (before closers)."""
+    return b"\n" in piece or piece.rstrip().rstrip(_CLOSERS).endswith((b".", b"!", b"?"))
+
+
+def question_keys(question: str) -> set[str]:
+    """The words of a question that name what it asks about, and that a passage answering it must hold
+    too (case-folded): numbers, and capitalised words other than the question's first word (names,
+    places, titles). "Who was the cook of Noxfal Hall?" -> {"noxfal", "hall"}."""
+    words = re.findall(r"[\w'\u2019-]+", question)
+    keys = set()
+    for i, w in enumerate(words):
+        if any(c.isdigit() for c in w) or (i > 0 and w[:1].isupper() and w.casefold() not in _NOT_NAMES):
+            keys.add(w.casefold().strip("'\u2019"))
+    return keys
+
+
+#: Capitalised words in questions that name nothing (options of a choice, pronouns, the document).
+_NOT_NAMES = frozenset("i a b c d the document text answer option according".split())
+
+
+def word_key(piece: bytes) -> bytes:
+    """What a quote's first token must share with a document token to start at it: the token's text
+    without surrounding whitespace, case-folded (a quote may start "There" where the document says
+    " there")."""
+    return piece.strip().decode("utf-8", errors="replace").casefold().encode()
+
+
+class QuoteIndex:
+    """Where each token occurs in a document's tokens (int32 [n_doc], the document part of its prompt
+    prefix, without the scaffolding around it); ``piece``: token id -> bytes."""
+
+    def __init__(self, tokens: np.ndarray, piece: Callable[[int], bytes]) -> None:
+        self.tokens = np.ascontiguousarray(tokens, dtype=np.int32)  # [n_doc]
+        self.order = np.argsort(self.tokens, kind="stable").astype(np.int64)  # positions, sorted by token
+        self.vocab, first = np.unique(self.tokens[self.order], return_index=True)  # distinct tokens, sorted
+        self.first = np.append(first, len(self.tokens)).astype(np.int64)  # [len(vocab) + 1]
+        self.piece = piece
+        self.keys: dict[bytes, list[int]] = {}  # word_key -> the document's tokens spelling it
+        for t in self.vocab.tolist():
+            if key := word_key(piece(t)):
+                self.keys.setdefault(key, []).append(t)
+
+    def positions(self, token: int) -> np.ndarray:
+        """The positions (ascending, int64) where ``token`` occurs; empty when it does not."""
+        i = int(np.searchsorted(self.vocab, token))
+        if i == len(self.vocab) or int(self.vocab[i]) != token:
+            return np.empty(0, np.int64)
+        return self.order[self.first[i] : self.first[i + 1]]
+
+    def sentence(self, a: int, b: int, reach: int = 40) -> tuple[int, int]:
+        """Positions ``[a, b)`` widened to the whole sentence(s) they fall in: back to just after a token
+        that ends a sentence (. ! or ?, then closing quotes) or holds a line break, forward to the first
+        such token; at most ``reach`` tokens each way (a side with no boundary in reach stays)."""
+        toks, n = self.tokens, len(self.tokens)
+        left = a
+        for i in range(a - 1, max(-1, a - 1 - reach), -1):
+            if i < 0 or _ends_sentence(self.piece(int(toks[i]))):
+                left = i + 1
+                break
+        else:
+            left = 0 if a - 1 - reach < 0 else a
+        right = b
+        if not (b > a and _ends_sentence(self.piece(int(toks[b - 1])))):
+            for i in range(b, min(n, b + reach)):
+                if _ends_sentence(self.piece(int(toks[i]))):
+                    right = i + 1
+                    break
+            else:
+                right = n if b + reach >= n else b
+        return left, right
+
+    def starts(self, token: int) -> np.ndarray:
+        """The positions where a quote whose first token is ``token`` may start: every occurrence of a
+        document token with the same :func:`word_key` (ascending, int64; empty when none)."""
+        same = self.keys.get(word_key(self.piece(token)), [])
+        if not same:
+            return np.empty(0, np.int64)
+        return np.unique(np.concatenate([self.positions(t) for t in same]))
+
+
+@dataclass(frozen=True, slots=True)
+class QuoteParams:
+    """How a quote-first answer is decoded. ``max_tokens``: the longest quote (it is ended there)."""
+
+    constrained: bool = True
+    restate: bool = False  # the answer follows the quote and the question again (the caller's scaffold)
+    one_sentence: bool = True  # a constrained quote ends with the document's sentence
+    max_tokens: int = 64
+    names: bool = False  # refuse when the quoted sentence lacks a name or number of the question
+    gate: bool = False  # ask the model whether the quote answers the question; "no" refuses
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError(f"quote max_tokens must be >= 1, got {self.max_tokens}")
+
+
+@dataclass(frozen=True, slots=True)
+class QuoteTokens:
+    """A model's token sets for quoting: ``breaks`` end a quote (tokens spelling only whitespace with a
+    line break), ``none`` start the word that says there is no passage (``none``, ``None``, with and
+    without a leading space). Sorted int64 arrays."""
+
+    breaks: np.ndarray
+    none: np.ndarray
+    yes: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # first tokens of "yes" / "no":
+    no: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # the gate's two answers
+
+    @classmethod
+    def of(cls, tokenize: Callable[[str], Sequence[int]]) -> QuoteTokens:
+        """From the model's tokenizer (``text -> ids``, special tokens off)."""
+
+        def firsts(*words: str) -> np.ndarray:
+            return np.array(sorted({ids[0] for w in words if (ids := list(tokenize(w)))}), np.int64)
+
+        breaks = {ids[0] for s in ("\n", "\n\n", " \n") if len(ids := list(tokenize(s))) == 1}
+        return cls(
+            np.array(sorted(breaks), np.int64),
+            firsts("none", " none", "None", " None"),
+            firsts("yes", " yes", "Yes", " Yes"),
+            firsts("no", " no", "No", " No"),
+        )
+
+
+class Quoting:
+    """One answer's quote: the constraint while it is written (:meth:`choose`, :meth:`push`), then what
+    it became: :attr:`ids`, :attr:`span` (document token positions ``[a, b)``), :attr:`verified`,
+    :attr:`none`.
+
+    ``scaffold``: the token ids decoded after the quote's line break, before the answer (``Answer:``,
+    or the question again then ``Answer:``). ``piece``: token id -> bytes. ``verify``: quote text ->
+    whether the document's text holds it (spec/cite.py ``QuoteFinder``), for a quote written freely;
+    without it such a quote is checked token by token. ``question``: its names and numbers are looked
+    for in the quoted sentence (``params.names``). ``gate``: the tokens that ask the model, after the
+    quote, whether it answers the question (``params.gate``; its reply is chosen between yes and no).
+    """
+
+    def __init__(
+        self,
+        index: QuoteIndex,
+        tokens: QuoteTokens,
+        params: QuoteParams,
+        scaffold: Sequence[int],
+        piece: Callable[[int], bytes],
+        refusal: str,
+        verify: Callable[[str], bool] | None = None,
+        question: str = "",
+        gate: Sequence[int] = (),
+    ) -> None:
+        self.index, self.tokens, self.params = index, tokens, params
+        self.scaffold = [int(t) for t in scaffold]
+        self.gate_scaffold = [int(t) for t in gate]
+        self.piece, self.refusal, self.verify = piece, refusal, verify
+        self.keys = question_keys(question) if params.names else set()
+        self.answered: bool | None = None  # the gate's reply: True (yes), False (no), None (not asked)
+        self.ids: list[int] = []  # the quote's tokens, without the token that ended it
+        self.matches: np.ndarray | None = None  # positions of the next document token of each matched span
+        self.lost = False  # the quote stopped matching the document (unconstrained only)
+        self.done = False
+        self.none = False
+        self.found: bool | None = None  # a free quote's text check (``verify``), once it ended
+
+    # -- while the quote is written -------------------------------------------------------------------
+    def allowed(self) -> np.ndarray:
+        """The token ids the next quote token is chosen from (constrained), sorted int64."""
+        idx, t = self.index, self.tokens
+        if self.matches is None:  # the first token: any document token but a bare line break, or "none"
+            first = np.setdiff1d(idx.vocab.astype(np.int64), t.breaks, assume_unique=True)
+            return np.union1d(first, t.none)
+        following = self.matches[self.matches < len(idx.tokens)]
+        return np.union1d(np.unique(idx.tokens[following]).astype(np.int64), t.breaks)
+
+    def choose(self, sampler: Sampler, row: np.ndarray) -> int:
+        """The next quote token from logits ``row`` (float32 [n_vocab]): the sampler's choice, among
+        :meth:`allowed` when constrained. Greedy takes the allowed id with the highest logit; sampling
+        draws from the distribution renormalised over the allowed ids (other logits set to -inf).
+        The first token is the model's free choice when it spells a word the document has (in any
+        case, with or without a space: :meth:`QuoteIndex.starts`) or ``none``; only otherwise is it
+        chosen among the document's tokens."""
+        if not self.params.constrained:
+            return sampler.choose(row)
+        if self.matches is None:
+            token = sampler.choose(row)
+            if token in self.tokens.none or len(self.index.starts(token)):
+                return token
+        allowed = self.allowed()
+        if sampler.params.greedy:
+            return int(allowed[int(np.argmax(row[allowed]))])
+        masked = np.full_like(row, -np.inf)
+        masked[allowed] = row[allowed]
+        return sampler.choose(masked)
+
+    def push(self, token: int) -> bool:
+        """Add the chosen ``token``; True when it ends the quote (a line break in it, ``none`` as the
+        first word, or the quote's length limit)."""
+        token = int(token)
+        first = self.matches is None
+        if first and token in self.tokens.none:
+            self.none = self.done = True
+            return True
+        text = self.piece(token)
+        if b"\n" in text:
+            head = text.split(b"\n", 1)[0]
+            if head.strip():  # ".\n": the quote's last token, then the break
+                self._match(token, first, head)
+                self.ids.append(token)
+            self._end()
+            return True
+        self._match(token, first)
+        self.ids.append(token)
+        if len(self.ids) >= self.params.max_tokens or (self.params.constrained and self._ends_sentence(text)):
+            self._end()
+        return self.done
+
+    def _ends_sentence(self, text: bytes) -> bool:
+        """The quote's last token (``text``) ends a sentence of the document: it ends with . ! or ?
+        (and closing quotes or brackets), and every matched span goes on with whitespace or ends."""
+        if not self.params.one_sentence:
+            return False
+        if not text.rstrip(b"\"')]\xe2\x80\x9d\xe2\x80\x99").endswith((b".", b"!", b"?")) or self.matches is None:
+            return False
+        idx, m = self.index, self.matches
+        inside = m[m < len(idx.tokens)]
+        return all(self.piece(int(t))[:1].isspace() for t in np.unique(idx.tokens[inside]))
+
+    def _end(self) -> None:
+        self.done = True
+        text = self.quote_text()
+        self.none = text.casefold().rstrip(".") in NONE_WORDS
+        if not self.params.constrained and self.verify is not None and not self.none:
+            self.found = bool(text) and self.verify(text)
+
+    def _match(self, token: int, first: bool, head: bytes | None = None) -> None:
+        """Narrow :attr:`matches` to the spans the quote still follows after ``token``. ``head``: the
+        part of a quote-ending token before its line break, which may stand for a document token that
+        does not hold the break ("." where the model wrote ".\n")."""
+        idx = self.index
+        if first:
+            self.matches = idx.starts(token) + 1
+        else:
+            m = self.matches
+            m = m[m < len(idx.tokens)]
+            same = m[idx.tokens[m] == token]
+            if not len(same) and head is not None:
+                same = np.array([p for p in m[:64] if self.piece(int(idx.tokens[p])).startswith(head)], np.int64)
+            self.matches = same + 1
+        if not len(self.matches):
+            self.lost = True
+
+    # -- what the quote became ------------------------------------------------------------------------
+    @property
+    def verified(self) -> bool:
+        """The quote is in the document (not ``none``, at least one token): a span of its tokens, or
+        for a free quote with a text check (``verify``), a passage of its text."""
+        if not self.ids or self.none:
+            return False
+        if self.found is not None:
+            return self.found
+        return not self.lost and self.matches is not None
+
+    @property
+    def span(self) -> tuple[int, int] | None:
+        """Document token positions ``[a, b)`` of the quote (its first occurrence), when it is a span of
+        the document's tokens."""
+        if not self.ids or self.none or self.lost or self.matches is None:
+            return None
+        b = int(self.matches[0])
+        return b - len(self.ids), b
+
+    def quote_text(self) -> str:
+        """The quote as the model wrote it, without the surrounding whitespace or the line break that
+        ended it (UTF-8, invalid bytes replaced)."""
+        raw = b"".join(self.piece(t) for t in self.ids).split(b"\n", 1)[0]
+        return raw.decode("utf-8", errors="replace").strip()
+
+    def sentence(self) -> tuple[int, int] | None:
+        """The document token positions of the whole sentence(s) the quote is in (:meth:`QuoteIndex.sentence`)."""
+        span = self.span
+        return None if span is None else self.index.sentence(*span)
+
+    def sentence_text(self) -> str:
+        """The document's text of :meth:`sentence` ("" when the quote is not a span of its tokens)."""
+        span = self.sentence()
+        if span is None:
+            return ""
+        raw = b"".join(self.piece(int(t)) for t in self.index.tokens[span[0] : span[1]])
+        return raw.decode("utf-8", errors="replace").strip()
+
+    @property
+    def supported(self) -> bool:
+        """The quoted sentence holds every name and number of the question (``params.names``), and the
+        gate, if asked, said yes."""
+        if self.answered is False:
+            return False
+        if not self.keys:
+            return True
+        words = {
+            w.casefold().strip("'\u2019")
+            for w in re.findall(r"[\w'\u2019-]+", self.sentence_text() or self.quote_text())
+        }
+        return self.keys <= words
+
+    @property
+    def refuses(self) -> bool:
+        """The answer is the refusal: the quote says ``none``, is not in the document, or does not
+        support an answer (:attr:`supported`)."""
+        return self.done and (not self.verified or not self.supported)
+
+    def gate_choice(self, row: np.ndarray) -> int:
+        """The gate's reply from logits ``row``: the more likely of its yes and no tokens (greedy)."""
+        choices = np.concatenate([self.tokens.yes, self.tokens.no])
+        token = int(choices[int(np.argmax(row[choices]))])
+        self.answered = token in self.tokens.yes
+        return token

@@ -1,0 +1,166 @@
+"""Quote-first answers (spec/quote.py): the quote is a span of the document by construction when
+constrained, a free quote is checked against the document, and the quote's end, its ``none`` and the
+scaffolding after it behave as the answer loop needs; speculative decoding stays exact under the
+constraint (tiny f32 qwen35: a speculative run emits what a plain run emits)."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import numpy as np
+import pytest
+
+from runtime.llama import Model
+from spec.lookup import LookupDrafter, NgramIndex
+from spec.loop import AnswerParams, AnswerRun, AnswerStats
+from spec.quote import QuoteIndex, QuoteParams, QuoteTokens, Quoting, word_key
+from spec.sampling import Sampler, SamplingParams
+from testkit.harness import generate, open_ctx
+
+PIECES = {1: b" the", 2: b" cat", 3: b" sat", 4: b".", 5: b"\n", 6: b" dog", 7: b"The", 8: b" none", 9: b" ran"}
+PIECES[10] = b".\n"
+DOC = np.array([7, 2, 3, 4, 1, 6, 9, 4, 1, 2, 9, 10], np.int32)  # "The cat sat. the dog ran. the cat ran.\n"
+TOKENS = QuoteTokens(breaks=np.array([5], np.int64), none=np.array([8], np.int64))
+
+
+def piece(t: int) -> bytes:
+    return PIECES[int(t)]
+
+
+def quoting(constrained=True, one_sentence=False, max_tokens=64, verify=None) -> Quoting:
+    params = QuoteParams(constrained=constrained, one_sentence=one_sentence, max_tokens=max_tokens)
+    return Quoting(QuoteIndex(DOC, piece), TOKENS, params, [5], piece, "The document does not say.", verify)
+
+
+def row(prefer: list[int], n_vocab: int = 11) -> np.ndarray:
+    """Logits ranking ``prefer`` first, in that order."""
+    r = np.zeros(n_vocab, np.float32)
+    for rank, t in enumerate(prefer):
+        r[t] = 10.0 - rank
+    return r
+
+
+GREEDY = Sampler(SamplingParams())
+
+
+def test_index_positions_and_case_insensitive_starts():
+    idx = QuoteIndex(DOC, piece)
+    assert idx.positions(2).tolist() == [1, 9] and idx.positions(8).tolist() == []
+    # A quote may start "the" where the document says "The" or " the": every such position.
+    assert idx.starts(1).tolist() == [0, 4, 8] == idx.starts(7).tolist()
+    assert word_key(b" The") == word_key(b"the ")
+
+
+def test_constrained_quote_follows_the_document_and_ends_at_a_line_break():
+    q = quoting()
+    # After "the" the model prefers "sat", which follows no "the" of the document: its next choice
+    # that does ("cat") is taken; after "the cat" it prefers "dog" (no such span), then "sat"; then
+    # it ends the quote.
+    for prefer in ([1], [3, 2], [6, 3], [5]):
+        t = q.choose(GREEDY, row(prefer))
+        q.push(t)
+    assert q.ids == [1, 2, 3] and q.done and q.verified and not q.refuses
+    assert q.span == (0, 3)  # "The cat sat": the document's tokens 0..2
+    assert q.quote_text() == "the cat sat"
+
+
+def test_first_token_free_when_it_starts_a_document_word_and_none_refuses():
+    q = quoting()
+    assert q.choose(GREEDY, row([8])) == 8  # " none" as the first word: no passage answers
+    assert q.push(8) and q.none and q.refuses
+    q = quoting()
+    assert q.allowed().tolist() == [1, 2, 3, 4, 6, 7, 8, 9, 10]  # no bare line break as a first token
+
+
+def test_quote_ends_with_the_sentence_and_at_its_length_limit():
+    q = quoting(one_sentence=True)
+    for t in (6, 9, 4):  # " dog ran." then the document goes on with " the": a sentence ended
+        q.push(q.choose(GREEDY, row([t])))
+    assert q.done and q.ids == [6, 9, 4] and q.span == (5, 8)
+    q = quoting(max_tokens=2)
+    q.push(1)
+    assert not q.done and q.push(2) and q.ids == [1, 2]
+
+
+def test_a_token_holding_the_break_ends_the_quote_and_keeps_its_head():
+    q = quoting()
+    for t in (2, 9, 10):  # " cat ran.\n": the last token is the document's, with the break
+        q.push(t)
+    assert q.done and q.verified and q.span == (9, 12) and q.quote_text() == "cat ran."
+
+
+def test_free_quote_that_leaves_the_document_is_refused():
+    q = quoting(constrained=False)
+    for t in (1, 6, 3, 5):  # " the dog sat": no such span
+        q.push(t)
+    assert q.done and q.lost and not q.verified and q.refuses
+
+
+def test_free_quote_checked_against_the_text_when_a_checker_is_given():
+    q = quoting(constrained=False, verify=lambda text: text == "the dog sat")
+    for t in (1, 6, 3, 5):
+        q.push(t)
+    assert q.verified and q.span is None  # in the text, though not a span of the document's tokens
+
+
+# -- the answer loop on the tiny f32 qwen35 ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_qwen35_path):
+    model = Model(tiny_qwen35_path)
+    ctx = open_ctx(model, n_ctx=1024, n_batch=64, n_ubatch=64, n_threads=1, n_threads_batch=1, n_rs_seq=16)
+    yield model, ctx
+    ctx.close()
+    model.close()
+
+
+def answer(model, ctx, doc: np.ndarray, question: np.ndarray, window, params: QuoteParams, temperature=0.0):
+    """A quote-first answer after ``doc + question`` (the quote may come from ``doc``); returns
+    (quote ids, answer events' token ids, the Quoting)."""
+    prompt = np.concatenate([doc, question]).astype(np.int32)
+    ctx.clear()
+    ctx.prefill(prompt, 0)
+    lookup = LookupDrafter(NgramIndex(prompt, 2, 4), model.piece, model.unspaced)
+    tokenize = lambda s: model.tokenize(s, parse_special=False)  # noqa: E731
+    quote = Quoting(QuoteIndex(doc, model.piece), QuoteTokens.of(tokenize), params, tokenize("Answer:"),
+                    model.piece, "none")  # fmt: skip
+    run = AnswerRun(ctx, model, {"lookup": lookup}, len(prompt), AnswerStats(), time.perf_counter(), quote=quote)
+    sampling = SamplingParams(temperature=temperature, seed=7)
+    out = {"quote": [], "answer": []}
+    for event in generate(run, AnswerParams(24, sampling, window, quote=params)):
+        out[event.part].extend(event.token_ids)
+    return out["quote"], out["answer"], quote
+
+
+def _is_span(doc: list[int], ids: list[int]) -> bool:
+    return any(doc[i : i + len(ids)] == ids for i in range(len(doc) - len(ids) + 1))
+
+
+def test_constrained_quotes_are_spans_of_the_document_on_random_prompts(tiny):
+    model, ctx = tiny
+    rng = random.Random(34)
+    params = QuoteParams(max_tokens=12, one_sentence=False)
+    for k in range(300):
+        words = [rng.choice(["cat", "sat", "the", "on", "mat", "dog", "ran", "far", "a", "hat"]) for _ in range(30)]
+        doc = model.tokenize(" ".join(words) + ".", parse_special=False)
+        question = model.tokenize(f" question {k}: " + " ".join(rng.sample(words, 4)), parse_special=False)
+        ids, _, quote = answer(model, ctx, doc, question, window=None, params=params, temperature=0.8 * (k % 2))
+        assert quote.done
+        assert quote.none or quote.span is not None, (k, quote.ids)
+        if quote.span is not None:  # the document's tokens, but the first may differ in case or a space
+            a, b = quote.span
+            assert doc[a + 1 : b].tolist() == quote.ids[1:] and _is_span(doc.tolist(), quote.ids[1:])
+            assert word_key(model.piece(int(doc[a]))) == word_key(model.piece(quote.ids[0]))
+
+
+@pytest.mark.parametrize("window", [4, 16])
+def test_speculative_quote_first_equals_plain(tiny, window):
+    model, ctx = tiny
+    doc = model.tokenize("the cat sat on the mat. the dog ran to the hat. " * 6, parse_special=False)
+    question = model.tokenize(" where did the dog run?", parse_special=False)
+    params = QuoteParams(max_tokens=16, one_sentence=False)
+    plain = answer(model, ctx, doc, question, window=0, params=params)
+    spec = answer(model, ctx, doc, question, window=window, params=params)
+    assert (plain[0], plain[1]) == (spec[0], spec[1])
