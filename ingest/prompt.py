@@ -99,6 +99,20 @@ WORDINGS = {w.name: w for w in (V1, GROUNDED, SYSTEM_ONLY, GUARDED)}
 DEFAULT = GROUNDED
 INSTRUCTION = DEFAULT.instruction
 
+#: Quote-first answers (spec/quote.py): the answer starts with the passage of the document that
+#: answers, copied after ``Quote:``, then ``Answer:``. The instruction follows the question (chat
+#: layouts: in the suffix, so a document's saved prefix serves both ways of answering); ``Quote:``
+#: ends the suffix, and ``Answer:`` is decoded as scaffolding after the quote's line break.
+QUOTE_LEAD = "Quote:"
+QUOTE_ANSWER = "Answer:"
+QUOTE_GATE = "Does the quote answer the question? Reply with yes or no."
+QUOTE_AFTER_GATE = "Now answer the question, from the quote."
+QUOTE_INSTRUCTION = (
+    "\n\nFirst copy, word for word, the sentence of the document that answers the question, after "
+    '"Quote:". Then give the answer after "Answer:". If no sentence of the document answers it, write '
+    '"Quote: none".'
+)
+
 # Plain layout for base models. The stop strings end an answer where the model would start
 # inventing the next question.
 PLAIN_TAIL = "\n=== END OF DOCUMENT ===\n"
@@ -131,6 +145,8 @@ class PromptLayout:
     kind: str  # "plain" | "chat"
     next_turn: str | None = None  # scaffolding from an answer to the next question; None: turns are folded
     answer_lead: str = ""  # text between the tail and an earlier answer (" " after the plain "Answer:")
+    quote_tail: str = ""  # a quote-first question's tail (the model's answer starts with its quote)
+    quote_instruction: str = ""  # after a quote-first question, before quote_tail
 
     def n_head(self, tok: Tokenizer) -> int:
         """Number of prefix tokens before the document's first token."""
@@ -154,19 +170,54 @@ class PromptLayout:
             and np.array_equal(prefix[len(prefix) - n_between :], head[n_head:])
         )
 
-    def document_prefix(self, tok: Tokenizer, document: str) -> np.ndarray:
-        """Token ids of the fixed prefix, int32 shape [n]."""
+    def document_span(self, tok: Tokenizer, prefix: np.ndarray) -> tuple[int, int] | None:
+        """(first token, number of tokens) of the document inside ``prefix``, a stored document
+        prefix made with this layout (with or without demonstrations, :meth:`document_prefix`);
+        None for one made with another wording (:meth:`frames`)."""
+        n_head = self.n_head(tok)
+        if self.frames(tok, prefix):
+            return n_head, len(prefix) - n_head - self.n_between(tok)
+        if not self.between.startswith(PLAIN_TAIL):
+            return None
+        # Demonstrations between the end marker and the rest: the last end marker before the rest
+        # (the demonstrations never hold one: ingest/demos.py takes sentences without it).
+        rest = tok.tokenize(self.between[len(PLAIN_TAIL) :], parse_special=True)
+        marker = tok.tokenize(PLAIN_TAIL + "\n", parse_special=True)
+        head = self.document_prefix(tok, "")[:n_head]
+        if len(prefix) < n_head + len(marker) + len(rest) or not np.array_equal(prefix[:n_head], head):
+            return None
+        if len(rest) and not np.array_equal(prefix[len(prefix) - len(rest) :], rest):
+            return None
+        for at in range(len(prefix) - len(rest) - len(marker), n_head - 1, -1):
+            if np.array_equal(prefix[at : at + len(marker)], marker):
+                return n_head, at - n_head
+        return None
+
+    def document_prefix(self, tok: Tokenizer, document: str, demos: str = "") -> np.ndarray:
+        """Token ids of the fixed prefix, int32 shape [n]. ``demos`` (ingest/demos.py ``render``):
+        demonstrations made from the document, placed after its end marker, before the question;
+        they are text of the document's, tokenized as such."""
+        between = [tok.tokenize(self.between, parse_special=True)]
+        if demos and self.between.startswith(PLAIN_TAIL):
+            between = [
+                tok.tokenize(PLAIN_TAIL + "\n", parse_special=True),
+                tok.tokenize(demos, parse_special=False),
+                tok.tokenize(self.between[len(PLAIN_TAIL) :], parse_special=True),
+            ]
         parts = [
             np.array([tok.bos], dtype=np.int32) if self.bos else np.empty(0, np.int32),
             tok.tokenize(self.head, parse_special=True),
             tok.tokenize(document, parse_special=False),
-            tok.tokenize(self.between, parse_special=True),
+            *between,
         ]
         return np.concatenate(parts).astype(np.int32)
 
-    def question_suffix(self, tok: Tokenizer, question: str, history: Sequence[tuple[str, str]] = ()) -> np.ndarray:
+    def question_suffix(
+        self, tok: Tokenizer, question: str, history: Sequence[tuple[str, str]] = (), quote: bool = False
+    ) -> np.ndarray:
         """Token ids after the document prefix, int32 shape [n]: the earlier (question, answer) turns
-        of a conversation, if any, then ``question`` and the scaffolding the answer follows.
+        of a conversation, if any, then ``question`` and the scaffolding the answer follows (with
+        ``quote``: the quote-first instruction and ``Quote:``, :data:`QUOTE_LEAD`).
 
         User and model text is tokenized with special-token parsing off; scaffolding with it on.
         """
@@ -181,8 +232,40 @@ class PromptLayout:
                 tok.tokenize(self.answer_lead + a.strip(), parse_special=False),
                 tok.tokenize(self.next_turn or "", parse_special=True),
             ]
-        parts += [tok.tokenize(question, parse_special=False), tok.tokenize(self.tail, parse_special=True)]
+        if quote:
+            parts += [
+                tok.tokenize(question, parse_special=False),
+                tok.tokenize(self.quote_instruction + self.quote_tail, parse_special=True),
+            ]
+        else:
+            parts += [tok.tokenize(question, parse_special=False), tok.tokenize(self.tail, parse_special=True)]
         return np.concatenate(parts).astype(np.int32)
+
+    def quote_gate(self, tok: Tokenizer) -> np.ndarray:
+        """Token ids decoded after a quote's line break to ask the model whether the quote answers the
+        question (its reply is chosen between yes and no, spec/quote.py): a user turn of its own in
+        a chat layout, a line in the plain one. int32 shape [n]."""
+        if self.next_turn is not None and self.kind == "chat":
+            return tok.tokenize(self.next_turn + QUOTE_GATE + self.tail, parse_special=True)
+        return tok.tokenize(f"\n{QUOTE_GATE} (yes or no):", parse_special=True)
+
+    def quote_scaffold(self, tok: Tokenizer, question: str, restate: bool = False, gate: bool = False) -> np.ndarray:
+        """Token ids decoded after a quote's line break (or the gate's yes, ``gate``), before the
+        answer: ``Answer:``, or with ``restate`` the question again first (the answer then reads the
+        quote right before the question). int32 shape [n]."""
+        if gate and self.next_turn is not None and self.kind == "chat":
+            return tok.tokenize(self.next_turn + QUOTE_AFTER_GATE + self.tail + QUOTE_ANSWER, parse_special=True)
+        if gate:
+            return tok.tokenize("\n" + QUOTE_ANSWER, parse_special=True)
+        if not restate:
+            return tok.tokenize(QUOTE_ANSWER, parse_special=True)
+        return np.concatenate(
+            [
+                tok.tokenize("Question: ", parse_special=True),
+                tok.tokenize(question, parse_special=False),
+                tok.tokenize("\n" + QUOTE_ANSWER, parse_special=True),
+            ]
+        ).astype(np.int32)
 
 
 def plain_layout(add_bos: bool, wording: Wording = DEFAULT) -> PromptLayout:
@@ -198,6 +281,7 @@ def plain_layout(add_bos: bool, wording: Wording = DEFAULT) -> PromptLayout:
         kind="plain",
         next_turn=PLAIN_QUESTION,
         answer_lead=" ",
+        quote_tail="\n" + QUOTE_LEAD,
     )
 
 
@@ -247,6 +331,8 @@ def chat_layout(template: str, bos_text: str, eos_text: str, add_bos: bool, word
         bos=add_bos and not has_bos_text,
         kind="chat",
         next_turn=_next_turn(render, user, head + _DOC_MARK + between + _QUESTION_MARK, tail),
+        quote_tail=tail + QUOTE_LEAD,
+        quote_instruction=QUOTE_INSTRUCTION,
     )
 
 
@@ -271,6 +357,26 @@ def _next_turn(render: Callable[[list[dict]], str], user: str, start: str, tail:
     if before_answer != tail or after != tail:
         return None
     return next_turn
+
+
+def single_turn(model, text: str) -> str:
+    """``text`` as one user message rendered with the model's GGUF chat template, ready for the
+    model's reply (or ``text`` itself for a model without a usable template): what a model is asked
+    outside the document layout (ingest/demos.py's prompts)."""
+    if model.chat_template:
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        try:
+            return env.from_string(model.chat_template).render(
+                messages=[{"role": "user", "content": text}],
+                add_generation_prompt=True,
+                bos_token=model.token_text(model.bos),
+                eos_token="",
+            )
+        except Exception as exc:  # an exotic template: the plain text, as layout_for falls back
+            log.warning("chat template unusable (%s); using plain text", exc)
+    return text
 
 
 def layout_for(model, wording: Wording = DEFAULT) -> PromptLayout:
