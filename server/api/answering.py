@@ -19,7 +19,7 @@ from ingest.collection_index import MemberDamaged
 from ingest.errors import DocumentFilesDamaged
 from ingest.store import FAILED, INGESTING, DocRecord, DocStore
 from server.api import collection, segmented
-from server.api.schemas import AnswerRequest, AnswerStatsPublic, CitationPublic, SegmentAnswerPublic
+from server.api.schemas import AnswerRequest, AnswerStatsPublic, CitationPublic, QuotePublic, SegmentAnswerPublic
 from server.config.errors import (
     ClientGone,
     DocumentFailed,
@@ -35,6 +35,7 @@ from server.engine.events import FINAL, AnswerStream, Event, EventKind
 from server.engine.jobs import AnswerJob
 from spec.limits import MAX_WINDOW
 from spec.loop import AnswerParams
+from spec.quote import QuoteParams
 from spec.sampling import SamplingParams
 from spec.sources import NAMES
 
@@ -62,9 +63,16 @@ def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_a
             stops=tuple(req.stop) if req.stop is not None else layout_stops,
             sources=NAMES if req.draft_source in ("all", "both") else (req.draft_source,),
             n_mtp=settings.mtp_draft_tokens,
+            quote=QuoteParams() if answer_mode(req, settings) == "quote" else None,
         )
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from exc
+
+
+def answer_mode(req: AnswerRequest, settings: Settings) -> str:
+    """``quote`` or ``direct``: the request's ``mode``, else the server's (``DOCQA_ANSWER_MODE``;
+    ``auto`` picks per model, server/config/model.py ``answer_mode``)."""
+    return req.mode or settings.answer_mode_for_model()
 
 
 def check_answerable(doc: DocRecord, engine: Engine) -> None:
@@ -91,26 +99,36 @@ async def submit(
     (server/api/segmented.py), read as one stream. Returns (stream, jobs waiting ahead of it)."""
     loop = asyncio.get_running_loop()
     try:
-        planned, suffix, earlier = await asyncio.gather(
+        planned, (suffix, scaffold), earlier = await asyncio.gather(
             asyncio.to_thread(segmented.plan, store, doc, question, settings.segment_close_ratio, history),
-            asyncio.to_thread(engine.layout.question_suffix, engine.model, question, history),
+            asyncio.to_thread(_suffix, engine, question, history, params),
             asyncio.to_thread(_earlier_turns, engine, history),
         )
     except DocumentFilesDamaged as exc:  # its segment list or index, beyond repair
         raise damaged(exc, doc.id) from None
+    extra = {"history": history, "earlier": earlier, "scaffold": scaffold}
     if planned is None:
         _check_fits(engine, suffix, doc.tokens, "the document")
-        job = AnswerJob(doc.id, question, params, loop, suffix, doc.tokens, history=history, earlier=earlier)
+        job = AnswerJob(doc.id, question, params, loop, suffix, doc.tokens, **extra)
         return job, engine.submit_answer(job)
     for s in planned.segments:
         _check_fits(engine, suffix, s.n_tokens, f"the part it is answered from (pages {s.pages[0]}-{s.pages[1]})")
     return segmented.submit(
         engine,
         planned,
-        lambda s: AnswerJob(
-            doc.id, question, params, loop, suffix, s.n_tokens, history=history, earlier=earlier, segment=s.segment
-        ),
+        lambda s: AnswerJob(doc.id, question, params, loop, suffix, s.n_tokens, segment=s.segment, **extra),
     )
+
+
+def _suffix(
+    engine: Engine, question: str, history: tuple[tuple[str, str], ...], params: AnswerParams
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The question's suffix ids, and for a quote-first answer the scaffolding after its quote."""
+    quote = params.quote is not None
+    suffix = engine.layout.question_suffix(engine.model, question, history, quote=quote)
+    if not quote:
+        return suffix, None
+    return suffix, engine.layout.quote_scaffold(engine.model, question, restate=params.quote.restate)
 
 
 async def submit_collection(
@@ -130,21 +148,20 @@ async def submit_collection(
     loop = asyncio.get_running_loop()
     close = settings.segment_close_ratio
     try:
-        planned, suffix, earlier = await asyncio.gather(
+        planned, (suffix, scaffold), earlier = await asyncio.gather(
             asyncio.to_thread(collection.plan, store, collection_id, docs, question, close, history),
-            asyncio.to_thread(engine.layout.question_suffix, engine.model, question, history),
+            asyncio.to_thread(_suffix, engine, question, history, params),
             asyncio.to_thread(_earlier_turns, engine, history),
         )
     except MemberDamaged as exc:  # a document's text or segment list, beyond repair
         raise damaged(exc.error, exc.doc_id) from None
     for s in planned.sources:
         _check_fits(engine, suffix, s.n_tokens, f"the document it is answered from ({s.where['label']})")
+    extra = {"history": history, "earlier": earlier, "scaffold": scaffold}
     return segmented.submit(
         engine,
         planned,
-        lambda s: AnswerJob(
-            s.doc_id, question, params, loop, suffix, s.n_tokens, history=history, earlier=earlier, segment=s.segment
-        ),
+        lambda s: AnswerJob(s.doc_id, question, params, loop, suffix, s.n_tokens, segment=s.segment, **extra),
     )
 
 
@@ -178,6 +195,7 @@ class Collected:
     citations: list[CitationPublic]
     stats: AnswerStatsPublic
     answers: list[SegmentAnswerPublic] | None = None
+    quote: QuotePublic | None = None
 
 
 async def collect(stream: AnswerStream, request: Request) -> Collected:
@@ -188,6 +206,7 @@ async def collect(stream: AnswerStream, request: Request) -> Collected:
     citations: list[CitationPublic] = []
     stats: AnswerStatsPublic | None = None
     answers: list[SegmentAnswerPublic] | None = None
+    quote: QuotePublic | None = None
     watcher = asyncio.create_task(cancel_on_disconnect(request, stream))
     try:
         while True:
@@ -196,6 +215,8 @@ async def collect(stream: AnswerStream, request: Request) -> Collected:
                 parts.append(event.data["text"])
             elif event.kind is EventKind.CITATIONS:
                 citations = [CitationPublic(**c) for c in event.data["citations"]]
+                if event.data.get("quote") is not None:
+                    quote = QuotePublic(**event.data["quote"])
             elif event.kind is EventKind.ANSWERS:
                 answers = [SegmentAnswerPublic(**a) for a in event.data["answers"]]
             elif event.kind is EventKind.STATS:
@@ -209,7 +230,7 @@ async def collect(stream: AnswerStream, request: Request) -> Collected:
         stream.cancel()
     if stats is None:
         raise GenerationFailed("the engine finished without stats")
-    return Collected("".join(parts), citations, stats, answers)
+    return Collected("".join(parts), citations, stats, answers, quote)
 
 
 POLL_S = 0.25  # how often a non-streaming request checks that its client is still there
@@ -230,7 +251,7 @@ async def events(stream: AnswerStream, heartbeat_s: float) -> AsyncIterator[Even
                 except TimeoutError:
                     yield Event(EventKind.HEARTBEAT)
                     continue
-            started = started or event.kind is EventKind.TOKEN
+            started = started or event.kind in (EventKind.TOKEN, EventKind.QUOTE)
             yield event
             if event.kind in FINAL:
                 return

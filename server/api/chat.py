@@ -11,6 +11,7 @@ from server.api.schemas import (
     MAX_ANSWER_TOKENS,
     MAX_CONVERSATION_CHARS,
     MAX_QUESTION_CHARS,
+    AnswerMode,
     AnswerRequest,
     Body,
     DraftSource,
@@ -79,6 +80,7 @@ class ChatCompletionRequest(Body):
     verify16: bool = False
     draft_tokens: int | None = Field(default=None, ge=0, le=MAX_WINDOW)
     draft_source: DraftSource = "all"
+    mode: AnswerMode | None = None  # quote-first or direct (docqa's answers route); null: the server's choice
 
 
 def conversation(messages: list[ChatMessage]) -> tuple[tuple[tuple[str, str], ...], str]:
@@ -171,6 +173,7 @@ def answer_request(req: ChatCompletionRequest, question: str) -> AnswerRequest:
         "verify16": req.verify16,
         "draft_tokens": req.draft_tokens,
         "draft_source": req.draft_source,
+        "mode": req.mode,
     }
     try:
         return AnswerRequest(**fields)

@@ -14,6 +14,9 @@ from spec.sources import NAMES
 #: Which drafters may fill the draft window: all of them ("all"; "both" is its older name, from when
 #: there were two) or one, by its name in the registry (spec/sources.py).
 DraftSource = Literal[("all", "both", *NAMES)]
+#: How an answer is written: ``quote``, the passage of the document that answers first (verified
+#: against the document, spec/quote.py), then the answer; ``direct``, the answer alone.
+AnswerMode = Literal["quote", "direct"]
 #: Longest question, in characters (both question routes).
 MAX_QUESTION_CHARS = 20_000
 #: Longest conversation (every message together), in characters, on the chat route.
@@ -139,6 +142,7 @@ class AnswerRequest(Body):
     verify16: bool = False  # 16-token verification mode; wins over draft_tokens
     draft_tokens: int | None = Field(default=None, ge=0, le=MAX_WINDOW)  # 0 = no speculation
     draft_source: DraftSource = "all"  # which drafters may fill the window
+    mode: AnswerMode | None = None  # quote-first or direct; null: the server's choice (DOCQA_ANSWER_MODE)
     stream: bool = False
 
     @field_validator("question")
@@ -190,9 +194,19 @@ class CitationPublic(BaseModel):
     page: int  # 1-based page of `start`
     page_end: int  # 1-based page of the last cited character
     text: str
-    source: str  # lookup (accepted copied drafts) | match (answer n-grams) | lookup+match
+    # quote (a quote-first answer's quote) | lookup (accepted copied drafts) | match (answer n-grams) | lookup+match
+    source: str
+    verified: bool = True  # the document's text as the answer gives it (quote, lookup); a match: the same words
     document_id: str | None = None  # a collection's answer: the document quoted (None: the one asked about)
     document_name: str | None = None
+
+
+class QuotePublic(BaseModel):
+    """A quote-first answer's quote: the passage of the document the model copied before answering."""
+
+    text: str  # the document's text of the passage (the model's own words when it is not verified)
+    verified: bool  # the passage is in the document; an unverified quote is never a citation
+    citation: CitationPublic | None = None  # where it is (null when not verified, or "none")
 
 
 class SegmentAnswerPublic(BaseModel):
@@ -208,12 +222,15 @@ class SegmentAnswerPublic(BaseModel):
     document_name: str | None = None
     text: str
     citations: list[CitationPublic]
+    quote: QuotePublic | None = None
 
 
 class AnswerResponse(BaseModel):
     answer: str
     citations: list[CitationPublic]
     stats: AnswerStatsPublic
+    mode: AnswerMode = "direct"  # how it was written
+    quote: QuotePublic | None = None  # a quote-first answer's quote (null: a direct answer)
     answers: list[SegmentAnswerPublic] | None = None  # each segment's answer, when two were answered from
 
 

@@ -186,16 +186,20 @@ class SegmentedAnswer:
         for i, (job, source) in enumerate(zip(self.jobs, self.plan.sources, strict=True)):
             where = source.where
             put(EventKind.SEGMENT, where)
-            part: dict[str, Any] = {**where, "text": "", "citations": []}
+            part: dict[str, Any] = {**where, "text": "", "citations": [], "quote": None}
             if many:
                 put(EventKind.TOKEN, {"text": f"{chr(10) * 2 if i else ''}From {where['label']}: "})
             while True:
                 event = await job.events.get()
-                if event.kind is EventKind.TOKEN:
-                    part["text"] += event.data["text"]
+                if event.kind in (EventKind.TOKEN, EventKind.QUOTE):
+                    if event.kind is EventKind.TOKEN:
+                        part["text"] += event.data["text"]
                     self.events.put_nowait(event)
                 elif event.kind is EventKind.CITATIONS:
                     part["citations"] = [{**c, **source.cited} for c in event.data["citations"]]
+                    if (quote := event.data.get("quote")) is not None:
+                        cited = quote["citation"]
+                        part["quote"] = {**quote, "citation": {**cited, **source.cited} if cited else None}
                 elif event.kind is EventKind.STATS:
                     all_stats.append(event.data)
                 elif event.kind is EventKind.ERROR:
@@ -206,7 +210,9 @@ class SegmentedAnswer:
                 elif event.kind is EventKind.DONE:
                     break
             parts.append(part)
-        put(EventKind.CITATIONS, {"citations": [c for p in parts for c in p["citations"]]})
+        quotes = [p["quote"] for p in parts if p["quote"] is not None]
+        quote = next((q for q in quotes if q["verified"]), quotes[0] if quotes else None)
+        put(EventKind.CITATIONS, {"citations": [c for p in parts for c in p["citations"]], "quote": quote})
         if many:
             put(EventKind.ANSWERS, {"answers": parts})
         put(EventKind.STATS, self._stats(all_stats))

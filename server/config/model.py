@@ -23,6 +23,9 @@ from spec.limits import MAX_MTP_DRAFT, MAX_ROWS, MAX_WINDOW
 KvType = Literal[KV_TYPES]  # runtime/kvtypes.py
 #: Most questions answered at once (sequences besides the document's); llama.cpp allows 256 in all.
 MAX_SEQS = 64
+#: DOCQA_ANSWER_MODE=auto, per embedded model ("": a GGUF of the user's own), as measured side by side
+#: in bench/results/quality.md.
+AUTO_MODES = {"": "direct", "qwen-coder-1.5b": "direct", "qwen-coder-0.5b": "direct", "gemma-270m": "direct"}
 
 
 class ModelSettings(BaseSettings):
@@ -138,6 +141,14 @@ class ModelSettings(BaseSettings):
     max_ngram: int = Field(default=4, ge=1, le=16, description="Longest n-gram the lookup drafter matches.")
     min_ngram: int = Field(default=2, ge=1, le=16, description="Shortest n-gram the lookup drafter accepts.")
     default_max_tokens: int = Field(default=256, ge=1, description="max_tokens when a request names none.")
+    answer_mode: Literal["auto", "quote", "direct"] = Field(
+        default="auto",
+        description=(
+            "How answers are written when a request names no mode: quote (the passage of the document that "
+            "answers, copied and checked, then the answer; no passage: 'The document does not say.'), direct "
+            "(the answer alone), or auto: the better of the two for the model, by bench/results/quality.md."
+        ),
+    )
     answer_history: bool = Field(
         default=True,
         description=(
@@ -149,6 +160,13 @@ class ModelSettings(BaseSettings):
     answer_history_tokens: int = Field(
         default=32_768, ge=256, description="Tokens of earlier answers kept per document (oldest dropped first)."
     )
+
+    def answer_mode_for_model(self) -> str:
+        """``answer_mode``, with ``auto`` resolved: :data:`AUTO_MODES` for an embedded model; a GGUF of
+        the user's own (``model_path``) answers as the default model does."""
+        if self.answer_mode != "auto":
+            return self.answer_mode
+        return AUTO_MODES.get(self.model if self.model_path is None else "", AUTO_MODES[""])
 
     @field_validator("vram_bytes", mode="before")
     @classmethod

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from ingest.prompt import PromptLayout, is_not_said
 from ingest.segments import parse_key
@@ -29,25 +30,51 @@ class DocumentGone(Exception):
     """The document was deleted while its answer ran (its directory is gone)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Quote:
+    """A quote-first answer's quote as the worker cites it: the text the model wrote, whether it is
+    the document's, and its prefix token positions ``[a, b)`` (None: not a span of the document)."""
+
+    text: str
+    verified: bool
+    tokens: tuple[int, int] | None
+
+
 class Citations:
     def __init__(self, store: DocStore, model: Model, layout: PromptLayout) -> None:
         self.store, self.model, self.layout = store, model, layout
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docqa-cite")
 
     def finish(self, seq: Sequence, stats: dict) -> None:
-        """Cite ``seq``'s answer off the model thread, then send citations, stats and done."""
+        """Cite ``seq``'s answer off the model thread, then send citations, stats and done. A
+        quote-first answer is cited by its quote alone (its span of the document's tokens)."""
         copied = list(seq.lookup.copied)  # document token ranges of accepted lookup drafts
-        self._pool.submit(self._cite_and_send, seq.job, seq.job.key, seq.hot, "".join(seq.parts), copied, stats)
+        quote = None
+        if (q := seq.answer.quote) is not None:  # cited by the sentence it is in, unless the answer refused
+            span = q.sentence() if q.done and not q.refuses else None
+            at = seq.hot.quotes_at
+            stands = q.verified and not q.refuses
+            quote = Quote(
+                q.sentence_text() or q.quote_text(), stands, None if span is None else (at + span[0], at + span[1])
+            )
+        text = "".join(seq.parts)
+        self._pool.submit(self._cite_and_send, seq.job, seq.job.key, seq.hot, text, copied, stats, quote)
 
     def close(self) -> None:
         """Finish what was submitted, then stop the worker."""
         self._pool.shutdown(wait=True)
 
-    def _cite_and_send(self, job, key: str, hot: HotDoc, text: str, copied: list[tuple[int, int]], stats: dict):
+    def _cite_and_send(self, job, key: str, hot: HotDoc, text: str, copied, stats: dict, quote: Quote | None):
+        quoted = None
         try:
             index, offsets, shift = self.index(key, hot)
-            spans = [offsets.chars(a, b) for a, b in copied]
-            citations = [] if is_not_said(text) else [c.as_dict() for c in index.cite(text, spans)]
+            if quote is not None:
+                cited = index.quote(*offsets.chars(*quote.tokens)) if quote.tokens and quote.verified else None
+                citations = [cited.as_dict()] if cited is not None else []
+                quoted = {"text": cited.text if cited is not None else quote.text, "verified": cited is not None}
+            else:
+                spans = [offsets.chars(a, b) for a, b in copied]
+                citations = [] if is_not_said(text) else [c.as_dict() for c in index.cite(text, spans)]
             for c in citations:  # a segment's offsets -> the whole document's
                 c["start"], c["end"] = c["start"] + shift, c["end"] + shift
         except DocumentGone:  # deleted meanwhile: the answer came from its sequence; no text is left to cite
@@ -56,7 +83,11 @@ class Citations:
         except Exception:  # citations are a courtesy; never lose the answer over them
             log.exception("citations failed for %s", key)
             citations = []
-        job.emit(EventKind.CITATIONS, {"citations": citations})
+        if quote is not None and quoted is None:
+            quoted = {"text": quote.text, "verified": False}
+        if quoted is not None:
+            quoted["citation"] = citations[0] if citations else None
+        job.emit(EventKind.CITATIONS, {"citations": citations, "quote": quoted})
         job.emit(EventKind.STATS, stats)
         job.emit(EventKind.DONE, {})
 
@@ -94,9 +125,9 @@ class Citations:
         this layout frames it exactly (ingest/prompt.py ``frames``); one made before a change of the
         prompt's wording still answers from its saved state, so its document tokens are found in it:
         the text tokenized as the pipeline did, located by its first tokens."""
-        if self.layout.frames(self.model, prefix):
-            n_head, n_between = self.layout.n_head(self.model), self.layout.n_between(self.model)
-            return n_head, len(prefix) - n_head - n_between
+        span = self.layout.document_span(self.model, prefix)
+        if span is not None:
+            return span
         ids = self.model.tokenize(text, parse_special=False)
         probe = list(ids[:16])
         for start in range(0, max(1, len(prefix) - len(ids) + 1)):

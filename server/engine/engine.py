@@ -281,7 +281,9 @@ class Engine:
 
     def _deliver(self, seq: Sequence, events) -> None:
         for event in events:
-            if event.text:
+            if event.text and event.part == "quote":
+                seq.job.emit(EventKind.QUOTE, {"text": event.text})
+            elif event.text:
                 seq.parts.append(event.text)
                 seq.job.emit(EventKind.TOKEN, {"text": event.text})
 

@@ -1,6 +1,7 @@
 """The answer stream, typed: what a question's job sends back to the route that waits for it.
 
-Events, in order: ``TOKEN`` (text) any number of times, then ``CITATIONS``, ``STATS`` and ``DONE``; or
+Events, in order: ``QUOTE`` (a quote-first answer's quote, spec/quote.py) any number of times, then
+``TOKEN`` (text) any number of times, then ``CITATIONS``, ``STATS`` and ``DONE``; or
 ``ERROR`` at any point (its data is the exception to raise or send). A segmented answer
 (server/api/segmented.py) adds ``SEGMENT`` before each segment's tokens and, when two segments were
 answered from, ``ANSWERS`` before ``STATS``. ``QUEUED`` (the first SSE event) and ``HEARTBEAT`` (an
@@ -24,6 +25,7 @@ class EventKind(StrEnum):
 
     QUEUED = "queued"  # {"position": jobs ahead}
     TOKEN = "token"  # {"text": str}
+    QUOTE = "quote"  # {"text": str}: a quote-first answer's quote, as it is written (before its tokens)
     SEGMENT = "segment"  # {"index", "pages"}: the segment the next tokens come from
     CITATIONS = "citations"  # {"citations": [CitationPublic as dict]}
     ANSWERS = "answers"  # {"answers": [SegmentAnswerPublic as dict]}

@@ -26,6 +26,7 @@ from server.engine.companions import NONE, Companions
 from spec.cite import CitationIndex, TokenOffsets
 from spec.history import AnswerHistory
 from spec.lookup import NgramIndex
+from spec.quote import QuoteIndex
 
 
 @dataclass(slots=True)
@@ -40,6 +41,8 @@ class HotDoc:
     citations: tuple[CitationIndex, TokenOffsets] | None = None  # built at the first answer
     prefilled: bool = False  # made by an ingestion here and not yet asked about
     history: AnswerHistory | None = None  # earlier answers about it (server/engine/history.py); None: off
+    quotes: QuoteIndex | None = None  # where its document's tokens occur, built at its first quote-first answer
+    quotes_at: int = 0  # the prefix position of the quote index's first token
 
     @property
     def ram_bytes(self) -> int:

@@ -17,6 +17,7 @@ from server.engine.companions import NONE, Companions
 from server.engine.draft_model import DraftModel, DraftModelError
 from spec.cost import CostModel
 from spec.limits import INVARIANT_MAX_ROWS, MAX_WINDOW
+from spec.quote import QuoteTokens
 from spec.sources import REGISTRY
 
 log = logging.getLogger("docqa.engine")
@@ -37,6 +38,10 @@ class Loaded:
     layout: PromptLayout
     companions: Companions = NONE  # contexts that follow the target's sequences (a draft model)
     drafters: dict[str, str | None] = field(default_factory=dict)  # source -> None (active) or why it is off
+    quote_tokens: QuoteTokens = field(init=False)  # line-break and "none" tokens, for quote-first answers
+
+    def __post_init__(self) -> None:
+        self.quote_tokens = QuoteTokens.of(lambda text: self.model.tokenize(text, parse_special=False))
 
     def close(self) -> None:
         self.companions.close()

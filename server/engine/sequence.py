@@ -6,12 +6,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ingest.prompt import NOT_SAID
 from server.engine.hot import HotDoc
 from server.engine.jobs import AnswerJob
 from spec.history import HistoryDrafter
 from spec.lookup import LookupDrafter
 from spec.loop import Answer, AnswerRun, AnswerStats
 from spec.mtp import MtpDrafter
+from spec.quote import QuoteIndex, Quoting
 
 #: The sequence that holds the prefix of the document in use (server/engine/hot.py); questions get
 #: sequences 1..n_seq_max, and a parallel ingestion the one after them (server/engine/scheduler.py).
@@ -63,4 +65,19 @@ def open_sequence(
         len(hot.prefix) + len(job.suffix), stats, job.t_start, seq_id, loaded.max_window, loaded.costs,
         job.cancelled.is_set,
     )  # fmt: skip
+    if job.params.quote is not None:
+        scaffold = job.scaffold if job.scaffold is not None else np.empty(0, np.int32)
+        index, params = quote_index(hot, loaded), job.params.quote
+        run.quote = Quoting(index, loaded.quote_tokens, params, scaffold, model.piece, NOT_SAID)
     return Sequence(job, seq_id, hot, len(hot.prefix), job.suffix, lookup, mtp, Answer(run, job.params), cells)
+
+
+def quote_index(hot: HotDoc, loaded) -> QuoteIndex:
+    """``hot``'s quote index (spec/quote.py), built at its first quote-first answer: its document's
+    tokens, located in the prefix by the prompt layout (the whole prefix past the head for one the
+    layout does not frame, a document prefilled before a change of wording)."""
+    if hot.quotes is None:
+        span = loaded.layout.document_span(loaded.model, hot.prefix)
+        n_head, n_doc = span if span is not None else (loaded.layout.n_head(loaded.model), len(hot.prefix))
+        hot.quotes, hot.quotes_at = QuoteIndex(hot.prefix[n_head : n_head + n_doc], loaded.model.piece), n_head
+    return hot.quotes

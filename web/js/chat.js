@@ -132,6 +132,13 @@ function fillTurn(turn) {
   }
   node.note.replaceChildren(...note);
   const meta = [];
+  // A quote-first answer: say whether its quote (the block quote above the answer) was found in the
+  // document, letter for letter; only a quote that was is cited.
+  if (turn.quote && turn.status === 'done') {
+    meta.push(turn.quote.verified
+      ? el('span', 'quote-check ok', '✓ Quote checked: the document\u2019s own words')
+      : el('span', 'quote-check muted', 'No passage of the document answers this'));
+  }
   // One button per quoted document (a collection's answer may quote two), each naming it then.
   const byDoc = new Map();
   for (const c of turn.citations) {
@@ -256,7 +263,9 @@ function history(turns) {
 export async function ask(doc, question, params, ui) {
   const turns = threadOf(doc.id);
   const messages = [...history(turns), { role: 'user', content: question }];
-  const turn = { question, answer: '', citations: [], stats: null, status: 'waiting', error: null, node: null };
+  const turn = {
+    question, answer: '', citations: [], quote: null, stats: null, status: 'waiting', error: null, node: null,
+  };
   turns.push(turn);
   active.controller = new AbortController();
   active.docId = doc.id;
@@ -292,6 +301,7 @@ export async function ask(doc, question, params, ui) {
         scheduleRender(turn);
       }
       if (Array.isArray(data.citations)) turn.citations = data.citations;
+      if (data.quote) turn.quote = data.quote;
       if (data.docqa) turn.stats = data.docqa;
     });
     if (!finished) throw new ApiError(0, 'network', 'the answer stream ended before its last chunk');

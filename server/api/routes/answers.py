@@ -54,4 +54,11 @@ async def respond(
         frames = _sse_frames(stream, position, settings.sse_heartbeat_s)
         return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
     answer = await collect(stream, request)
-    return AnswerResponse(answer=answer.text, citations=answer.citations, stats=answer.stats, answers=answer.answers)
+    return AnswerResponse(
+        answer=answer.text,
+        citations=answer.citations,
+        stats=answer.stats,
+        mode="quote" if answer.quote is not None else "direct",
+        quote=answer.quote,
+        answers=answer.answers,
+    )

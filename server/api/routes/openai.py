@@ -40,6 +40,7 @@ from server.api.chat import ChatCompletionRequest, answer_request, conversation
 from server.api.deps import EngineDep, SettingsDep, StoreDep, find_document
 from server.api.routes.answers import SSE_HEADERS
 from server.api.routes.collections import find_collection
+from server.api.schemas import QuotePublic
 from server.config.errors import AmbiguousModel, CollectionNotFound, DocumentNotFound, DocumentRequired, payload
 from server.engine.events import AnswerStream, EventKind
 
@@ -177,15 +178,24 @@ async def chat_completions(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": answer.text},
+                "message": {"role": "assistant", "content": readable(answer.text, answer.quote)},
                 "finish_reason": _finish_reason(answer.stats.finish_reason),
                 "logprobs": None,
             }
         ],
         "usage": _usage(stats),
         "citations": [c.model_dump() for c in answer.citations],
+        "quote": answer.quote.model_dump() if answer.quote is not None else None,
         "docqa": stats,
     }
+
+
+def readable(answer: str, quote: QuotePublic | None) -> str:
+    """A quote-first answer as one message: its verified quote as a Markdown block quote, then the
+    answer (an unverified quote is not shown)."""
+    if quote is None or not quote.verified:
+        return answer
+    return f"> {quote.text}\n\n{answer}"
 
 
 def _data(payload: dict | str) -> str:
@@ -206,16 +216,22 @@ async def _chunks(
 
     yield delta({"role": "assistant", "content": ""}, queue_position=position)
     citations: list[dict] = []
+    quote: dict | None = None
+    quoting = False  # a quote is being streamed as a Markdown block quote
     async for event in events(stream, heartbeat_s):
         kind, data = event.kind, event.data
         if kind is EventKind.HEARTBEAT:
             yield ": keep-alive\n\n"
+        elif kind is EventKind.QUOTE:
+            yield delta({"content": data["text"] if quoting else f"> {data['text']}"})
+            quoting = True
         elif kind is EventKind.TOKEN:
-            yield delta({"content": data["text"]})
+            yield delta({"content": f"\n\n{data['text']}" if quoting else data["text"]})
+            quoting = False
         elif kind is EventKind.CITATIONS:
-            citations = data["citations"]
+            citations, quote = data["citations"], data.get("quote")
         elif kind is EventKind.STATS:
-            yield delta({}, _finish_reason(data["finish_reason"]), citations=citations, docqa=data)
+            yield delta({}, _finish_reason(data["finish_reason"]), citations=citations, quote=quote, docqa=data)
             if include_usage:
                 yield _data({**chunk, "choices": [], "usage": _usage(data)})
         elif kind is EventKind.ERROR:  # the openai client raises APIError on an `error` payload
