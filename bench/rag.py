@@ -21,10 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from ingest import index
-from ingest.prompt import DEFAULT, PromptLayout, Wording, layout_for
+from ingest.demos import make_demos, render
+from ingest.prompt import DEFAULT, NOT_SAID, PromptLayout, Wording, layout_for, single_turn
 from runtime.llama import Model
+from spec.cite import QuoteFinder
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats
+from spec.quote import QuoteIndex, QuoteParams, QuoteTokens, Quoting
 from spec.sampling import SamplingParams
 from testkit.harness import generate, open_ctx
 
@@ -37,6 +40,23 @@ class Reply:
     finish_reason: str
     completion_tokens: int
     prompt_tokens: int
+    quote: str | None = None  # quote-first: the quote as written
+    quote_verified: bool | None = None
+    accepted: int = 0
+    steps: int = 0
+
+
+#: Ways of answering (the ``mode`` of :meth:`Reader.answer`): the answer alone, or quote-first
+#: (spec/quote.py) constrained to the document, written freely, or with the question again after the quote.
+MODES: dict[str, QuoteParams | None] = {
+    "direct": None,
+    "quote": QuoteParams(),
+    "quote-free": QuoteParams(constrained=False),
+    "quote-restate": QuoteParams(restate=True),
+    "quote-names": QuoteParams(names=True),
+    "quote-gate": QuoteParams(gate=True),
+    "quote-names-gate": QuoteParams(names=True, gate=True),
+}
 
 
 class Reader:
@@ -46,11 +66,23 @@ class Reader:
         self.model = Model(model_path)
         self.ctx = open_ctx(self.model, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads)
         self.layout: PromptLayout = layout_for(self.model, wording)
+        self.quote_tokens = QuoteTokens.of(lambda text: self.model.tokenize(text, parse_special=False))
 
-    def answer(self, prefix: np.ndarray, question: str, max_tokens: int, t0: float, state: bytes | None) -> Reply:
+    def answer(
+        self,
+        prefix: np.ndarray,
+        question: str,
+        max_tokens: int,
+        t0: float,
+        state: bytes | None,
+        mode: str = "direct",
+        text: str = "",
+    ) -> Reply:
         """Decode ``question`` after ``prefix``: restore ``state`` (the prefix's, None: prefill it
-        too), prefill the suffix, answer greedily."""
-        suffix = self.layout.question_suffix(self.model, question)
+        too), prefill the suffix, answer greedily (``mode``: one of :data:`MODES`; ``text``: the
+        document's text in the prefix, which a free quote is checked against)."""
+        qp = MODES[mode]
+        suffix = self.layout.question_suffix(self.model, question, quote=qp is not None)
         ctx = self.ctx
         ctx.clear()
         if state is None:
@@ -62,11 +94,63 @@ class Reader:
         drafter.extend(suffix.tolist())
         stats = AnswerStats()
         run = AnswerRun(ctx, self.model, {"lookup": drafter}, len(prefix) + len(suffix), stats, t0)
-        params = AnswerParams(max_tokens, SamplingParams(temperature=0.0), None, stops=self.layout.stops)
-        text = "".join(event.text for event in generate(run, params))
+        if qp is not None:
+            index, finder = self._quotes(prefix, text)
+            scaffold = self.layout.quote_scaffold(self.model, question, restate=qp.restate, gate=qp.gate)
+            gate = self.layout.quote_gate(self.model) if qp.gate else ()
+            run.quote = Quoting(
+                index,
+                self.quote_tokens,
+                qp,
+                scaffold,
+                self.model.piece,
+                NOT_SAID,
+                verify=lambda q: finder.find(q) is not None,
+                question=question,
+                gate=gate,
+            )
+        params = AnswerParams(max_tokens, SamplingParams(temperature=0.0), None, stops=self.layout.stops, quote=qp)
+        parts: dict[str, list[str]] = {"answer": [], "quote": []}
+        for event in generate(run, params):
+            parts[event.part].append(event.text)
+        q = run.quote
         return Reply(
-            text, stats.ttft_ms, time.perf_counter() - t0, stats.finish_reason, stats.completion_tokens, len(suffix)
+            text="".join(parts["answer"]),
+            ttft_ms=stats.ttft_ms,
+            seconds=time.perf_counter() - t0,
+            finish_reason=stats.finish_reason,
+            completion_tokens=stats.completion_tokens,
+            prompt_tokens=len(suffix),
+            quote=q.quote_text() if q is not None else None,
+            quote_verified=q.verified if q is not None else None,
+            accepted=stats.accepted_tokens,
+            steps=stats.verify_steps,
         )
+
+    def _quotes(self, prefix: np.ndarray, text: str) -> tuple[QuoteIndex, QuoteFinder]:
+        """The quote index of ``prefix``'s document tokens and the text finder, kept for the last prefix."""
+        if getattr(self, "_quote_key", None) is not prefix:
+            n_head = self.layout.n_head(self.model)
+            n_doc = len(self.model.tokenize(text, parse_special=False))
+            self._quote_key = prefix
+            self._quote_made = QuoteIndex(prefix[n_head : n_head + n_doc], self.model.piece), QuoteFinder(text)
+        return self._quote_made
+
+    def complete(self, prompt: str, max_tokens: int = 40) -> str:
+        """The model's greedy reply to ``prompt`` (one user turn, ingest/prompt.py ``single_turn``),
+        up to its first line break; decoded in sequence 0, which is cleared first."""
+        ids = self.model.tokenize(single_turn(self.model, prompt), parse_special=True, add_bos=self.model.add_bos)
+        self.ctx.clear()
+        self.ctx.prefill(ids, 0)
+        out: list[int] = []
+        for _ in range(max_tokens):
+            token = int(np.argmax(self.ctx.logits()[-1]))
+            if self.model.is_eog(token) or (b"\n" in self.model.piece(token) and out):
+                break
+            out.append(token)
+            self.ctx.decode([token], len(ids) + len(out) - 1)
+        self.ctx.clear()
+        return self.model.detokenize(out)
 
     def close(self) -> None:
         self.ctx.close()
@@ -90,16 +174,34 @@ class Rag(Reader):
         index.build(self._dir, self.chunks)
         return len(self.chunks)
 
-    def ask(self, question: str, max_tokens: int) -> Reply:
+    def ask_modes(self, question: str, max_tokens: int, modes: list[str]) -> dict[str, Reply]:
+        """The question answered in each of ``modes`` from one prefill of its retrieved chunks; each
+        reply's time includes that prefill, as a single answer's would."""
         t0 = time.perf_counter()
+        prefix, context = self._prompt(question)
+        self.ctx.clear()
+        self.ctx.prefill(prefix, 0)
+        state = self.ctx.state_get(0)
+        spent = time.perf_counter() - t0
+        out = {}
+        for mode in modes:
+            reply = self.answer(prefix, question, max_tokens, time.perf_counter(), state, mode, context)
+            reply.seconds += spent
+            reply.ttft_ms += spent * 1000
+            reply.prompt_tokens += len(prefix)
+            out[mode] = reply
+        return out
+
+    def _prompt(self, question: str) -> tuple[np.ndarray, str]:
+        """The prompt prefix of ``question``'s best chunks, and their text."""
         ranked = [i for i, _ in index.rank(self._dir, question)][: self.k]
         if len(ranked) < self.k:  # fewer chunks match than k: fill with the first ones, as a vector store would
             ranked += [i for i in range(len(self.chunks)) if i not in ranked][: self.k - len(ranked)]
         context = "\n\n".join(self.chunks[i].strip() for i in ranked)
-        prefix = self.layout.document_prefix(self.model, context)
-        reply = self.answer(prefix, question, max_tokens, t0, state=None)
-        reply.prompt_tokens += len(prefix)
-        return reply
+        return self.layout.document_prefix(self.model, context), context
+
+    def ask(self, question: str, max_tokens: int, mode: str = "direct") -> Reply:
+        return self.ask_modes(question, max_tokens, [mode])[mode]
 
 
 class Whole(Reader):
@@ -108,14 +210,22 @@ class Whole(Reader):
     prefix: np.ndarray
     state: bytes
 
-    def ingest(self, text: str) -> tuple[int, float]:
-        """Prefill the document's prefix; returns (tokens, seconds)."""
+    def ingest(self, text: str, demos: bool = False, exclude: tuple[str, ...] = ()) -> tuple[int, float]:
+        """Prefill the document's prefix (with ``demos``: ingest/demos.py's examples after the
+        document, written by the model first, from no sentence that holds a string of ``exclude``:
+        a benchmark's planted facts); returns (tokens, seconds)."""
         t0 = time.perf_counter()
-        self.prefix = self.layout.document_prefix(self.model, text)
+        self.text = text
+        self.demos = make_demos(text, self.complete, exclude=exclude) if demos else []
+        self.prefix = self.layout.document_prefix(self.model, text, render(self.demos, NOT_SAID))
         self.ctx.clear()
         self.ctx.prefill(self.prefix, 0)
         self.state = self.ctx.state_get(0)
         return len(self.prefix), time.perf_counter() - t0
 
-    def ask(self, question: str, max_tokens: int) -> Reply:
-        return self.answer(self.prefix, question, max_tokens, time.perf_counter(), self.state)
+    def ask(self, question: str, max_tokens: int, mode: str = "direct") -> Reply:
+        return self.answer(self.prefix, question, max_tokens, time.perf_counter(), self.state, mode, self.text)
+
+    def ask_modes(self, question: str, max_tokens: int, modes: list[str]) -> dict[str, Reply]:
+        """The question answered in each of ``modes`` from the document's saved state."""
+        return {mode: self.ask(question, max_tokens, mode) for mode in modes}

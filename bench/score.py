@@ -52,8 +52,11 @@ def holds(answer: str, accept: list[list[str]]) -> bool:
     return any(all(f" {fold(part)} " in a for part in spelling) for spelling in accept)
 
 
+_NONE = re.compile(r"^\W*(none|n/a|unknown)\W*$", re.IGNORECASE)  # a quote-first answer's "none"
+
+
 def is_refusal(answer: str) -> bool:
-    return bool(REFUSAL.search(answer))
+    return bool(REFUSAL.search(answer) or _NONE.match(answer))
 
 
 def score(item, answer: str) -> dict:

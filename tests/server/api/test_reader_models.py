@@ -44,3 +44,48 @@ def test_reader_model_finds_needles_and_refuses(server, tmp_path, docs, name, le
             assert score(fact, ask(client, doc["id"], fact.question))["right"]
             answer = ask(client, doc["id"], absent.question)
             assert is_refusal(answer), answer
+
+
+PLANTED = [  # (depth, sentence, question, the answer's words)
+    (0.1, "The keeper of the Falsel lighthouse counted 313 ships in a single night.",
+     "How many ships did the keeper of the Falsel lighthouse count in a single night?", ["313"]),
+    (0.3, "The head gardener of Noxfal Hall was Drami Drabriru.", "Who was the head gardener of Noxfal Hall?",
+     ["Drabriru"]),
+    (0.5, "The locker of the Kazen rowing club opens with the code TD-7948.",
+     "What code opens the locker of the Kazen rowing club?", ["7948"]),
+    (0.7, "The bridge at Vento Ford was opened on 14 March 1788.", "On what date was the bridge at Vento Ford opened?",
+     ["14", "March", "1788"]),
+    (0.9, "The first map of the Kami valley was drawn by Venlo Rubrilo.", "Who drew the first map of the Kami valley?",
+     ["Rubrilo"]),
+]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_quote_first_answers_planted_facts_with_verified_quotes_and_refuses_the_dog(
+    server, tmp_path, cases, reader_model
+):
+    """Issue 34's planted-fact text on the default model: a ~6k-token Alice excerpt with five invented
+    facts; each is answered with a verified quote that holds it, and the question about a dog the text
+    never mentions (it has a cat, Dinah) is refused."""
+    from bench.quality_sets import _plant
+
+    alice = (cases / "text/gutenberg/alice-in-wonderland-pg11.txt").read_text(encoding="utf-8")
+    start = alice.index("CHAPTER I.")
+    text = _plant(alice[start : start + 24_000], [(d, s) for d, s, _, _ in PLANTED])
+    with server(model_path=reader_model("qwen-coder-1.5b"), n_ctx=8192) as client:
+        doc = upload(client, tmp_path / "alice.txt", name="alice-planted.txt", data=text.encode())
+        stored = client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
+        for _, _, question, words in PLANTED:
+            r = client.post(f"/v1/documents/{doc['id']}/answers", json={"question": question, "mode": "quote"})
+            body = r.json()
+            assert r.status_code == 200 and all(w in body["answer"] for w in words), body
+            quote = body["quote"]
+            assert quote["verified"] and all(w in quote["text"] for w in words), body
+            (cited,) = body["citations"]
+            assert cited["verified"] and cited["source"] == "quote"
+            assert stored[cited["start"] : cited["end"]] == cited["text"] == quote["text"]
+        r = client.post(
+            f"/v1/documents/{doc['id']}/answers",
+            json={"question": "What is the name of the lighthouse keeper's dog in this text?", "mode": "quote"},
+        )
+        assert is_refusal(r.json()["answer"]) and r.json()["citations"] == [], r.json()

@@ -1,0 +1,131 @@
+"""The needle set of bench/quality.py: invented facts planted in Gutenberg text of about 2k, 8k and 24k
+tokens, at 10/30/50/70/90 % depth, and questions whose answer the document does not hold, made hard.
+
+An absent question is about something the document nearly says:
+
+* ``attribute``: an entity the document has a planted fact about, asked for a fact it does not give
+  (the cook of the Hall whose head gardener it names; the dog of the miller whose cat it names; the
+  weight of the crate whose serial number it gives);
+* ``entity``: the same kind of fact as one planted, about an entity the document never mentions (the
+  captain of the ferry to another island).
+
+Sizes (the defaults of :func:`needle_docs`): 4 documents of 2k tokens (5 needles, 5 absent each),
+3 of 8k (10 needles, 4 absent), 1 of 24k (10 needles, 8 absent): 60 answerable questions and 40
+absent ones. The same seed gives the same documents and questions.
+"""
+
+from __future__ import annotations
+
+import random
+
+from bench.quality_sets import CHARS_PER_TOKEN, DEPTHS, Doc, Item, _gutenberg, _plant, _slice, _value, _word
+
+# (statement, question, value kind, a question about the same entity that the statement does not answer)
+TEMPLATES = [
+    ("The archive code of the {e} ledger is {v}.", "What is the archive code of the {e} ledger?", "code",
+     "What colour is the cover of the {e} ledger?"),
+    ("The ferry to {e} Island was captained by {v}.", "Who captained the ferry to {e} Island?", "name",
+     "Who built the ferry to {e} Island?"),
+    ("The bridge at {e} Ford was opened on {v}.", "On what date was the bridge at {e} Ford opened?", "date",
+     "Who designed the bridge at {e} Ford?"),
+    ("The keeper of the {e} lighthouse counted {v} ships in a single night.",
+     "How many ships did the keeper of the {e} lighthouse count in a single night?", "number",
+     "What was the name of the dog of the keeper of the {e} lighthouse?"),
+    ("The crate shipped from {e} was stamped with the serial number {v}.",
+     "What serial number was stamped on the crate shipped from {e}?", "code",
+     "How much did the crate shipped from {e} weigh?"),
+    ("The head gardener of {e} Hall was {v}.", "Who was the head gardener of {e} Hall?", "name",
+     "Who was the cook of {e} Hall?"),
+    ("The treaty of {e} was signed on {v}.", "On what date was the treaty of {e} signed?", "date",
+     "Who signed the treaty of {e} for the king?"),
+    ("The bell of {e} chapel weighs {v} kilograms.", "How many kilograms does the bell of {e} chapel weigh?",
+     "number", "In what year was the bell of {e} chapel cast?"),
+    ("The locker of the {e} rowing club opens with the code {v}.",
+     "What code opens the locker of the {e} rowing club?", "code",
+     "How many members does the {e} rowing club have?"),
+    ("The first map of the {e} valley was drawn by {v}.", "Who drew the first map of the {e} valley?", "name",
+     "In what year was the first map of the {e} valley printed?"),
+    ("The miller of {e} kept a cat called {v}.", "What was the name of the cat of the miller of {e}?", "pet",
+     "What was the name of the dog of the miller of {e}?"),
+    ("The {e} library was founded on {v}.", "On what date was the {e} library founded?", "date",
+     "On what date did the {e} library close?"),
+    ("The orchard at {e} had {v} apple trees.", "How many apple trees did the orchard at {e} have?", "number",
+     "How many pear trees did the orchard at {e} have?"),
+    ("The schooner {e} was commanded by {v}.", "Who commanded the schooner {e}?", "name",
+     "Who was the cook on the schooner {e}?"),
+]  # fmt: skip
+
+#: (name, source, start fraction, tokens, needles per depth, absent questions), in document order.
+LAYOUT = [
+    ("needles-2k-a", "alice-in-wonderland-pg11.txt", 0.05, 2000, 1, 5),
+    ("needles-2k-b", "around-the-world-in-80-days-pg103.txt", 0.10, 2000, 1, 5),
+    ("needles-2k-c", "alice-in-wonderland-pg11.txt", 0.55, 2000, 1, 5),
+    ("needles-2k-d", "around-the-world-in-80-days-pg103.txt", 0.62, 2000, 1, 5),
+    ("needles-8k-a", "alice-in-wonderland-pg11.txt", 0.20, 8000, 2, 4),
+    ("needles-8k-b", "around-the-world-in-80-days-pg103.txt", 0.30, 8000, 2, 4),
+    ("needles-8k-c", "around-the-world-in-80-days-pg103.txt", 0.75, 8000, 2, 4),
+    ("needles-24k", "around-the-world-in-80-days-pg103.txt", 0.02, 24000, 2, 8),
+]
+
+
+def _fact_value(kind: str, rng: random.Random) -> tuple[str, list[list[str]]]:
+    if kind == "pet":
+        name = _word(rng, 3)
+        return name, [[name]]
+    return _value(kind, rng)
+
+
+def _entity(rng: random.Random, used: set[str]) -> str:
+    e = _word(rng)
+    while e in used:
+        e = _word(rng)
+    used.add(e)
+    return e
+
+
+def needle_doc(name: str, source: str, start: float, n_tokens: int, per_depth: int, n_absent: int, rng, used) -> Doc:
+    """One document: ``per_depth`` needles at each depth of DEPTHS, then ``n_absent`` hard absent
+    questions (alternately ``attribute`` and ``entity``), each with its kind in the qid."""
+    base = _slice(_gutenberg(source), start, int(n_tokens * CHARS_PER_TOKEN))
+    n = per_depth * len(DEPTHS)
+    templates = rng.sample(range(len(TEMPLATES)), n)
+    planted, items = [], []
+    for k, t in enumerate(templates):
+        statement, question, kind, _ = TEMPLATES[t]
+        e = _entity(rng, used)
+        v, accept = _fact_value(kind, rng)
+        depth = DEPTHS[k % len(DEPTHS)]
+        sentence = statement.format(e=e, v=v)
+        planted.append((depth + 0.04 * (k // len(DEPTHS)), sentence))
+        items.append(
+            Item(
+                f"{name}-d{int(depth * 100)}-{k}",
+                question.format(e=e),
+                "exact",
+                v,
+                accept=accept,
+                needle=sentence,
+                depth=depth,
+            )  # fmt: skip
+        )
+    for j in range(n_absent):
+        t = templates[j % n]
+        statement, question, _, attribute = TEMPLATES[t]
+        if j % 2 == 0:  # the planted entity, a fact the document does not give
+            e = planted_entity(statement, items[j % n].needle)
+            items.append(Item(f"{name}-absent-attribute{j}", attribute.format(e=e), "refusal", ""))
+        else:  # the planted kind of fact, about an entity the document never names
+            items.append(Item(f"{name}-absent-entity{j}", question.format(e=_entity(rng, used)), "refusal", ""))
+    return Doc(name, "needles", f"{name}.txt", _plant(base, planted), items)
+
+
+def planted_entity(statement: str, sentence: str) -> str:
+    """The ``{e}`` of template ``statement`` in the planted ``sentence``."""
+    head, rest = statement.split("{e}", 1)
+    tail = rest.split("{v}", 1)[0]
+    return sentence[len(head) :].split(tail, 1)[0] if tail else sentence[len(head) :]
+
+
+def needle_docs(rng: random.Random, used: set[str], layout=LAYOUT) -> list[Doc]:
+    """The needle documents of ``layout`` (default :data:`LAYOUT`)."""
+    return [needle_doc(*row, rng, used) for row in layout]

@@ -1,0 +1,71 @@
+"""The multiple-choice reading sets of bench/quality.py, read from ../shared/cases/qa (never copied
+into the repository):
+
+* ``tpo``: the 10 TOEFL practice (TPO) lecture and conversation transcripts from L-Eval (about 4k
+  tokens each, 184 four-option questions);
+* ``quality``: every QuALITY article there (L-Eval's 9 and "The Girl in His Mind": 10 articles,
+  124 questions, 3-7k tokens each).
+
+Each question is asked with its options and asked for the letter (bench/score.py ``mc_letter``);
+chance is 25 %.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from bench.quality_sets import CASES, MC_SUFFIX, Doc, Item
+
+QA = CASES / "qa"
+_OPTION = re.compile(r"^\s*\(?([A-D])[.)]\s*(.*)$")
+
+
+def _split(question: str) -> tuple[str, list[str]]:
+    """A question with its options on the following lines ("A. ...", " (A) ...") -> (stem, options)."""
+    stem, options = [], []
+    for line in question.split("\n"):
+        m = _OPTION.match(line)
+        if m and (options or line.strip()[:3] in ("A. ", "(A)")):
+            options.append(m.group(2).strip())
+        elif options:
+            options[-1] += " " + line.strip()
+        else:
+            stem.append(line)
+    return "\n".join(stem).strip(), options
+
+
+def _leval(name: str, set_name: str) -> list[Doc]:
+    data = json.loads((QA / name).read_text())
+    docs = []
+    for d in data["docs"]:
+        items = []
+        for i, q in enumerate(d["questions"]):
+            _, options = _split(q["question"])
+            item = Item(
+                f"{d['doc_id']}-q{i}", q["question"].strip() + MC_SUFFIX, "mc", q["gold_letter"], options=options
+            )
+            item.max_tokens = 12
+            items.append(item)
+        docs.append(Doc(d["doc_id"], set_name, f"{d['doc_id']}.txt", d["document"], items))
+    return docs
+
+
+def tpo_docs() -> list[Doc]:
+    """L-Eval's 10 TPO transcripts (tpo.jsonl lines 1-10), 184 questions."""
+    return _leval("leval_tpo.json", "tpo")
+
+
+def quality_docs() -> list[Doc]:
+    """Every QuALITY article of ../shared/cases/qa: L-Eval's 2 + 7, then "The Girl in His Mind"."""
+    docs = _leval("quality_leval_sample2.json", "quality") + _leval("leval_quality_more.json", "quality")
+    girl = json.loads((QA / "quality_girl_in_his_mind.json").read_text())
+    items = []
+    for i, q in enumerate(girl["questions"]):
+        opts = "\n".join(f" ({'ABCD'[j]}) {o}" for j, o in enumerate(q["options"]))
+        letter = "ABCD"[q["gold_label_1based"] - 1]
+        item = Item(f"girl-q{i}", f"{q['question']}\n\n{opts}{MC_SUFFIX}", "mc", letter, options=list(q["options"]))
+        item.max_tokens = 12
+        items.append(item)
+    docs.append(Doc("quality-girl", "quality", "quality-girl.txt", girl["document"], items))
+    return docs
