@@ -2,7 +2,7 @@
 
 * :class:`Rag`: the RAG baseline, what AnythingLLM and Open WebUI do by default: the document cut
   into ``chunk_tokens``-token chunks, the top ``k`` by BM25 for each question (the same FTS5 BM25 that
-  ranks docqa's segments, ingest/index.py), laid out as the document of the prompt (best chunk first),
+  ranks docqa's segments, store/index.py), laid out as the document of the prompt (best chunk first),
   and the whole prompt prefilled for every question: no saved state.
 * :class:`Whole`: docqa's whole-document path without the server (the prefix prefilled once and kept
   in RAM, each question decoding only its suffix), to compare prompt wordings quickly.
@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ingest import index
 from ingest.prompt import DEFAULT, PromptLayout, Wording, layout_for
 from runtime.llama import Model
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats
 from spec.sampling import SamplingParams
+from store import index
 from testkit.harness import generate, open_ctx
 
 

@@ -1,4 +1,4 @@
-"""Segment retrieval (ingest/index.py), two measurements.
+"""Segment retrieval (store/index.py), two measurements.
 
 1. Unspaced scripts: character bigrams in the ``porter unicode61`` table against FTS5's ``trigram``
    tokenizer beside it, and the old index (whole runs). Quality: top-1 of the questions in
@@ -6,7 +6,7 @@
    for a 2 MiB Chinese text in 16 segments, and mean query time.
 2. Conversations (bench/conversations.py, on the novel in ../shared/cases, skipped without it): the
    follow-up's segment by the latest turn alone (before), by one query of all the turns' words, and
-   by ingest/index.py ``rank_conversation`` (two rankings combined) at several history weights.
+   by store/index.py ``rank_conversation`` (two rankings combined) at several history weights.
 
     .venv/bin/python -m bench.retrieval      # writes bench/results/retrieval.md
 """
@@ -23,7 +23,7 @@ from contextlib import closing
 from pathlib import Path
 
 from bench.cjk_texts import CHINESE, CHINESE_QUESTIONS, JAPANESE, JAPANESE_QUESTIONS
-from ingest import index
+from store import index
 
 OUT = Path(__file__).resolve().parent / "results" / "retrieval.md"
 NOTES = """
@@ -43,7 +43,7 @@ follow-up's weak words ("What reward was offered?", "What was its name?") get a 
 whatever segment has them most and outweigh the earlier turn's rare names. One query keeps BM25's
 IDF for every word. Alone it can let a long earlier turn outweigh a short follow-up that names a
 new subject ("Who built the chapel?" after a question and answer of nine rare words:
-tests/ingest/test_index.py), so the latest question picks the segments (those it matches) and the
+tests/store/test_index.py), so the latest question picks the segments (those it matches) and the
 one query orders them; when it matches none, the earlier turns rank alone. The latest words count
 twice (`LATEST_WEIGHT = 2`): 1 to 4 tie on these 8. The miss ("Why did she do it?" after "Who is
 Aouda?") ranks the segment where Aouda's story goes on above the one that explains the suttee.

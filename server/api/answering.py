@@ -15,9 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from fastapi import Request
 
-from ingest.collection_index import MemberDamaged
 from ingest.errors import DocumentFilesDamaged
-from ingest.store import FAILED, INGESTING, DocRecord, DocStore
 from server.api import collection, segmented
 from server.api.schemas import AnswerRequest, AnswerStatsPublic, CitationPublic, SegmentAnswerPublic
 from server.config.errors import (
@@ -37,6 +35,8 @@ from spec.limits import MAX_WINDOW
 from spec.loop import AnswerParams
 from spec.sampling import SamplingParams
 from spec.sources import NAMES
+from store.collection_index import MemberDamaged
+from store.docstore import FAILED, INGESTING, DocRecord, DocStore
 
 
 def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_adds: bool = False) -> AnswerParams:

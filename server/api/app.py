@@ -20,8 +20,6 @@ from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from ingest.errors import DataDirUnusable
-from ingest.store import DocStore
-from ingest.stores import open_store as open_rows
 from ingest.worker import ExtractionWorker
 from server.api import handlers
 from server.api.guard import Guard
@@ -35,6 +33,8 @@ from server.engine.engine import Engine
 from server.engine.lease import Leases, owner_name
 from server.engine.selftest import SelfTest
 from server.engine.traffic import TrafficLog
+from store.docstore import DocStore
+from store.stores import open_store as open_rows
 
 log = logging.getLogger("docqa.store")
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"

@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from ingest.store import DocRecord, DocStore
 from ingest.worker import ExtractionWorker
 from server.config.errors import DocumentNotFound, EngineUnavailable
 from server.config.settings import Settings
 from server.engine.engine import Engine
+from store.docstore import DocRecord, DocStore
 
 
 def _settings(request: Request) -> Settings:

@@ -1,7 +1,7 @@
 """Answering from a segmented document (ingest/segments.py): rank its segments for the question,
 answer from the best one (or the best two), and give the route one stream of events, as one job.
 
-The rule (ingest/index.py ``chosen``): the segments are ranked by FTS5 BM25 over their text. The best
+The rule (store/index.py ``chosen``): the segments are ranked by FTS5 BM25 over their text. The best
 one is answered from; the second best too when its score is at least DOCQA_SEGMENT_CLOSE_RATIO x the
 best's (default 0.8: they hold the question's words about equally well), and both answers are given,
 each after a "From ...:" line naming its segment (:func:`label`), with their citations. When no
@@ -31,11 +31,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ingest import index, integrity
 from ingest.segments import Segment
-from ingest.store import DocRecord, DocStore
 from server.engine.events import Event, EventKind
 from server.engine.jobs import AnswerJob
+from store import index, repair
+from store.docstore import DocRecord, DocStore
 
 NOT_FOUND = (
     "The document does not seem to contain this: none of its parts mentions any of the words of the "
@@ -117,13 +117,13 @@ def plan(
     store: DocStore, doc: DocRecord, question: str, close: float, history: tuple[tuple[str, str], ...] = ()
 ) -> Plan | None:
     """Rank ``doc``'s segments for ``question``, a conversation's earlier turns (``history``) ranked
-    with it, weighted lower (ingest/index.py ``rank_conversation``: a follow-up such as "Why did she
+    with it, weighted lower (store/index.py ``rank_conversation``: a follow-up such as "Why did she
     do it?" stays on the segment its conversation is about); None for a document answered whole.
-    Runs off the event loop (a small SQLite read; a damaged index is rebuilt, ingest/integrity.py)."""
+    Runs off the event loop (a small SQLite read; a damaged index is rebuilt, store/repair.py)."""
     segments = store.read_segments(doc.id)
     if segments is None:
         return None
-    ranked = integrity.rank_segments(store.dir(doc.id), question, history)
+    ranked = repair.rank_segments(store.dir(doc.id), question, history)
     scores = dict(ranked)
     picked = index.chosen(ranked, close)
     return Plan([segments[i] for i in picked], [scores[i] for i in picked], len(segments), paged(doc), doc.id)

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 
 from ingest import snapshot
 from ingest.errors import DocumentFilesDamaged, PrefixDamaged
-from ingest.integrity import repair_prefix
-from ingest.store import INGESTING, READY, DocStore
 from server.config import errors
 from server.engine.hot import HotDocs
 from server.engine.jobs import AnswerJob, Deleted
 from server.engine.loading import Loaded
 from server.engine.runner import Runner
 from server.engine.sequence import Sequence, open_sequence
+from store.docstore import INGESTING, READY, DocStore
+from store.repair import repair_prefix
 
 log = logging.getLogger("docqa.engine")
 
@@ -70,7 +70,7 @@ class Admission:
 
     def _restore(self, job: AnswerJob):
         """``HotDocs.restore``, with a damaged ``prefix.npy`` rebuilt from the stored text once
-        (ingest/integrity.py ``repair_prefix``; PrefixDamaged again when that does not give the
+        (store/repair.py ``repair_prefix``; PrefixDamaged again when that does not give the
         document's tokens)."""
         try:
             return self.docs.restore(job.key)

@@ -15,12 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ingest.prompt import PromptLayout, is_not_said
 from ingest.segments import parse_key
-from ingest.store import DocStore
 from runtime.llama import Model
 from server.engine.events import EventKind
 from server.engine.hot import HotDoc
 from server.engine.sequence import Sequence
 from spec.cite import CitationIndex, TokenOffsets
+from store.docstore import DocStore
 
 log = logging.getLogger("docqa.engine")
 

@@ -20,7 +20,6 @@ import threading
 import time
 
 from ingest.errors import StorageError
-from ingest.store import DocStore
 from server.config import errors
 from server.config.settings import Settings
 from server.engine.admission import Admission
@@ -36,6 +35,7 @@ from server.engine.runner import Runner, StepReport
 from server.engine.scheduler import Scheduler
 from server.engine.sequence import DOC_SEQ, Sequence
 from server.engine.traffic import TrafficLog
+from store.docstore import DocStore
 
 log = logging.getLogger("docqa.engine")
 _WAKE = object()  # wakes the engine thread (a shutdown began) without a job

@@ -19,13 +19,13 @@ import numpy as np
 
 from ingest import snapshot
 from ingest.segments import parse_key
-from ingest.store import DocStore
 from runtime.llama import Context, Model
 from server.config.settings import Settings
 from server.engine.companions import NONE, Companions
 from spec.cite import CitationIndex, TokenOffsets
 from spec.history import AnswerHistory
 from spec.lookup import NgramIndex
+from store.docstore import DocStore
 
 
 @dataclass(slots=True)

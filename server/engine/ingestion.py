@@ -28,11 +28,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ingest import disk, snapshot
+from ingest import snapshot
 from ingest.errors import DocumentFilesDamaged, StorageError
-from ingest.store import FAILED, INGESTING, READY, DocStore
 from server.engine.hot import HotDocs
 from spec.mtp import MtpDrafter
+from store import disk
+from store.docstore import FAILED, INGESTING, READY, DocStore
 
 log = logging.getLogger("docqa.engine")
 

@@ -191,12 +191,12 @@ class Tuner:
 def tune(data_dir, log_path, candidates, last, speed, max_gap_s, tolerance, write) -> None:  # fmt: skip
     """Replay recorded traffic against candidate settings; print throughput and TTFT; keep the winner."""
     from ingest.prompt import layout_for
-    from ingest.stores import open_store
     from runtime.llama import Model
     from runtime.models import model_path as embedded_path
     from server.config.settings import Settings
     from server.engine.traffic import LOG_FILE, read_log_counted
     from server.tools.replay import build_workload
+    from store.stores import open_store
 
     try:
         settings = Settings(**({"data_dir": data_dir} if data_dir else {}))

@@ -8,13 +8,13 @@ import asyncio
 
 from fastapi import APIRouter, Request, Response
 
-from ingest.store import READY, CollectionRecord, DocStore, DocumentsMissing, DuplicateCollection
 from server.api import collection
 from server.api.answering import answer_params, submit_collection
 from server.api.deps import EngineDep, SettingsDep, StoreDep, find_document
 from server.api.routes.answers import respond
 from server.api.schemas import AnswerRequest, AnswerResponse, CollectionList, CollectionPublic, CollectionRequest
 from server.config.errors import CollectionDocumentsInvalid, CollectionExists, CollectionNotFound, InvalidRequest
+from store.docstore import READY, CollectionRecord, DocStore, DocumentsMissing, DuplicateCollection
 
 router = APIRouter(prefix="/v1")
 

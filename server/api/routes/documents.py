@@ -11,7 +11,6 @@ from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 from ingest import pipeline
 from ingest.errors import DocumentError, DocumentFilesDamaged, TextDamaged
 from ingest.reingest import reextract_async
-from ingest.store import FAILED, INGESTING, READY, DocRecord
 from server.api import segmented, uploads
 from server.api.deps import EngineDep, ExtractorDep, SettingsDep, StoreDep, existing_document
 from server.api.schemas import (
@@ -27,6 +26,8 @@ from server.api.schemas import (
 from server.api.served import served_file
 from server.config.errors import DocumentFailed, DocumentIngesting, ReingestRunning, damaged
 from server.engine.engine import Engine
+from store import writes
+from store.docstore import FAILED, INGESTING, READY, DocRecord
 
 router = APIRouter(prefix="/v1")
 log = logging.getLogger("docqa.http")
@@ -100,7 +101,7 @@ async def upload(
 
         def store_doc(prepared: pipeline.Prepared) -> tuple[DocRecord, bool]:
             name = uploads.display_name(file.filename, prepared.extracted)
-            return pipeline.store_new(store, data, digest, name, prepared)  # False: the same bytes came meanwhile
+            return writes.store_new(store, data, digest, name, prepared)  # False: the same bytes came meanwhile
 
         doc, _, created = await uploads.run(
             engine, store, settings, request.app.state.snapshot_bytes,
@@ -220,7 +221,7 @@ async def _reingest(request, doc: DocRecord, store, engine, settings, extractor,
         return extracted
 
     def store_doc(prepared: pipeline.Prepared) -> tuple[DocRecord, bool]:
-        pipeline.store_again(store, doc, prepared)
+        writes.store_again(store, doc, prepared)
         return doc, True
 
     await uploads.run(engine, store, settings, request.app.state.snapshot_bytes, extract, 0, store_doc, doc.id)

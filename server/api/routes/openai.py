@@ -33,7 +33,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
-from ingest.store import CollectionRecord, DocRecord, DocStore
 from server.api import collection
 from server.api.answering import answer_params, check_answerable, collect, events, submit, submit_collection
 from server.api.chat import ChatCompletionRequest, answer_request, conversation
@@ -42,6 +41,7 @@ from server.api.routes.answers import SSE_HEADERS
 from server.api.routes.collections import find_collection
 from server.config.errors import AmbiguousModel, CollectionNotFound, DocumentNotFound, DocumentRequired, payload
 from server.engine.events import AnswerStream, EventKind
+from store.docstore import CollectionRecord, DocRecord, DocStore
 
 router = APIRouter(prefix="/v1")
 

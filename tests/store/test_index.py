@@ -1,4 +1,4 @@
-"""Segment retrieval in every language and in a conversation (ingest/index.py, issue 27): CJK
+"""Segment retrieval in every language and in a conversation (store/index.py, issue 27): CJK
 questions find their segment, full-width questions match, and a follow-up that leans on the earlier
 turn ("Why did she do it?") is answered from the segment that turn was about."""
 
@@ -10,7 +10,7 @@ from contextlib import closing
 import pytest
 
 from bench.cjk_texts import CHINESE, CHINESE_QUESTIONS, JAPANESE, JAPANESE_QUESTIONS
-from ingest import index
+from store import index
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ In a conversation, :func:`rank_conversation` ranks the latest question with the 
 words weighted lower (measured against two combined rankings in bench/results/retrieval.md).
 
 :data:`INDEX_VERSION` is stored as the database's ``user_version``. An index written before
-(version 0: no bigrams) still answers as it did, English included; ingest/integrity.py
+(version 0: no bigrams) still answers as it did, English included; store/repair.py
 ``ensure_index`` rebuilds it from the stored text and segment list when the server asks for it.
 """
 
@@ -110,7 +110,7 @@ def build(directory: Path, texts: Sequence[str]) -> None:
 def fill(db: sqlite3.Connection, texts: Sequence[str]) -> None:
     """Make the index's table in the empty database ``db`` and fill it with ``texts`` (row id = their
     position), uncommitted: what :func:`build` writes, for an index with more tables of its own (a
-    collection's, ingest/collection_index.py)."""
+    collection's, store/collection_index.py)."""
     db.execute("CREATE VIRTUAL TABLE segments USING fts5(body, tokenize = 'porter unicode61')")
     rows = ((i, segmented(t)) for i, t in enumerate(texts))
     db.executemany("INSERT INTO segments (rowid, body) VALUES (?, ?)", rows)
