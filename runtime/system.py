@@ -8,7 +8,7 @@ The string lists each registered backend with its features, e.g.
 Why it matters: a build with AMX kernels (``AMX_INT8 = 1``: a native build on a Xeon Sapphire
 Rapids or later) puts Q4_K weights in an AMX extra buffer, and on some such machines the first
 ``llama_decode`` dies with SIGSEGV in ``ggml_backend_amx_mul_mat`` (llama.cpp issue 20824, pull
-request 26954; notes §15). Loading with ``use_extra_bufts = False`` avoids it, at the cost of the
+request 26954). Loading with ``use_extra_bufts = False`` avoids it, at the cost of the
 CPU_REPACK kernels too. ``make setup`` builds without AMX kernels, so the repacked kernels stay.
 """
 

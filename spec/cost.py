@@ -93,29 +93,19 @@ def calibrate(ctx: Context, token: int, mtp_step=None, repeats: int = 1) -> Step
 
 class CostModel:
     """The step costs the adaptive window prices with: a seed (the start-up calibration, or
-    :meth:`StepCosts.cpu_default`) corrected by the decode calls this context really makes.
-
-    :func:`calibrate` times synthetic calls on an empty sequence once; real steps also attend over the
-    document, carry the step's Python work and share the machine with whatever else runs, and a noisy
-    start-up measurement would otherwise price every answer after it. Measured on a 2-core Zen 4 with the
-    embedded model and no CPU repack, at 893 tokens of context: 2 rows cost 1.9x one row and 17 rows
-    9.7x; a quiet calibration on an empty sequence says 2.0x and 6.9x, and the server's calibration
-    in one run (taken while the machine was busy) said 1.2x and 3.9x. So drafting looked cheap, and
-    the default lost to plain decoding where drafts cannot help (bench/results/windows.md, issue 17;
-    tests/spec/test_policy.py replays it).
+    :meth:`StepCosts.cpu_default`) corrected by the decode calls this context really makes (real steps
+    attend over the document, carry the step's Python work and share the machine, which a calibration
+    on an empty sequence does not see).
 
     The model is a level times a shape, ``rows(n) = seed(n) * level * shape(n)``, learnt from the wall
     time of every verify call (seconds, rows of all sequences in the call) as exponential averages
-    (weight ``ALPHA``; a sample over 4x the average is clipped, one preempted call must not price the
-    next hundred). One-row calls move the ``level``: what changes with the document's length or the
-    machine's load moves every price at once, learnt from the plain steps that are always there.
-    A call of ``n > 1`` rows moves ``shape(n)`` (the first one sets it); letting it move the level too
-    would mix the two, and a shape learnt that way stayed at 1.16 where the truth was 1.5.
-    ``shape(1)`` is 1; a row count not yet observed takes the shape interpolated
-    between the observed ones around it (the nearest one's beyond them). Without the split, prices
-    learnt on one document went stale on the next: after a 6k-token document had priced 17 rows at
-    160 ms, a 259-token one (100 ms) never drafted 16 again and its exact quote fell to 0.59x the
-    best window. Engine thread only; O(log rows) per query.
+    (weight ``ALPHA``; a sample over 4x the average is clipped, so one preempted call does not price
+    the next hundred). One-row calls move the ``level``: what changes with the document's length or
+    the machine's load moves every price at once. A call of ``n > 1`` rows moves only ``shape(n)``
+    (the first one sets it). ``shape(1)`` is 1; a row count not yet observed takes the shape
+    interpolated between the observed ones around it (the nearest one's beyond them). The
+    measurements behind this: bench/results/draft-policy.md. Engine thread only; O(log rows) per
+    query.
     """
 
     ALPHA = 0.2
@@ -221,11 +211,8 @@ class DraftAcceptance:
     rate). ``E[accepted of k] = a[0] + a[0]a[1] + ... + a[0]...a[k-1]``.
 
     One rate for every position (Leviathan et al. 2023's i.i.d. model) is biased where acceptance
-    depends on the position, and it does for lookup: the first token after a match is the easy one.
-    On repeated structure ("1. market window 2. market window ...", case SPEC-03) the tokens after a
-    match are right up to the number and wrong there, so a single rate, fed mostly by the easy
-    positions, kept buying drafts that failed at the hard one, and the default lost to plain
-    decoding (bench/results/windows.md). Each position's rate is fed by the steps that reached it:
+    depends on the position, and it does for lookup: the first token after a match is the easy one
+    (bench/results/draft-policy.md). Each position's rate is fed by the steps that reached it:
     verify steps, and the free checks of undrafted candidates against the emitted text
     (spec/draft.py: the first token of every step's candidate, the later ones of one at a time).
     """
@@ -234,11 +221,9 @@ class DraftAcceptance:
 
     def __init__(self, prior: float, weight: float = 2.0, decay: float = 0.8, later: float | None = None) -> None:
         """``prior``: the first position's starting rate; ``later``: the later positions' (default ``prior``).
-        ``decay`` 0.8: each rate rests on about 1 / (1 - decay) = 5 recent observations. A draft pays
-        on a CPU only at high acceptance (one more row costs ~0.9 of a plain step, so a 1-token draft
-        needs ~0.9); with 0.5 (2 observations) three right first tokens in a row already read as 0.93
-        and bought drafts that failed half the time (open sampled text: 0.93x plain decoding in
-        bench/results/windows.md; on the traces 0.97x at 0.5 against 0.99x at 0.8)."""
+        ``decay`` 0.8: each rate rests on about 1 / (1 - decay) = 5 recent observations, since a draft
+        pays on a CPU only at high acceptance (one more row costs ~0.9 of a plain step, so a 1-token
+        draft needs ~0.9), which two observations cannot tell (bench/results/draft-policy.md)."""
         priors = [prior] + [prior if later is None else later] * (self.POSITIONS - 1)
         self.rates = [AcceptanceRate(p, weight, decay) for p in priors]
 

@@ -102,9 +102,7 @@ class DraftPolicy:
         # Per-token acceptance: each model source, and each text source split by match strength (a
         # live copy cursor or a full-length n-gram is far more reliable than a short match). A strong
         # match's first token starts optimistic, its later ones less so: they are learnt from the
-        # emitted text before any draft is paid for (_follow_emitted), and a first draft made on the
-        # prior alone cost SPEC-03's answer two failed drafts of 4 and 7 tokens (0.96x plain
-        # decoding, bench/results/windows.md).
+        # emitted text before any draft is paid for (_follow_emitted; bench/results/draft-policy.md).
         self.rate: dict[str, DraftAcceptance] = {n: DraftAcceptance(0.6) for n in self.model}
         for n in self.text:
             self.rate[f"{n}/strong"] = DraftAcceptance(0.85, later=0.6)
@@ -226,7 +224,7 @@ class DraftPolicy:
 
     def _depth(self, name: str) -> int:
         """Most tokens model source ``name`` drafts per step: its drafter's ``depth``, else ``n_mtp``
-        (the MTP head, whose acceptance falls with depth, notes §2.2)."""
+        (the MTP head, whose acceptance falls with depth: spec/limits.py)."""
         return getattr(self.model[name], "depth", self.config.n_mtp)
 
     # -- learning from the outcome --------------------------------------------------------------------
@@ -245,11 +243,9 @@ class DraftPolicy:
         """A step without ``t``'s draft emitted ``emitted``: compare them with the next tokens of the
         undrafted candidate being followed (:meth:`DraftAcceptance.follow`). Over the following steps
         this shows how many of its tokens a draft would have got accepted, at no cost, so the rate of
-        the later positions is learnt while the policy does not draft them. Without it that rate only
-        moved when a draft was made, and a draft was only made when that rate was high: on extractive
-        Alice (6k tokens) the answer copied the document for 60 steps with the first position's rate
-        at 1.0 and the later positions' stuck at 0.73, and no draft was made (0.83x window 16,
-        bench/results/windows.md). Position 0 is left to _check_shadow, which checks every step's
+        the later positions is learnt while the policy does not draft them (without it that rate
+        only moved when a draft was made, and a draft was only made when it was high:
+        bench/results/draft-policy.md). Position 0 is left to _check_shadow, which checks every step's
         candidate."""
         if t.follow is None:
             return

@@ -274,8 +274,8 @@ def _emit(
 def _roll_back(ctx: Context, seq_id: int, n_keep: int) -> bool:
     """Remove cells at positions >= n_keep; True if the sequence now ends at n_keep - 1.
 
-    ``seq_rm`` can return True and still leave the wrong state (a sliding-window cache, notes §5),
+    ``seq_rm`` can return True and still leave the wrong state (a sliding-window cache truncated below its window),
     so the position range is checked too. A recurrent state refuses rollbacks deeper than
-    ``n_rs_seq`` (notes §6); then the caller rebuilds the sequence.
+    ``n_rs_seq``; then the caller rebuilds the sequence.
     """
     return ctx.seq_rm(seq_id, n_keep) and ctx.pos_max(seq_id) == n_keep - 1

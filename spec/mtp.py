@@ -1,7 +1,7 @@
 """MTP drafting: the model's own multi-token-prediction (nextn) head in a second llama_context.
 
-Follows llama.cpp's ``common_speculative`` MTP driver (common/speculative.cpp; notes §2.2). The MTP
-context holds KV for the nextn layer only. Its entry at position ``p`` pairs the token ``x_p`` with
+Follows llama.cpp's MTP driver (common/speculative.cpp ``common_speculative_impl_draft_mtp``). The
+MTP context holds KV for the nextn layer only. Its entry at position ``p`` pairs the token ``x_p`` with
 the target's hidden state ``h_{p-1}`` and predicts ``x_{p+1}``; chaining its own output state drafts
 further tokens with the same head.
 

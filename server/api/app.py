@@ -138,7 +138,10 @@ def open_store(data_dir: Path, database_url: str | None = None, sweep: bool = Tr
     if swept.dirs or swept.tmp_files:
         log.warning(
             "start-up sweep freed %d bytes: %d directories without a row (%s), %d temp files (%s)",
-            swept.bytes_freed, len(swept.dirs), ", ".join(swept.dirs), len(swept.tmp_files),
+            swept.bytes_freed,
+            len(swept.dirs),
+            ", ".join(swept.dirs),
+            len(swept.tmp_files),
             ", ".join(str(p) for p in swept.tmp_files),
-        )  # fmt: skip
+        )
     return store

@@ -110,8 +110,14 @@ def _source(store: DocStore, doc: DocRecord, unit: collection_index.Unit, score:
         if unit.segment is None:
             text = store.read_text(doc.id)
             first = text.first_page
-            where = {"index": 0, "pages": [first, first + text.pages - 1], "part": 1, "parts": 1,
-                     "chars": [0, len(text.text)], "label": doc.name}  # fmt: skip
+            where = {
+                "index": 0,
+                "pages": [first, first + text.pages - 1],
+                "part": 1,
+                "parts": 1,
+                "chars": [0, len(text.text)],
+                "label": doc.name,
+            }
             return Source(doc.id, None, doc.tokens, {**where, **named}, score, named)
         parts = store.read_segments(doc.id) or []
         segment = parts[unit.segment]

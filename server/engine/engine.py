@@ -161,8 +161,9 @@ class Engine:
         self.admission = Admission(self.store, self.docs, self.runner, loaded, self.deleted, self.submit_ingest)
         self.citations = Citations(self.store, loaded.model, loaded.layout)
         self.finisher = Finisher(self.citations, self.histories, self.docs, self.replica, self.observer, self.traffic)
-        self.ingest = Ingestions(self.store, self.docs, self.progress, self.deleted, self.scheduler.ingest_seq,
-                                 self.submit_ingest)  # fmt: skip
+        self.ingest = Ingestions(
+            self.store, self.docs, self.progress, self.deleted, self.scheduler.ingest_seq, self.submit_ingest
+        )
 
     def _pull(self, block: bool, timeout: float | None = None) -> bool:
         """Move submitted jobs to the scheduler; wait for one (at most ``timeout`` s) if ``block``.

@@ -79,11 +79,14 @@ def _load(s: Settings, path: Path, doc_seq: int) -> Loaded:
         log.warning(
             "DOCQA_N_CTX %d is more than %s was trained for (%d tokens): answers about text past that length "
             "may degrade; DOCQA_N_CTX=%d is the most it supports as trained",
-            s.n_ctx, path.name, model.n_ctx_train, model.n_ctx_train,
-        )  # fmt: skip
+            s.n_ctx,
+            path.name,
+            model.n_ctx_train,
+            model.n_ctx_train,
+        )
     config = context_config(s, model.is_recurrent)
     ctx = Context(model, config)
-    # The effective n_rs_seq: some architectures clamp it to 0 (notes §5).
+    # The effective n_rs_seq: llama.cpp clamps it to 0 on architectures without recurrent rollback (qwen3next).
     max_window = ctx.n_rs_seq if model.is_recurrent else MAX_WINDOW
     max_rows = config.n_batch
     if s.batch_invariant and not rows_agree(
@@ -95,22 +98,29 @@ def _load(s: Settings, path: Path, doc_seq: int) -> Loaded:
             "DOCQA_BATCH_INVARIANT: a row's logits differ between calls of 1 and of 8+ rows in this process "
             "(%s=0 was set too late, or this llama.cpp has another kernel switch); decode calls are capped "
             "at %d rows and the draft window at %d, which costs speed",
-            TILED_ENV, INVARIANT_MAX_ROWS, INVARIANT_MAX_ROWS - 1,
-        )  # fmt: skip
+            TILED_ENV,
+            INVARIANT_MAX_ROWS,
+            INVARIANT_MAX_ROWS - 1,
+        )
         max_rows = min(max_rows, INVARIANT_MAX_ROWS)
         max_window = min(max_window, INVARIANT_MAX_ROWS - 1)
     mtp_ctx = None
     if model.mtp_loaded:
         mtp_ctx = Context(model, replace(config, mtp=True, n_rs_seq=0))
-        ctx.export_hidden(masked=False)  # the target's h for every row feeds the MTP head (notes §2.2)
+        ctx.export_hidden(masked=False)  # the target's h for every row feeds the MTP head
         mtp_ctx.export_hidden(masked=True)  # the MTP's own h of its output rows chains its drafts
     companions = NONE
     if s.draft_model_path is not None:
         try:
             draft = DraftModel.load(
-                s.draft_model_path, model, config, doc_seq, s.draft_model_tokens,
-                n_gpu_layers=s.n_gpu_layers, extra_bufts=s.extra_bufts,
-            )  # fmt: skip
+                s.draft_model_path,
+                model,
+                config,
+                doc_seq,
+                s.draft_model_tokens,
+                n_gpu_layers=s.n_gpu_layers,
+                extra_bufts=s.extra_bufts,
+            )
         except DraftModelError as exc:
             ctx.close()
             model.close()

@@ -1,11 +1,11 @@
 """The decode calls of the running batch: one ``llama_decode`` per step over every running sequence.
 
 Each step, every running question adds its verify rows ``[last, *draft]`` to one batch (per-row
-seq ids; notes §4.1), and reads its own slice of the logits. With an MTP head, the drafts of several
+seq ids, logits on every row), and reads its own slice of the logits. With an MTP head, the drafts of several
 questions come from one MTP decode per depth, and their catch-up after the verify call from one MTP
 decode (spec/mtp.py ``draft_many`` / ``process_many``): n_mtp + 1 MTP calls per step instead of
 (n_mtp + 1) x questions. A question's sequence shares the document prefix by ``seq_cp`` (unified KV;
-a recurrent state is shared copy-on-write, notes §6). Engine thread only.
+a recurrent state is shared copy-on-write). Engine thread only.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ class Runner:
         return self.ctx.prefill(tokens, seq.n_prefix, seq_id=seq.seq_id, should_stop=should_stop, on_chunk=on_chunk)
 
     def rebuild(self, seq: Sequence) -> None:
-        """A rollback failed (a recurrent state refuses rollbacks past n_rs_seq, notes §6): share the
+        """A rollback failed (a recurrent state refuses rollbacks past n_rs_seq): share the
         prefix again and decode the question and the answer so far. Raises RollbackFailed unless the
         sequence then ends exactly where the answer expects it (``n_past - 1``)."""
         log.warning("rollback failed on %s (seq %d); rebuilding it from the prefix", seq.job.doc_id, seq.seq_id)

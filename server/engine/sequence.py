@@ -59,8 +59,15 @@ def open_sequence(
         history = HistoryDrafter(hot.history, model.piece, model.unspaced, earlier=job.earlier)
     drafters = {"lookup": lookup, "history": history, "mtp": mtp, **(others or {})}
     run = AnswerRun(
-        loaded.ctx, model, {n: d for n, d in drafters.items() if d is not None},
-        len(hot.prefix) + len(job.suffix), stats, job.t_start, seq_id, loaded.max_window, loaded.costs,
+        loaded.ctx,
+        model,
+        {n: d for n, d in drafters.items() if d is not None},
+        len(hot.prefix) + len(job.suffix),
+        stats,
+        job.t_start,
+        seq_id,
+        loaded.max_window,
+        loaded.costs,
         job.cancelled.is_set,
-    )  # fmt: skip
+    )
     return Sequence(job, seq_id, hot, len(hot.prefix), job.suffix, lookup, mtp, Answer(run, job.params), cells)

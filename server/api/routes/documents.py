@@ -68,11 +68,17 @@ def _segments(doc: DocRecord, engine: Engine | None) -> list[SegmentPublic] | No
     n, by_pages = len(segments), segmented.paged(doc)
     return [
         SegmentPublic(
-            index=s.index, pages=s.pages, start=s.start, end=s.end, tokens=s.n_tokens, part=s.index + 1, parts=n,
+            index=s.index,
+            pages=s.pages,
+            start=s.start,
+            end=s.end,
+            tokens=s.n_tokens,
+            part=s.index + 1,
+            parts=n,
             label=segmented.label(s, n, by_pages),
         )
         for s in segments
-    ]  # fmt: skip
+    ]
 
 
 @router.post("/documents", status_code=202, response_model=DocumentCreated)
@@ -104,10 +110,15 @@ async def upload(
             return writes.store_new(store, data, digest, name, prepared)  # False: the same bytes came meanwhile
 
         doc, _, created = await uploads.run(
-            engine, store, settings, request.app.state.snapshot_bytes,
-            lambda cap: slot.extract(data, password or None, cut, cap), len(data), store_doc,
+            engine,
+            store,
+            settings,
+            request.app.state.snapshot_bytes,
+            lambda cap: slot.extract(data, password or None, cut, cap),
+            len(data),
+            store_doc,
             replaces=known.id if known is not None else None,
-        )  # fmt: skip
+        )
     if not created:
         response.status_code = 200
     return DocumentCreated(id=doc.id, name=doc.name, status=doc.status)

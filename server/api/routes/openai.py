@@ -70,9 +70,12 @@ COLLECTION = "collection:"
 
 def _collection_card(found: CollectionRecord, docs: list[DocRecord]) -> ModelCard:
     return ModelCard(
-        id=f"{COLLECTION}{found.id}", created=int(found.created_at), name=found.name,
-        status=collection.status(docs), documents=[d.id for d in docs],
-    )  # fmt: skip
+        id=f"{COLLECTION}{found.id}",
+        created=int(found.created_at),
+        name=found.name,
+        status=collection.status(docs),
+        documents=[d.id for d in docs],
+    )
 
 
 @router.get("/models", response_model=ModelList)
