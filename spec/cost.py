@@ -1,7 +1,8 @@
 """What a verify step costs, and the draft plan that maximises expected tokens per unit of time.
 
 Costs are measured on the running hardware at start-up (:func:`calibrate`): the time of one target
-decode with 1..17 rows, and of one MTP draft step. On a CPU 17 rows cost ~8x one row; on a GPU
+decode with 1..17 rows, and of one draft step of each model source that can be timed alone (the MTP
+head). On a CPU 17 rows cost ~8x one row; on a GPU
 nearly the same as one row, so the best window differs by two orders of magnitude in cost.
 
 Acceptance model (after Leviathan et al. 2023, §3.5, which takes one i.i.d. rate ``a``, so that a
@@ -17,7 +18,8 @@ from __future__ import annotations
 import bisect
 import statistics
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,10 +30,10 @@ from spec.limits import MAX_ROWS, MAX_WINDOW
 @dataclass(frozen=True, slots=True)
 class StepCosts:
     """verify[k]: seconds of a verify call with k draft tokens (k + 1 rows), k = 0..16;
-    mtp: seconds of one MTP draft step (0 without MTP)."""
+    draft_steps: seconds of one draft step of a model source, by name (those measured)."""
 
     verify: tuple[float, ...]
-    mtp: float = 0.0
+    draft_steps: Mapping[str, float] = field(default_factory=dict)
 
     def rows(self, n: int) -> float:
         """Seconds of one decode call with ``n`` rows in all (any sequences): measured up to 17 rows,
@@ -53,18 +55,22 @@ class StepCosts:
     @classmethod
     def cpu_default(cls) -> StepCosts:
         """Relative costs measured on a 2-core CPU with Gemma 3 270M (bench/results/spec_costs.json),
-        used until a context is calibrated."""
+        used until a context is calibrated; an MTP step at half a one-row call."""
         ratios = {0: 1.0, 1: 1.76, 2: 2.19, 4: 3.65, 8: 5.08, MAX_WINDOW: 7.8}
-        return cls(tuple(float(np.interp(k, list(ratios), list(ratios.values()))) for k in range(MAX_ROWS)), 0.5)
+        verify = tuple(float(np.interp(k, list(ratios), list(ratios.values()))) for k in range(MAX_ROWS))
+        return cls(verify, {"mtp": 0.5})
 
 
 CALIBRATED_WINDOWS = (0, 1, 2, 4, 8, MAX_WINDOW)
 
 
-def calibrate(ctx: Context, token: int, mtp_step=None, repeats: int = 1) -> StepCosts:
+def calibrate(
+    ctx: Context, token: int, draft_steps: Mapping[str, Callable[[], None]] | None = None, repeats: int = 1
+) -> StepCosts:
     """Time verify calls of 1, 2, 3, 5, 9 and 17 rows on sequence 0 from position 0 (removed
-    afterwards; the sequence must be empty) and, if given, one MTP draft step (``mtp_step()``);
-    other window sizes are interpolated. About 0.5 s on a 2-core CPU with the embedded model."""
+    afterwards; the sequence must be empty) and one draft step of each model source in
+    ``draft_steps`` (name -> a function that makes one); other window sizes are interpolated. About
+    0.5 s on a 2-core CPU with the embedded model."""
     ctx.decode([token], 0, outputs="all")  # warm-up: first-call allocations
     ctx.seq_rm(0, 0)
     measured = []
@@ -79,16 +85,16 @@ def calibrate(ctx: Context, token: int, mtp_step=None, repeats: int = 1) -> Step
         measured.append(statistics.median(times))
     measured = list(np.maximum.accumulate(measured))  # more rows never cost less; smooth timer noise
     verify = tuple(float(np.interp(k, CALIBRATED_WINDOWS, measured)) for k in range(MAX_ROWS))
-    mtp = 0.0
-    if mtp_step is not None:
-        mtp_step()  # warm-up
+    steps = {}
+    for name, step in (draft_steps or {}).items():
+        step()  # warm-up
         times = []
         for _ in range(max(repeats, 3)):
             t0 = time.perf_counter()
-            mtp_step()
+            step()
             times.append(time.perf_counter() - t0)
-        mtp = statistics.median(times)
-    return StepCosts(verify, mtp)
+        steps[name] = statistics.median(times)
+    return StepCosts(verify, steps)
 
 
 class CostModel:
@@ -119,19 +125,14 @@ class CostModel:
         self._shape: dict[int, float] = {1: 1.0}
         self._observed: list[int] = [1]  # the keys of _shape, sorted
 
-    @property
-    def mtp(self) -> float:
-        """Seconds of one MTP draft step (the seed's measurement)."""
-        return self.seed.mtp
-
     def draft_step(self, source: str) -> float:
         """Seconds one drafted token of model source ``source`` costs one sequence: learnt from its
-        draft calls (:meth:`observe_draft`); before any, the calibration's MTP step for ``mtp``, and
-        one target row for another source (a separate draft model is smaller than its target, so that
-        is a price it beats; its first real calls correct it)."""
+        draft calls (:meth:`observe_draft`); before any, the calibration's step of that source, else
+        one target row (a separate draft model is smaller than its target, so that is a price it
+        beats; its first real calls correct it)."""
         if source in self._draft:
             return self._draft[source]
-        return self.seed.mtp if source == "mtp" and self.seed.mtp > 0 else self.rows(1)
+        return self.seed.draft_steps.get(source) or self.rows(1)
 
     def observe_draft(self, source: str, seconds: float, depth: int, n_seqs: int) -> None:
         """A draft call of ``source`` made ``depth`` tokens for each of ``n_seqs`` sequences in ``seconds``

@@ -42,7 +42,6 @@ class AnswerParams:
     window: int | None  # draft tokens per verify step; None = adaptive; 0 = no speculation
     stops: tuple[str, ...] | None = None  # None: the prompt layout's default stop strings
     sources: tuple[str, ...] = NAMES  # drafters allowed to fill the window
-    n_mtp: int = 2  # MTP draft tokens per step
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -121,7 +120,7 @@ class Answer:
         self.sampler = Sampler(params.sampling)
         self.stream = TextStream(params.stops or ())
         self.guard = RepetitionGuard(run.lookup.index if run.lookup is not None else None)
-        config = DraftConfig(params.window, params.sources, params.n_mtp)
+        config = DraftConfig(params.window, params.sources)
         self.policy = DraftPolicy(config, run.drafters, run.costs)
         self.output_ids: list[int] = []  # emitted tokens; the newest is ``last``
         self.n_past = run.n_past
@@ -149,6 +148,10 @@ class Answer:
     def last(self) -> int:
         """The newest emitted token: the first row of the next verify step, at ``n_past``."""
         return self.output_ids[-1]
+
+    drafters = property(lambda self: self.run.drafters, doc="This sequence's drafter of each source, by name.")
+    stats = property(lambda self: self.run.stats, doc="The answer's stats (final after :meth:`close`).")
+    costs = property(lambda self: self.policy.costs, doc="The step costs its policy prices drafts with.")
 
     def plan(self, load: int = 1) -> Plan:
         """Decide the next step's draft (``load``: sequences sharing the decode call); the drafters

@@ -128,7 +128,7 @@ def generate(
             if (mtp := run.drafters.get("mtp")) is not None:
                 mtp.process(rows, pos)
             step = answer.accept(ctx.logits())
-            answer.policy.costs.observe(len(rows), time.perf_counter() - t0)  # as server/engine/runner.py does
+            answer.costs.observe(len(rows), time.perf_counter() - t0)  # as server/engine/runner.py does
             yield from step.events
             if step.rebuild:
                 if rebuild is None:
@@ -171,7 +171,7 @@ class TinyMtp:
             self.d.logits()[0].argmax()
             self.d.seq_rm(0, 0)
 
-        self.costs = calibrate(self.t, 0, mtp_step, repeats=3)  # as the engine does at start-up
+        self.costs = calibrate(self.t, 0, {"mtp": mtp_step}, repeats=3)  # as the engine does at start-up
 
     def start(self, prompt: np.ndarray) -> None:
         self.t.clear()
@@ -207,6 +207,7 @@ class TinyMtp:
         costs=None,
     ):
         self.start(prompt)
+        self.mtp.depth = min(3, window or 2)
         lookup = LookupDrafter(NgramIndex(prompt, 2, 4), self.model.piece, self.model.unspaced)
         stats = AnswerStats()
         run = AnswerRun(
@@ -224,7 +225,6 @@ class TinyMtp:
             sampling=SamplingParams(temperature=temperature, seed=seed),
             window=window,
             sources=sources,
-            n_mtp=min(3, window or 2),
         )
         out = [t for event in generate(run, params, rebuild) for t in event.token_ids]
         return out, stats

@@ -31,10 +31,10 @@ from server.config.settings import Settings
 from server.engine.engine import Engine
 from server.engine.events import FINAL, AnswerStream, Event, EventKind
 from server.engine.jobs import AnswerJob
+from spec import sources
 from spec.limits import MAX_WINDOW
 from spec.loop import AnswerParams
 from spec.sampling import SamplingParams
-from spec.sources import NAMES
 from store.collection_index import MemberDamaged
 from store.docstore import FAILED, INGESTING, DocRecord, DocStore
 
@@ -60,8 +60,7 @@ def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_a
             sampling=sampling,
             window=window,
             stops=tuple(req.stop) if req.stop is not None else layout_stops,
-            sources=NAMES if req.draft_source in ("all", "both") else (req.draft_source,),
-            n_mtp=settings.mtp_draft_tokens,
+            sources=sources.NAMES if req.draft_source in ("all", "both") else (req.draft_source,),
         )
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from exc

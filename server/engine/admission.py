@@ -61,9 +61,8 @@ class Admission:
                 f"the question is {len(job.suffix)} tokens; with the document ({len(hot.prefix)} tokens) that "
                 f"exceeds n_ctx {n_ctx}"
             )
-        mtp = self.runner.share_prefix(seq_id, hot)
-        companions = self.runner.companions.share(job.key, seq_id, len(hot.prefix))
-        seq = open_sequence(job, hot, seq_id, self.loaded, mtp, cells, companions)
+        shared = self.runner.share_prefix(seq_id, job.key, len(hot.prefix))
+        seq = open_sequence(job, hot, seq_id, self.loaded, cells, shared)
         seq.n_running = n_running  # the concurrency it was admitted into (server/engine/traffic.py)
         seq.document_state = source
         return seq

@@ -18,6 +18,7 @@ import queue
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ingest.errors import StorageError
 from server.config import errors
@@ -28,7 +29,7 @@ from server.engine.events import EventKind
 from server.engine.finish import Finisher, Observer
 from server.engine.history import AnswerHistories
 from server.engine.hot import HotDocs
-from server.engine.ingestion import Ingestions, resume_interrupted
+from server.engine.ingestion import Ingestions, keep_disk_budget, resume_interrupted
 from server.engine.jobs import AnswerJob, Deleted, IngestJob, Job, ingest_jobs
 from server.engine.loading import Loaded, load
 from server.engine.runner import Runner, StepReport
@@ -67,6 +68,7 @@ class Engine:
         self._thread = threading.Thread(target=self._run, name="docqa-engine", daemon=True)
         self._turn = 0  # alternates prefill chunks between questions and the ingestion
         self._closing_at: float | None = None  # monotonic deadline of a graceful shutdown
+        self._disk = ThreadPoolExecutor(1, thread_name_prefix="docqa-disk")  # eviction after an ingestion
         self.scheduler: Scheduler | None = None  # made at load, with the rest (_load)
 
     # -- lifecycle and the calls routes make (thread-safe) -------------------------------------------
@@ -141,6 +143,7 @@ class Engine:
         while self._pull(block=self.scheduler.idle, timeout=self.scheduler.wait_s()):
             self.step()
         self._close_down(force=True)
+        self._disk.shutdown(wait=True)
         self.citations.close()
         self.histories.close()
         self.loaded.close()
@@ -155,15 +158,36 @@ class Engine:
             self.store, s.answer_history, s.answer_history_tokens, s.min_ngram, s.max_ngram
         )
         self.docs = HotDocs(
-            s, self.store, loaded.model, loaded.ctx, loaded.mtp_ctx, DOC_SEQ, self.histories.load, loaded.companions
+            loaded.contexts,
+            self.store,
+            loaded.model,
+            DOC_SEQ,
+            min_ngram=s.min_ngram,
+            max_ngram=s.max_ngram,
+            ram_bytes=s.snapshot_ram_bytes,
+            hot_docs=s.hot_docs,
+            load_history=self.histories.load,
         )
-        self.runner = Runner(loaded.ctx, loaded.mtp_ctx, DOC_SEQ, loaded.max_rows, loaded.costs, loaded.companions)
+        self.runner = Runner(loaded.contexts, DOC_SEQ, loaded.max_rows, loaded.costs)
         self.admission = Admission(self.store, self.docs, self.runner, loaded, self.deleted, self.submit_ingest)
         self.citations = Citations(self.store, loaded.model, loaded.layout)
         self.finisher = Finisher(self.citations, self.histories, self.docs, self.replica, self.observer, self.traffic)
         self.ingest = Ingestions(
-            self.store, self.docs, self.progress, self.deleted, self.scheduler.ingest_seq, self.submit_ingest
+            self.store,
+            self.docs,
+            self.progress,
+            self.deleted,
+            self.scheduler.ingest_seq,
+            self.submit_ingest,
+            self._keep_disk_budget,
+            keep=loaded.model.n_swa == 0 or s.swa_full,
         )
+
+    def _keep_disk_budget(self, doc_id: str) -> None:
+        """``doc_id`` just became ready: keep DOCQA_DISK_BUDGET_BYTES on the disk worker (it reads every
+        row and stats the snapshots, which must not hold up the running answers)."""
+        if self.settings.disk_budget_bytes is not None:
+            self._disk.submit(keep_disk_budget, self.store, self.settings.disk_budget_bytes, doc_id)
 
     def _pull(self, block: bool, timeout: float | None = None) -> bool:
         """Move submitted jobs to the scheduler; wait for one (at most ``timeout`` s) if ``block``.
@@ -196,7 +220,7 @@ class Engine:
         if answering := sched.answering():
             report = self.runner.step(answering)  # one llama_decode for every answering question
             if self.observer is not None:
-                self.observer.observe_step(len(answering), report.mtp_batched)
+                self.observer.observe_step(len(answering), report.model_batched)
             self._postprocess(report)
         self._prefill_next_chunk()
 

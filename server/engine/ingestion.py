@@ -31,7 +31,6 @@ import numpy as np
 from ingest import snapshot
 from ingest.errors import DocumentFilesDamaged, StorageError
 from server.engine.hot import HotDocs
-from spec.mtp import MtpDrafter
 from store import disk
 from store.docstore import FAILED, INGESTING, READY, DocStore
 
@@ -41,7 +40,9 @@ log = logging.getLogger("docqa.engine")
 class Ingestion:
     """Document ``doc_id`` (or its segment ``key``) being prefilled into ``seq_id`` (its own sequence,
     or the document sequence when ingestion cannot run next to the answers). ``counted``: (prefix
-    tokens of the segments before it, of all segments), for the document's progress."""
+    tokens of the segments before it, of all segments), for the document's progress. ``keep``: the
+    prefilled sequence may serve questions as it is (not on a sliding-window cache without
+    ``swa_full``: see :meth:`finish`)."""
 
     def __init__(
         self,
@@ -52,21 +53,18 @@ class Ingestion:
         progress: dict[str, float],
         key: str | None = None,
         counted: tuple[int, int] | None = None,
+        keep: bool = True,
     ):
         self.doc_id, self.prefix, self.seq_id = doc_id, prefix, seq_id
         self.key = key or doc_id
-        self.docs, self.progress = docs, progress
+        self.docs, self.contexts, self.progress, self.keep = docs, docs.contexts, progress, keep
         self.before, self.total = counted or (0, len(prefix))
         self.n_done = 0
         self.missing = False  # finished last, with another segment's snapshot missing (finish())
-        ctx, mtp_ctx = docs.ctx, docs.mtp_ctx
+        self.ready = False  # finish() marked the document ready
         if seq_id == docs.seq_id:
             docs.clear()
-        ctx.seq_rm(seq_id, 0)
-        self.mtp = None
-        if mtp_ctx is not None:
-            mtp_ctx.seq_rm(seq_id, 0)
-            self.mtp = MtpDrafter(ctx, mtp_ctx, seq_id)
+        self.contexts.release(seq_id)
         progress[doc_id] = self.before / max(1, self.total)
 
     @property
@@ -74,13 +72,11 @@ class Ingestion:
         return len(self.prefix)
 
     def step(self, n_max: int) -> bool:
-        """Decode the next chunk of at most ``n_max`` tokens (with the MTP catch-up); True once the
+        """Decode the next chunk of at most ``n_max`` tokens (and the companions'); True once the
         whole prefix is in."""
         chunk = self.prefix[self.n_done : self.n_done + n_max]
-        self.docs.ctx.decode(chunk, self.n_done, seq_id=self.seq_id, outputs="none")
-        if self.mtp is not None:
-            self.mtp.process(chunk, self.n_done)
-        self.docs.companions.prefill(chunk, self.n_done, self.seq_id)
+        self.contexts.target.decode(chunk, self.n_done, seq_id=self.seq_id, outputs="none")
+        self.contexts.companions.prefill(chunk, self.n_done, self.seq_id)
         self.n_done += len(chunk)
         self.progress[self.doc_id] = (self.before + self.n_done) / max(1, self.total)
         return self.n_done >= self.n_tokens
@@ -90,23 +86,20 @@ class Ingestion:
         nothing written) when the document was deleted meanwhile. ``idle``: no question is running, so
         a document prefilled next to the document sequence may move into it (the first question then
         needs no restore). Raises OSError when the snapshot cannot be written."""
-        docs, seq = self.docs, self.seq_id
-        mtp_h = self.mtp.pending_h.copy() if self.mtp is not None else None
+        docs, seq, keep = self.docs, self.seq_id, self.keep
         with store.holding(self.doc_id) as directory:
             if not directory.is_dir():  # deleted: its files went first, and so does its snapshot
                 return False
-            snapshot.save(docs.ctx, seq, self.prefix, store.state_dir(self.key), docs.mtp_ctx, mtp_h)
-            docs.companions.save(seq, self.prefix, store.state_dir(self.key))
-        docs.remember(self.key, self.prefix, *docs.states_for_ram(seq), mtp_h).prefilled = True
+            last_hidden = self.contexts.save(seq, self.prefix, store.state_dir(self.key))
+        docs.remember(self.key, self.prefix, docs.ram_state(seq), last_hidden).prefilled = True
         # A sliding-window cache (without swa_full) still holds every cell the prefill cycled through;
         # shared into a question's sequence by seq_cp, cells of two sequences can never be reused
         # (llama-kv-cache.cpp find_slot), and the window cache fills up. The snapshot holds only the
         # last n_swa cells, so the first question restores it instead.
-        keep = docs.model.n_swa == 0 or docs.settings.swa_full
         if seq == docs.seq_id:
             docs.hold(self.key, self.n_tokens) if keep else docs.hold(None)
             if keep:
-                docs.companions.adopt(self.key, seq)
+                self.contexts.companions.adopt(self.key, seq)
         elif idle and keep:
             docs.adopt(self.key, seq)
         self.release()
@@ -126,18 +119,13 @@ class Ingestion:
             )
             return True
         log.info("ingested %s: %d tokens", self.key, self.n_tokens)
-        if docs.settings.disk_budget_bytes is not None:
-            ingesting = {d.id for d in store.list() if d.status == INGESTING}  # never evicted mid-prefill
-            disk.evict(store, docs.settings.disk_budget_bytes, keep=frozenset({self.doc_id, *ingesting}))
+        self.ready = True
         return True
 
     def release(self) -> None:
         """Free the ingestion's own sequence (the document sequence is left to what it holds)."""
         if self.seq_id != self.docs.seq_id:
-            self.docs.ctx.seq_rm(self.seq_id, 0)
-            if self.docs.mtp_ctx is not None:
-                self.docs.mtp_ctx.seq_rm(self.seq_id, 0)
-            self.docs.companions.release(self.seq_id)
+            self.contexts.release(self.seq_id)
 
     def abandon(self) -> None:
         """Stop without a snapshot (the document was deleted, or the server is stopping)."""
@@ -164,10 +152,14 @@ class Ingestions:
         deleted,
         seq_id: int,
         resubmit: Callable[[str, int], None] = lambda doc_id, n: None,
+        on_ready: Callable[[str], None] = lambda doc_id: None,
+        keep: bool = True,
     ) -> None:
-        """``resubmit(doc_id, tokens)``: queue a document's prefill again (its missing segments)."""
+        """``resubmit(doc_id, tokens)``: queue a document's prefill again (its missing segments);
+        ``on_ready(doc_id)``: a document just became ready (the engine then keeps the disk budget, off
+        this thread); ``keep``: a prefilled sequence may serve questions as it is (Ingestion)."""
         self.store, self.docs, self.progress, self.deleted, self.seq_id = store, docs, progress, deleted, seq_id
-        self.resubmit = resubmit
+        self.resubmit, self.on_ready, self.keep = resubmit, on_ready, keep
 
     def start(self, job, idle: bool) -> Ingestion | None:
         """Begin ``job``'s document; None if there is nothing to prefill (it is gone, no longer
@@ -187,10 +179,10 @@ class Ingestions:
                 self.progress.pop(doc.id, None)
                 self.store.set_status(doc.id, READY)
             return None
-        if idle and docs.n_loaded + job.n_tokens > docs.ctx.n_ctx:
+        if idle and docs.n_loaded + job.n_tokens > docs.contexts.target.n_ctx:
             docs.clear()
         counted = (job.tokens_before, job.tokens_total)
-        return Ingestion(doc.id, prefix, self.seq_id, docs, self.progress, job.key, counted)
+        return Ingestion(doc.id, prefix, self.seq_id, docs, self.progress, job.key, counted, self.keep)
 
     def step(self, work: Ingestion, n_max: int, idle: bool) -> bool:
         """One chunk of ``work``; at its end, its snapshot (or its failure). True once the ingestion is
@@ -202,6 +194,8 @@ class Ingestions:
                 return False
             elif not work.finish(self.store, idle=idle):
                 work.abandon()
+            elif work.ready:
+                self.on_ready(work.doc_id)
             elif work.missing:
                 log.warning(
                     "%s: a segment's snapshot went missing during its ingestion; prefilling it again", work.doc_id
@@ -221,6 +215,17 @@ class Ingestions:
             self.store.set_status(doc_id, FAILED, reason)
         except StorageError as exc:  # still ``ingesting``: the next start prefills it again
             log.error("%s: could not record the failure %r: %s", doc_id, reason, exc)
+
+
+def keep_disk_budget(store: DocStore, budget: int, doc_id: str) -> None:
+    """After ``doc_id`` became ready: evict the least recently used snapshots until the documents fit
+    ``budget`` (store/disk.py ``evict``), never one of a document still being ingested (by any server
+    sharing the store). Run off the engine thread; a failure is logged, never raised."""
+    try:
+        ingesting = {d.id for d in store.list() if d.status == INGESTING}
+        disk.evict(store, budget, keep=frozenset({doc_id, *ingesting}))
+    except Exception:
+        log.exception("keeping DOCQA_DISK_BUDGET_BYTES after %s failed", doc_id)
 
 
 _quiet: dict[str, bool] = {}  # the store's last check failed (its error is then logged once)

@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from server.engine import drafters
 from server.engine.hot import HotDoc
 from server.engine.jobs import AnswerJob
-from spec.history import HistoryDrafter
 from spec.lookup import LookupDrafter
 from spec.loop import Answer, AnswerRun, AnswerStats
-from spec.mtp import MtpDrafter
+from spec.sources import Drafter
 
 #: The sequence that holds the prefix of the document in use (server/engine/hot.py); questions get
 #: sequences 1..n_seq_max, and a parallel ingestion the one after them (server/engine/scheduler.py).
@@ -31,8 +31,6 @@ class Sequence:
     hot: HotDoc  # the document: prefix ids, lookup index, citation index
     n_prefix: int  # the document prefix's tokens, shared from the document sequence
     suffix: np.ndarray  # int32 [n_suffix]: the question's token ids after the prefix (job.suffix)
-    lookup: LookupDrafter
-    mtp: MtpDrafter | None
     answer: Answer
     cells: int  # KV cells reserved beyond the shared prefix (question + answer + a window)
     parts: list[str] = field(default_factory=list)  # the answer's text, as sent
@@ -44,25 +42,28 @@ class Sequence:
     def prefilling(self) -> bool:
         return self.n_prefilled < len(self.suffix)
 
+    @property
+    def lookup(self) -> LookupDrafter:
+        """The prompt-lookup drafter: its accepted copies are the answer's ``lookup`` citations."""
+        return self.answer.drafters["lookup"]
+
 
 def open_sequence(
-    job: AnswerJob, hot: HotDoc, seq_id: int, loaded, mtp: MtpDrafter | None, cells: int, others=None
+    job: AnswerJob, hot: HotDoc, seq_id: int, loaded, cells: int, shared: dict[str, Drafter] | None = None
 ) -> Sequence:
     """The Sequence of question ``job`` in ``seq_id``, which holds ``hot``'s prefix; its suffix is
     still to be prefilled. ``loaded``: the engine's model and contexts (server/engine/loading.py);
-    ``others``: more drafters by source name (the companions', server/engine/companions.py)."""
+    ``shared``: the model sources' drafters, from the companions that shared the prefix
+    (server/engine/runner.py ``Runner.share_prefix``)."""
     model = loaded.model
-    lookup = LookupDrafter(hot.index, model.piece, model.unspaced)
     stats = AnswerStats(prompt_tokens=len(job.suffix), cached_tokens=len(hot.prefix))
-    history = None
-    if hot.history is not None and (len(hot.history) or job.earlier):
-        history = HistoryDrafter(hot.history, model.piece, model.unspaced, earlier=job.earlier)
-    drafters = {"lookup": lookup, "history": history, "mtp": mtp, **(others or {})}
+    made = drafters.for_sequence(job, hot, model, shared or {})
+    n_past = len(hot.prefix) + len(job.suffix)
     run = AnswerRun(
         loaded.ctx,
         model,
-        {n: d for n, d in drafters.items() if d is not None},
-        len(hot.prefix) + len(job.suffix),
+        made,
+        n_past,
         stats,
         job.t_start,
         seq_id,
@@ -70,4 +71,4 @@ def open_sequence(
         loaded.costs,
         job.cancelled.is_set,
     )
-    return Sequence(job, seq_id, hot, len(hot.prefix), job.suffix, lookup, mtp, Answer(run, job.params), cells)
+    return Sequence(job, seq_id, hot, len(hot.prefix), job.suffix, Answer(run, job.params), cells)
