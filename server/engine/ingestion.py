@@ -6,7 +6,7 @@ run; this is the part that needs the model. Between chunks the engine decodes th
 so a long document never stalls their streams (server/engine/engine.py). A document is ``ready`` only once
 its snapshot manifest is on disk, so a crash never leaves a half-written document marked ready; an
 ingestion that is stopped (deleted, server shutdown) leaves no snapshot, and one interrupted by a
-restart is resumed (:func:`resume_interrupted`).
+restart is resumed (server/engine/recovery.py ``resume_interrupted``).
 
 A segmented document (ingest/segments.py) is ingested one segment after another, each as an
 ingestion of its own (one IngestJob per segment, keyed by ingest/segments.key), with its snapshot in
@@ -25,14 +25,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ingest import snapshot
-from ingest.errors import DocumentFilesDamaged, StorageError
+from ingest.errors import DocumentFilesDamaged, PrefixDamaged, StorageError
+from ingest.prompt import PromptLayout
+from server.config import errors
+from server.engine import recovery
+from server.engine.admission import Unusable, deleted
 from server.engine.hot import HotDocs
+from server.engine.jobs import AnswerJob, DocStates
 from store import disk
 from store.docstore import FAILED, INGESTING, READY, DocStore
+from store.repair import repair_prefix
 
 log = logging.getLogger("docqa.engine")
 
@@ -103,7 +110,7 @@ class Ingestion:
         elif idle and keep:
             docs.adopt(self.key, seq)
         self.release()
-        if not complete(store, self.doc_id):
+        if not recovery.complete(store, self.doc_id):
             self.progress[self.doc_id] = (self.before + self.n_done) / max(1, self.total)
             log.info("ingested %s: %d tokens", self.key, self.n_tokens)
             # The last segment, and still not complete: an earlier segment's snapshot went meanwhile
@@ -135,31 +142,34 @@ class Ingestion:
         self.release()
 
 
-def complete(store: DocStore, doc_id: str) -> bool:
-    """Every snapshot the document needs is on disk: its own, or each of its segments'."""
-    return all(snapshot.describes(store.state_dir(k), store.read_prefix(k)) for k in store.keys(doc_id))
-
-
 class Ingestions:
     """The engine's ingestions: they start in ``seq_id`` (the scheduler's ingest sequence), one at a
-    time in the scheduler's ingest slot, a chunk per engine step."""
+    time in the scheduler's ingest slot, a chunk per engine step. They own what changes a document's
+    row and files on the engine thread: its status, its snapshot under its file lock, the prefill
+    queued again, and the repairs of what admission found unusable (:meth:`recover`)."""
 
     def __init__(
         self,
         store: DocStore,
         docs: HotDocs,
         progress: dict[str, float],
-        deleted,
+        states: DocStates,
         seq_id: int,
         resubmit: Callable[[str, int], None] = lambda doc_id, n: None,
-        on_ready: Callable[[str], None] = lambda doc_id: None,
+        disk_budget: int | None = None,
         keep: bool = True,
+        layout: PromptLayout | None = None,
     ) -> None:
-        """``resubmit(doc_id, tokens)``: queue a document's prefill again (its missing segments);
-        ``on_ready(doc_id)``: a document just became ready (the engine then keeps the disk budget, off
-        this thread); ``keep``: a prefilled sequence may serve questions as it is (Ingestion)."""
-        self.store, self.docs, self.progress, self.deleted, self.seq_id = store, docs, progress, deleted, seq_id
-        self.resubmit, self.on_ready, self.keep = resubmit, on_ready, keep
+        """``states``: what the engine knows of each document, kept here as ingestions end;
+        ``resubmit(doc_id, tokens)``: queue a document's prefill again (its missing segments);
+        ``disk_budget``: DOCQA_DISK_BUDGET_BYTES, kept after each document that becomes ready, on a
+        worker thread of its own (server/engine/recovery.py ``keep_disk_budget``: it reads every row
+        and stats the snapshots, which must not hold up the running answers); ``keep``: a prefilled
+        sequence may serve questions as it is (Ingestion); ``layout``: the prompt layout a damaged
+        prefix is made again with."""
+        self.store, self.docs, self.progress, self.states, self.seq_id = store, docs, progress, states, seq_id
+        self.resubmit, self.disk_budget, self.keep, self.layout = resubmit, disk_budget, keep, layout
+        self._disk = ThreadPoolExecutor(1, thread_name_prefix="docqa-disk")
 
     def start(self, job, idle: bool) -> Ingestion | None:
         """Begin ``job``'s document; None if there is nothing to prefill (it is gone, no longer
@@ -167,6 +177,10 @@ class Ingestions:
         document sequence is emptied when the new document needs its room."""
         doc = self.store.get(job.doc_id)
         if doc is None or doc.status != INGESTING:
+            if doc is None:
+                self.states.mark(job.doc_id, DocStates.DELETED)
+            elif doc.status == READY:
+                self.states.ready(doc.id)  # the last of its segments made it ready meanwhile
             return None
         docs = self.docs
         try:
@@ -175,9 +189,10 @@ class Ingestions:
             self._fail(doc.id, f"{exc}; {exc.action.format(id=doc.id)}")
             return None
         if job.key != doc.id and snapshot.describes(self.store.state_dir(job.key), prefix):
-            if complete(self.store, doc.id):  # the segment was kept; the last one makes the document ready
+            if recovery.complete(self.store, doc.id):  # the segment was kept; the last one makes the document ready
                 self.progress.pop(doc.id, None)
                 self.store.set_status(doc.id, READY)
+                self.states.ready(doc.id)
             return None
         if idle and docs.n_loaded + job.n_tokens > docs.contexts.target.n_ctx:
             docs.clear()
@@ -188,14 +203,16 @@ class Ingestions:
         """One chunk of ``work``; at its end, its snapshot (or its failure). True once the ingestion is
         over (done, failed or abandoned) and leaves the ingest slot. ``idle``: no question is running."""
         try:
-            if work.doc_id in self.deleted:
+            if self.states.get(work.doc_id) == DocStates.DELETED:
                 work.abandon()
             elif not work.step(n_max):
                 return False
             elif not work.finish(self.store, idle=idle):
                 work.abandon()
             elif work.ready:
-                self.on_ready(work.doc_id)
+                self.states.ready(work.doc_id)
+                if self.disk_budget is not None:
+                    self._disk.submit(recovery.keep_disk_budget, self.store, self.disk_budget, work.doc_id)
             elif work.missing:
                 log.warning(
                     "%s: a segment's snapshot went missing during its ingestion; prefilling it again", work.doc_id
@@ -210,63 +227,51 @@ class Ingestions:
             self._fail(work.doc_id, f"prefill failed ({type(exc).__name__}); see the server log")
         return True
 
+    def recover(self, job: AnswerJob, why: Unusable, repaired: bool = False) -> errors.ApiError | None:
+        """Repair or rebuild what admission found unusable for ``job`` (``repaired``: the prefix was
+        repaired for it already). A damaged ``prefix.npy`` is laid out and tokenized again from the
+        stored text (store/repair.py ``repair_prefix``): None, admit the question again. A snapshot that
+        cannot be used is removed and the document prefilled again (its complete segments are kept):
+        the error its client gets (SnapshotRebuilding: retry soon)."""
+        cause, doc_id = why.cause, job.doc_id
+        if isinstance(cause, PrefixDamaged):
+            if repaired:
+                return errors.damaged(cause, doc_id)
+            log.warning("%s: %s; rebuilding it from the stored text", job.key, cause)
+            try:
+                text = self.store.read_text(doc_id).text
+                if job.segment is not None:
+                    segment = self.store.read_segments(doc_id)[job.segment]
+                    text = text[segment.start : segment.end]
+                repair_prefix(self.store.state_dir(job.key), text, self.layout, self.docs.model, job.n_prefix)
+            except DocumentFilesDamaged as exc:
+                return errors.damaged(exc, doc_id)
+            return None
+        reason = getattr(cause, "reason", None) or str(cause)
+        if isinstance(cause, snapshot.SnapshotDamaged):
+            log.warning("%s: the saved state is damaged (%s); prefilling it again", job.key, reason)
+            how = f"was damaged ({reason})"
+        elif isinstance(cause, snapshot.SnapshotRefused):
+            log.warning("%s: llama.cpp refused the saved state (%s); prefilling it again", job.key, reason)
+            how = f"was refused by llama.cpp ({reason})"
+        else:
+            how = "was missing"
+        doc = self.store.get(doc_id)
+        if doc is None:
+            return deleted(doc_id)
+        with self.store.holding(doc.id):
+            snapshot.remove(self.store.state_dir(job.key))
+        self.store.set_status(doc.id, INGESTING)
+        self.resubmit(doc.id, doc.tokens)
+        return errors.SnapshotRebuilding(f"document {doc.id}'s saved state {how}; it is prefilled again, retry soon")
+
+    def close(self) -> None:
+        """Wait for the disk worker."""
+        self._disk.shutdown(wait=True)
+
     def _fail(self, doc_id: str, reason: str) -> None:
+        self.states.mark(doc_id, DocStates.FAILED)
         try:
             self.store.set_status(doc_id, FAILED, reason)
         except StorageError as exc:  # still ``ingesting``: the next start prefills it again
             log.error("%s: could not record the failure %r: %s", doc_id, reason, exc)
-
-
-def keep_disk_budget(store: DocStore, budget: int, doc_id: str) -> None:
-    """After ``doc_id`` became ready: evict the least recently used snapshots until the documents fit
-    ``budget`` (store/disk.py ``evict``), never one of a document still being ingested (by any server
-    sharing the store). Run off the engine thread; a failure is logged, never raised."""
-    try:
-        ingesting = {d.id for d in store.list() if d.status == INGESTING}
-        disk.evict(store, budget, keep=frozenset({doc_id, *ingesting}))
-    except Exception:
-        log.exception("keeping DOCQA_DISK_BUDGET_BYTES after %s failed", doc_id)
-
-
-_quiet: dict[str, bool] = {}  # the store's last check failed (its error is then logged once)
-
-
-def resume_interrupted(
-    store: DocStore, submit: Callable[[str, int], None], skip: Callable[[str], bool] = lambda doc_id: False
-) -> None:
-    """After a restart, and now and then (server/engine/lease.py): mark ready the documents whose
-    snapshot was complete (ready could not be recorded), re-queue those that were mid-ingestion, or
-    fail them with a reason; ``skip(doc_id)``: one whose prefill is queued or running here. Servers
-    sharing the database (``store.owner``) take only the ingestions whose owner's lease ran out (it
-    died): the others are still being prefilled by a live server."""
-    try:
-        if store.owner:
-            interrupted = store.claim_stale(store.owner, store.lease_s)
-        else:
-            interrupted = [doc for doc in store.list() if doc.status == INGESTING]
-    except StorageError as exc:  # the periodic check meets the outage every time: once in the log is enough
-        (log.error if not _quiet.get("store") else log.debug)("could not look for interrupted ingestions: %s", exc)
-        _quiet["store"] = True
-        return
-    _quiet["store"] = False
-    for doc in interrupted:
-        if skip(doc.id):
-            continue
-        try:
-            keys = store.keys(doc.id)
-            if not all((store.state_dir(k) / "prefix.npy").is_file() for k in keys):
-                store.set_status(doc.id, FAILED, "the server stopped before the upload was stored; upload again")
-            elif complete(store, doc.id):
-                log.info("%s: its snapshot is complete; marked ready", doc.id)
-                store.set_status(doc.id, READY)
-            else:
-                log.info("resuming ingestion of %s", doc.id)
-                submit(doc.id, doc.tokens)
-        except StorageError as exc:  # a locked or full database: it stays as it is until the next start
-            log.error("%s: could not record its state at start-up: %s", doc.id, exc)
-        except DocumentFilesDamaged as exc:  # never a crash at start-up over one document's files
-            log.error("%s: %s; marked failed", doc.id, exc)
-            try:
-                store.set_status(doc.id, FAILED, f"{exc}; {exc.action.format(id=doc.id)}")
-            except StorageError:
-                pass

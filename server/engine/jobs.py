@@ -9,7 +9,6 @@ import asyncio
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -112,3 +111,31 @@ class Deleted:
         with self._lock:
             ids, self._ids = self._ids, set()
         return ids
+
+
+class DocStates:
+    """What the engine knows of each document from the signals it receives, in the order they come:
+    deleted (``Engine.forget``: a DELETE, or a re-ingest dropping the old state), queued for prefill
+    (``Engine.submit_ingest``), failed here, or ready again (its ingestion ended here). A document it
+    has had no word of is as its row was when the route read it. Admission reads it instead of the
+    row (server/engine/admission.py). Thread-safe."""
+
+    DELETED, INGESTING, FAILED = "deleted", "ingesting", "failed"
+
+    def __init__(self) -> None:
+        self._states: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def mark(self, doc_id: str, state: str) -> None:
+        with self._lock:
+            self._states[doc_id] = state
+
+    def ready(self, doc_id: str) -> None:
+        """Its ingestion ended and it is ready (nothing to say of it any more), unless it was deleted."""
+        with self._lock:
+            if self._states.get(doc_id) != self.DELETED:
+                self._states.pop(doc_id, None)
+
+    def get(self, doc_id: str) -> str | None:
+        with self._lock:
+            return self._states.get(doc_id)

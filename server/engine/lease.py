@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 
 from ingest.errors import StorageError
-from server.engine.ingestion import resume_interrupted
+from server.engine.recovery import resume_interrupted
 from store.docstore import DocStore
 
 log = logging.getLogger("docqa.lease")
