@@ -29,7 +29,7 @@ from server.config.errors import (
 )
 from server.config.settings import Settings
 from server.engine.engine import Engine
-from server.engine.events import FINAL, AnswerStream, Event, EventKind
+from server.engine.events import FINAL, Answers, AnswerStream, Citations, Done, Event, Failed, Heartbeat, Stats, Token
 from server.engine.jobs import AnswerJob
 from spec import sources
 from spec.limits import MAX_WINDOW
@@ -190,19 +190,19 @@ async def collect(stream: AnswerStream, request: Request) -> Collected:
     watcher = asyncio.create_task(cancel_on_disconnect(request, stream))
     try:
         while True:
-            event = await stream.events.get()
-            if event.kind is EventKind.TOKEN:
-                parts.append(event.data["text"])
-            elif event.kind is EventKind.CITATIONS:
-                citations = [CitationPublic(**c) for c in event.data["citations"]]
-            elif event.kind is EventKind.ANSWERS:
-                answers = [SegmentAnswerPublic(**a) for a in event.data["answers"]]
-            elif event.kind is EventKind.STATS:
-                stats = AnswerStatsPublic(**event.data)
-            elif event.kind is EventKind.ERROR:
-                raise event.data
-            elif event.kind is EventKind.DONE:
-                break
+            match await stream.events.get():
+                case Token(text=text):
+                    parts.append(text)
+                case Citations(citations=cited):
+                    citations = [CitationPublic(**c) for c in cited]
+                case Answers(answers=each):
+                    answers = [SegmentAnswerPublic(**a) for a in each]
+                case Stats(values=values):
+                    stats = AnswerStatsPublic(**values)
+                case Failed(error=error):
+                    raise error
+                case Done():
+                    break
     finally:
         watcher.cancel()
         stream.cancel()
@@ -215,7 +215,7 @@ POLL_S = 0.25  # how often a non-streaming request checks that its client is sti
 
 
 async def events(stream: AnswerStream, heartbeat_s: float) -> AsyncIterator[Event]:
-    """``stream``'s events up to DONE or ERROR, and a HEARTBEAT every ``heartbeat_s`` while no token
+    """``stream``'s events up to Done or Failed, and a Heartbeat every ``heartbeat_s`` while no token
     has come yet (queued, or prefilling). Closing the iterator (the client went away) cancels the
     job, wherever it is: waiting, prefilling or decoding."""
     started = False
@@ -227,11 +227,11 @@ async def events(stream: AnswerStream, heartbeat_s: float) -> AsyncIterator[Even
                 try:
                     event = await asyncio.wait_for(stream.events.get(), heartbeat_s)
                 except TimeoutError:
-                    yield Event(EventKind.HEARTBEAT)
+                    yield Heartbeat()
                     continue
-            started = started or event.kind is EventKind.TOKEN
+            started = started or isinstance(event, Token)
             yield event
-            if event.kind in FINAL:
+            if isinstance(event, FINAL):
                 return
     finally:
         stream.cancel()
@@ -245,6 +245,6 @@ async def cancel_on_disconnect(request: Request, stream: AnswerStream) -> None:
     while not stream.cancelled.is_set():
         if await request.is_disconnected():
             stream.cancel()
-            stream.events.put_nowait(Event(EventKind.ERROR, ClientGone("the client hung up before its answer")))
+            stream.events.put_nowait(Failed(ClientGone("the client hung up before its answer")))
             return
         await asyncio.sleep(POLL_S)

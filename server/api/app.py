@@ -46,7 +46,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = open_store(settings.data_dir, settings.database_url, sweep=settings.startup_sweep)
+        store = await asyncio.to_thread(open_store, settings.data_dir, settings.database_url, settings.startup_sweep)
         if settings.ingest_lease_s:  # servers sharing the database: ingest under leases (server/engine/lease.py)
             store.share(owner_name(settings.replica_name), settings.ingest_lease_s)
         traffic = TrafficLog(settings) if settings.traffic_log else None
@@ -81,7 +81,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
             await asyncio.to_thread(engine.stop)
             if traffic is not None:
                 traffic.close()
-            store.close()
+            await asyncio.to_thread(store.close)
 
     app = FastAPI(title="docqa", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
@@ -95,7 +95,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
     app.include_router(openai.router)
 
     @app.get("/metrics", include_in_schema=False)
-    async def prometheus() -> Response:
+    def prometheus() -> Response:  # sync: the snapshot bytes on disk are counted in the thread pool
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     add_page_and_guards(app, settings, metrics)

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ingest.segments import Segment
-from server.engine.events import Event, EventKind
+from server.engine.events import Answers, Citations, Done, Event, Failed, Stats, Token
+from server.engine.events import Segment as SegmentEvent
 from server.engine.jobs import AnswerJob
 from store import index, repair
 from store.docstore import DocRecord, DocStore
@@ -171,46 +172,44 @@ class SegmentedAnswer:
             self._task.cancel()
 
     async def _pump(self) -> None:
-        def put(kind: EventKind, data: Any) -> None:
-            self.events.put_nowait(Event(kind, data))
-
+        put = self.events.put_nowait
         if not self.jobs:
-            put(EventKind.TOKEN, {"text": self.plan.not_found})
-            put(EventKind.CITATIONS, {"citations": []})
-            put(EventKind.STATS, {**_stats_zero(), "segments": []})
-            put(EventKind.DONE, {})
+            put(Token(self.plan.not_found))
+            put(Citations([]))
+            put(Stats({**_stats_zero(), "segments": []}))
+            put(Done())
             return
         many = len(self.jobs) > 1
         parts: list[dict[str, Any]] = []
         all_stats: list[dict[str, Any]] = []
         for i, (job, source) in enumerate(zip(self.jobs, self.plan.sources, strict=True)):
             where = source.where
-            put(EventKind.SEGMENT, where)
+            put(SegmentEvent(where))
             part: dict[str, Any] = {**where, "text": "", "citations": []}
             if many:
-                put(EventKind.TOKEN, {"text": f"{chr(10) * 2 if i else ''}From {where['label']}: "})
+                put(Token(f"{chr(10) * 2 if i else ''}From {where['label']}: "))
             while True:
-                event = await job.events.get()
-                if event.kind is EventKind.TOKEN:
-                    part["text"] += event.data["text"]
-                    self.events.put_nowait(event)
-                elif event.kind is EventKind.CITATIONS:
-                    part["citations"] = [{**c, **source.cited} for c in event.data["citations"]]
-                elif event.kind is EventKind.STATS:
-                    all_stats.append(event.data)
-                elif event.kind is EventKind.ERROR:
-                    for other in self.jobs:
-                        other.cancel()
-                    self.events.put_nowait(event)
-                    return
-                elif event.kind is EventKind.DONE:
-                    break
+                match event := await job.events.get():
+                    case Token(text=text):
+                        part["text"] += text
+                        put(event)
+                    case Citations(citations=cited):
+                        part["citations"] = [{**c, **source.cited} for c in cited]
+                    case Stats(values=values):
+                        all_stats.append(dict(values))
+                    case Failed():
+                        for other in self.jobs:
+                            other.cancel()
+                        put(event)
+                        return
+                    case Done():
+                        break
             parts.append(part)
-        put(EventKind.CITATIONS, {"citations": [c for p in parts for c in p["citations"]]})
+        put(Citations([c for p in parts for c in p["citations"]]))
         if many:
-            put(EventKind.ANSWERS, {"answers": parts})
-        put(EventKind.STATS, self._stats(all_stats))
-        put(EventKind.DONE, {})
+            put(Answers(parts))
+        put(Stats(self._stats(all_stats)))
+        put(Done())
 
     def _stats(self, all_stats: list[dict[str, Any]]) -> dict[str, Any]:
         """The first answer's stats, its counts summed over all answers, and the segments used."""

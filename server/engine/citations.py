@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ingest.prompt import PromptLayout, is_not_said
 from ingest.segments import parse_key
 from runtime.llama import Model
-from server.engine.events import EventKind
+from server.engine import events
 from server.engine.hot import HotDoc
 from server.engine.sequence import Sequence
 from spec.cite import CitationIndex, TokenOffsets
@@ -56,9 +56,9 @@ class Citations:
         except Exception:  # citations are a courtesy; never lose the answer over them
             log.exception("citations failed for %s", key)
             citations = []
-        job.emit(EventKind.CITATIONS, {"citations": citations})
-        job.emit(EventKind.STATS, stats)
-        job.emit(EventKind.DONE, {})
+        job.emit(events.Citations(citations))
+        job.emit(events.Stats(stats))
+        job.emit(events.Done())
 
     def index(self, key: str, hot: HotDoc) -> tuple[CitationIndex, TokenOffsets, int]:
         """The citation index and token offsets of a document or segment (``key``: ingest/segments.key),

@@ -24,7 +24,7 @@ from server.config import errors
 from server.config.settings import Settings
 from server.engine.admission import Admission, Unusable
 from server.engine.citations import Citations
-from server.engine.events import EventKind
+from server.engine.events import Token
 from server.engine.finish import Finisher, Observer
 from server.engine.history import AnswerHistories
 from server.engine.hot import HotDocs
@@ -300,7 +300,7 @@ class Engine:
         for event in events:
             if event.text:
                 seq.parts.append(event.text)
-                seq.job.emit(EventKind.TOKEN, {"text": event.text})
+                seq.job.emit(Token(event.text, event.n_accepted))
 
     def _finish(self, seq: Sequence) -> None:
         """The answer is done: free its sequence, then report and cite it (server/engine/finish.py)."""

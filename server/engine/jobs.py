@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ingest.segments import key as segment_key
-from server.engine.events import Event, EventKind
+from server.engine.events import Event, Failed
 from spec.loop import AnswerParams
 
 
@@ -75,14 +75,14 @@ class AnswerJob:
     def __post_init__(self) -> None:
         self.key = self.doc_id if self.segment is None else segment_key(self.doc_id, self.segment)
 
-    def emit(self, kind: EventKind, data: dict[str, Any]) -> None:
+    def emit(self, event: Event) -> None:
         """Called from the engine thread (or the citation worker)."""
-        self.loop.call_soon_threadsafe(self.events.put_nowait, Event(kind, data))
+        self.loop.call_soon_threadsafe(self.events.put_nowait, event)
 
     def fail(self, error: Exception) -> None:
         """End the job with ``error`` (an ApiError, or an error server/config/errors.STATUS maps: a full
         disk); the route raises it, or sends it as an SSE ``error`` event."""
-        self.loop.call_soon_threadsafe(self.events.put_nowait, Event(EventKind.ERROR, error))
+        self.emit(Failed(error))
 
     def cancel(self) -> None:
         self.cancelled.set()

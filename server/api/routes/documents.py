@@ -12,7 +12,7 @@ from ingest import pipeline
 from ingest.errors import DocumentError, DocumentFilesDamaged, TextDamaged
 from ingest.reingest import reextract_async
 from server.api import segmented, uploads
-from server.api.deps import EngineDep, ExtractorDep, SettingsDep, StoreDep, existing_document
+from server.api.deps import DocumentDep, EngineDep, ExtractorDep, SettingsDep, StoreDep
 from server.api.schemas import (
     DocumentCreated,
     DocumentList,
@@ -99,8 +99,8 @@ async def upload(
     # uploads (and their bytes) wait for extraction; the next gets 503 with Retry-After at once.
     async with extractor.slot(file.size or 0) as slot:
         data = await file.read()
-        digest = pipeline.sha256(data, cut)
-        known = store.by_sha256(digest)
+        digest = await asyncio.to_thread(pipeline.sha256, data, cut)
+        known = await asyncio.to_thread(store.by_sha256, digest)
         if known is not None and known.status != FAILED:
             response.status_code = 200
             return DocumentCreated(id=known.id, name=known.name, status=known.status)
@@ -125,21 +125,20 @@ async def upload(
 
 
 @router.get("/documents", response_model=DocumentList)
-async def list_documents(store: StoreDep, engine: EngineDep) -> DocumentList:
+def list_documents(store: StoreDep, engine: EngineDep) -> DocumentList:
     return DocumentList(documents=[public(d, engine) for d in store.list()])
 
 
 @router.get("/documents/{doc_id}", response_model=DocumentPublic)
-async def get_document(doc_id: str, store: StoreDep, engine: EngineDep) -> DocumentPublic:
-    return public(existing_document(store, doc_id), engine)
+def get_document(doc: DocumentDep, engine: EngineDep) -> DocumentPublic:
+    return public(doc, engine)
 
 
 @router.get("/documents/{doc_id}/text", response_model=DocumentText)
-async def get_text(doc_id: str, store: StoreDep, extractor: ExtractorDep) -> DocumentText:
+async def get_text(doc: DocumentDep, store: StoreDep, extractor: ExtractorDep) -> DocumentText:
     """The stored text and its page map, numbered as in the upload (a part keeps its page numbers).
     A damaged ``text.json`` is extracted again from the stored upload when that gives the same text
     length and pages (then written back); otherwise 409 with the action that repairs it."""
-    doc = existing_document(store, doc_id)
     try:
         extracted = await asyncio.to_thread(store.read_text, doc.id)
     except FileNotFoundError:
@@ -170,19 +169,17 @@ async def _text_again(store, extractor, doc: DocRecord, exc: TextDamaged):
 
 
 @router.get("/documents/{doc_id}/file", response_class=Response)
-async def get_file(doc_id: str, request: Request, store: StoreDep) -> Response:
+async def get_file(doc: DocumentDep, request: Request, store: StoreDep) -> Response:
     """The upload as it was sent (server/api/served.py): the page shows a PDF with PDF.js from it.
     A part (``pages=`` / ``chars=``) gets the whole file: its page numbers are the file's own."""
-    doc = existing_document(store, doc_id)
     data = await asyncio.to_thread(store.read_upload, doc.id)
     return served_file(doc, data, request.headers.get("if-none-match"))
 
 
 @router.delete("/documents/{doc_id}", status_code=204)
-async def delete_document(doc_id: str, store: StoreDep, engine: EngineDep) -> Response:
+async def delete_document(doc: DocumentDep, store: StoreDep, engine: EngineDep) -> Response:
     """Remove the document: its files first (that works on a full disk, and waits for a snapshot
     being written), then its row."""
-    doc = existing_document(store, doc_id)
     engine.forget(doc.id)
     await asyncio.to_thread(store.delete, doc.id)
     return Response(status_code=204)
@@ -191,7 +188,7 @@ async def delete_document(doc_id: str, store: StoreDep, engine: EngineDep) -> Re
 @router.post("/documents/{doc_id}/reingest", status_code=202, response_model=DocumentCreated)
 async def reingest(
     request: Request,
-    doc_id: str,
+    doc: DocumentDep,
     store: StoreDep,
     engine: EngineDep,
     settings: SettingsDep,
@@ -200,7 +197,6 @@ async def reingest(
 ) -> DocumentCreated:
     """Extract the stored upload again with the current text rules (ingest/reingest.py), then
     prefill with the current model (after an upgrade, or a model or cache-type change)."""
-    doc = existing_document(store, doc_id)
     if doc.status == INGESTING:
         raise DocumentIngesting(f"document {doc.id} is already being ingested")
     running: set[str] = request.app.state.reingesting  # one re-ingest per document at a time

@@ -24,6 +24,7 @@ Differences, by design:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -36,11 +37,10 @@ from pydantic import BaseModel
 from server.api import collection
 from server.api.answering import answer_params, check_answerable, collect, events, submit, submit_collection
 from server.api.chat import ChatCompletionRequest, answer_request, conversation
-from server.api.deps import EngineDep, SettingsDep, StoreDep, find_document
-from server.api.routes.answers import SSE_HEADERS
-from server.api.routes.collections import find_collection
+from server.api.deps import EngineDep, SettingsDep, StoreDep, find_collection, find_document
+from server.api.responses import SSE_HEADERS
 from server.config.errors import AmbiguousModel, CollectionNotFound, DocumentNotFound, DocumentRequired, payload
-from server.engine.events import AnswerStream, EventKind
+from server.engine.events import AnswerStream, Citations, Failed, Heartbeat, Stats, Token
 from store.docstore import CollectionRecord, DocRecord, DocStore
 
 router = APIRouter(prefix="/v1")
@@ -79,7 +79,7 @@ def _collection_card(found: CollectionRecord, docs: list[DocRecord]) -> ModelCar
 
 
 @router.get("/models", response_model=ModelList)
-async def models(store: StoreDep) -> ModelList:
+def models(store: StoreDep) -> ModelList:
     """Every loaded document as a model id ``doc:<id>``, then every collection as ``collection:<id>``."""
     cards = [_card(d) for d in store.list()]
     cards += [_collection_card(c, collection.members(store, c)) for c in store.collections()]
@@ -94,7 +94,7 @@ def _named_collection(store: DocStore, model_id: str) -> CollectionRecord:
 
 
 @router.get("/models/{model_id}", response_model=ModelCard)
-async def model(model_id: str, store: StoreDep) -> ModelCard:
+def model(model_id: str, store: StoreDep) -> ModelCard:
     """One document (``client.models.retrieve("doc:<id>")``) or collection as a model."""
     if model_id.startswith(COLLECTION):
         found = _named_collection(store, model_id)
@@ -131,6 +131,15 @@ def resolve_document(store: DocStore, req: ChatCompletionRequest) -> DocRecord:
     )
 
 
+def _asked(store: DocStore, req: ChatCompletionRequest) -> tuple[DocRecord | None, tuple | None]:
+    """What a chat request asks about: (its document, None), or (None, (a collection, its documents)).
+    Reads the store: run off the event loop."""
+    if req.document_id is None and req.model.startswith(COLLECTION):
+        found = _named_collection(store, req.model)
+        return None, (found, collection.members(store, found))
+    return resolve_document(store, req), None
+
+
 def _usage(stats: dict) -> dict:
     prompt = stats["prompt_tokens"] + stats["cached_tokens"]
     return {
@@ -149,13 +158,10 @@ def _finish_reason(reason: str) -> str:
 async def chat_completions(
     req: ChatCompletionRequest, request: Request, store: StoreDep, engine: EngineDep, settings: SettingsDep
 ):
-    asked = None  # a collection: (its record, its documents)
-    if req.document_id is None and req.model.startswith(COLLECTION):
-        found = _named_collection(store, req.model)
-        asked = found, collection.members(store, found)
+    doc, asked = await asyncio.to_thread(_asked, store, req)  # asked: a collection, its documents
+    if asked is not None:
         collection.check_answerable(*asked, engine.progress)
     else:
-        doc = resolve_document(store, req)
         check_answerable(doc, engine)
     history, question = conversation(req.messages)
     params = answer_params(answer_request(req, question), settings, engine, stop_adds=True)
@@ -210,18 +216,18 @@ async def _chunks(
     yield delta({"role": "assistant", "content": ""}, queue_position=position)
     citations: list[dict] = []
     async for event in events(stream, heartbeat_s):
-        kind, data = event.kind, event.data
-        if kind is EventKind.HEARTBEAT:
-            yield ": keep-alive\n\n"
-        elif kind is EventKind.TOKEN:
-            yield delta({"content": data["text"]})
-        elif kind is EventKind.CITATIONS:
-            citations = data["citations"]
-        elif kind is EventKind.STATS:
-            yield delta({}, _finish_reason(data["finish_reason"]), citations=citations, docqa=data)
-            if include_usage:
-                yield _data({**chunk, "choices": [], "usage": _usage(data)})
-        elif kind is EventKind.ERROR:  # the openai client raises APIError on an `error` payload
-            yield _data(payload(data))
-            return
+        match event:
+            case Heartbeat():
+                yield ": keep-alive\n\n"
+            case Token(text=text):
+                yield delta({"content": text})
+            case Citations(citations=cited):
+                citations = list(cited)
+            case Stats(values=stats):
+                yield delta({}, _finish_reason(stats["finish_reason"]), citations=citations, docqa=stats)
+                if include_usage:
+                    yield _data({**chunk, "choices": [], "usage": _usage(stats)})
+            case Failed(error=error):  # the openai client raises APIError on an `error` payload
+                yield _data(payload(error))
+                return
     yield _data("[DONE]")
