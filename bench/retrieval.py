@@ -2,9 +2,9 @@
 
 1. Unspaced scripts: character bigrams in the ``porter unicode61`` table against FTS5's ``trigram``
    tokenizer beside it, and the old index (whole runs). Quality: top-1 of the questions in
-   bench/cjk_texts.py (a Chinese and a Japanese text in segments). Cost: build time and file size
+   testkit/cjk_texts.py (a Chinese and a Japanese text in segments). Cost: build time and file size
    for a 2 MiB Chinese text in 16 segments, and mean query time.
-2. Conversations (bench/conversations.py, on the novel in ../shared/cases, skipped without it): the
+2. Conversations (testkit/conversations.py, on the novel in ../shared/cases, skipped without it): the
    follow-up's segment by the latest turn alone (before), by one query of all the turns' words, and
    by store/index.py ``rank_conversation`` (two rankings combined) at several history weights.
 
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
-from bench.cjk_texts import CHINESE, CHINESE_QUESTIONS, JAPANESE, JAPANESE_QUESTIONS
 from store import index
+from testkit.cjk_texts import CHINESE, CHINESE_QUESTIONS, JAPANESE, JAPANESE_QUESTIONS
 
 OUT = Path(__file__).resolve().parent / "results" / "retrieval.md"
 NOTES = """
@@ -107,8 +107,8 @@ def _one(directory: Path, question: str, history) -> list[tuple[int, float]]:
 
 
 def _conversations() -> list[str]:
-    from bench.conversations import AROUND, CONVERSATIONS
     from ingest.segments import cuts, plan
+    from testkit.conversations import AROUND, CONVERSATIONS
 
     path = Path(__file__).resolve().parents[2] / "shared" / "cases" / AROUND
     if not path.is_file():

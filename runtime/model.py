@@ -161,10 +161,6 @@ class Model:
     def is_eog(self, token: int) -> bool:
         return bool(C.llama_vocab_is_eog(self.vocab, token))
 
-    def is_control(self, token: int) -> bool:
-        """True for control/special tokens (BOS, EOS, chat-template markers)."""
-        return bool(C.llama_vocab_is_control(self.vocab, token))
-
     def close(self) -> None:
         if self.ptr:
             C.llama_model_free(self.ptr)

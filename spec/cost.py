@@ -257,10 +257,6 @@ class DraftAcceptance:
         """The first position's acceptance."""
         return self.rates[0].value
 
-    def expected(self, k: int) -> float:
-        """Expected accepted tokens of a ``k``-token draft."""
-        return self.expected_upto(k)[-1] if k > 0 else 0.0
-
     def expected_upto(self, k: int) -> list[float]:
         """Expected accepted tokens of drafts of 1..``k`` tokens, in one O(k) pass."""
         out, total, reach = [], 0.0, 1.0

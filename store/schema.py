@@ -106,11 +106,6 @@ MEMBERS = Table(
 TABLES: tuple[Table, ...] = (DOCUMENTS, COLLECTIONS, MEMBERS)
 
 
-def create_table(dialect: Dialect) -> str:
-    """``CREATE TABLE IF NOT EXISTS documents (...)`` in ``dialect``."""
-    return DOCUMENTS.create(dialect)[0]
-
-
 def create_tables(dialect: Dialect) -> tuple[str, ...]:
     """Every statement that makes the schema in ``dialect`` (:data:`TABLES`), idempotent: run at
     every start, so a database made before collections gains their tables."""

@@ -101,6 +101,14 @@ def speculative(
     return tokens, stats
 
 
+def is_control(model: Model, token: int) -> bool:
+    """True for a control/special token (BOS, EOS, chat-template markers): what no document text may
+    tokenize to."""
+    from llama_cpp import llama_cpp as C
+
+    return bool(C.llama_vocab_is_control(model.vocab, token))
+
+
 def first_divergence(a: list[int], b: list[int]) -> int:
     """Index of the first differing token (the shorter length if one is a prefix of the other)."""
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))

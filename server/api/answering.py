@@ -88,28 +88,23 @@ async def submit(
     and thread-safe), refuse it with 413 if it cannot fit the context next to its document, and queue
     it: one job, or for a segmented document the jobs of the segments it ranks best for
     (server/api/segmented.py), read as one stream. Returns (stream, jobs waiting ahead of it)."""
-    loop = asyncio.get_running_loop()
+    close = settings.segment_close_ratio
     try:
-        planned, suffix, earlier = await asyncio.gather(
-            asyncio.to_thread(segmented.plan, store, doc, question, settings.segment_close_ratio, history),
-            asyncio.to_thread(engine.layout.question_suffix, engine.model, question, history),
-            asyncio.to_thread(_earlier_turns, engine, history),
+        planned, suffix, earlier = await _tokenized(
+            engine, question, history, lambda: segmented.plan(store, doc, question, close, history)
         )
     except DocumentFilesDamaged as exc:  # its segment list or index, beyond repair
         raise damaged(exc, doc.id) from None
     if planned is None:
         _check_fits(engine, suffix, doc.tokens, "the document")
+        loop = asyncio.get_running_loop()
         job = AnswerJob(doc.id, question, params, loop, suffix, doc.tokens, history=history, earlier=earlier)
         return job, engine.submit_answer(job)
-    for s in planned.segments:
-        _check_fits(engine, suffix, s.n_tokens, f"the part it is answered from (pages {s.pages[0]}-{s.pages[1]})")
-    return segmented.submit(
-        engine,
-        planned,
-        lambda s: AnswerJob(
-            doc.id, question, params, loop, suffix, s.n_tokens, history=history, earlier=earlier, segment=s.segment
-        ),
-    )
+
+    def part(s: segmented.Source) -> str:
+        return f"the part it is answered from (pages {s.where['pages'][0]}-{s.where['pages'][1]})"
+
+    return _queue(engine, planned, part, suffix, earlier, question, params, history)
 
 
 async def submit_collection(
@@ -126,18 +121,35 @@ async def submit_collection(
     are ranked as one long document's segments (server/api/collection.py) and the jobs of the best
     one or two documents (or segments) are read as one stream, each checked against the context
     first. Returns (stream, jobs waiting ahead of it)."""
-    loop = asyncio.get_running_loop()
     close = settings.segment_close_ratio
     try:
-        planned, suffix, earlier = await asyncio.gather(
-            asyncio.to_thread(collection.plan, store, collection_id, docs, question, close, history),
-            asyncio.to_thread(engine.layout.question_suffix, engine.model, question, history),
-            asyncio.to_thread(_earlier_turns, engine, history),
+        planned, suffix, earlier = await _tokenized(
+            engine, question, history, lambda: collection.plan(store, collection_id, docs, question, close, history)
         )
     except MemberDamaged as exc:  # a document's text or segment list, beyond repair
         raise damaged(exc.error, exc.doc_id) from None
+
+    def member(s: segmented.Source) -> str:
+        return f"the document it is answered from ({s.where['label']})"
+
+    return _queue(engine, planned, member, suffix, earlier, question, params, history)
+
+
+async def _tokenized(engine: Engine, question: str, history, plan):
+    """(``plan()``, the question's suffix, the earlier turns' token ids), each in a worker thread, at once."""
+    return await asyncio.gather(
+        asyncio.to_thread(plan),
+        asyncio.to_thread(engine.layout.question_suffix, engine.model, question, history),
+        asyncio.to_thread(_earlier_turns, engine, history),
+    )
+
+
+def _queue(engine: Engine, planned, what, suffix, earlier, question, params, history) -> tuple[AnswerStream, int]:
+    """Check each planned source against the context (``what(source)``: what the 413 calls it), then
+    queue a job for each, read as one stream (server/api/segmented.py ``submit``)."""
+    loop = asyncio.get_running_loop()
     for s in planned.sources:
-        _check_fits(engine, suffix, s.n_tokens, f"the document it is answered from ({s.where['label']})")
+        _check_fits(engine, suffix, s.n_tokens, what(s))
     return segmented.submit(
         engine,
         planned,

@@ -4,7 +4,7 @@ sharing the prefix. The question's suffix is then prefilled a chunk per engine s
 
 Admission only reads: it returns the question's Sequence, or raises one typed reason. The reasons
 its client gets at once are ApiErrors (the document was deleted, is being ingested again, failed,
-was made by another model, has a damaged file; the question no longer fits). :class:`Unusable`
+was made by another model or cache layout; the question no longer fits). :class:`Unusable`
 says that a saved file of the document cannot be used as it is (its snapshot went missing or was
 damaged, its ``prefix.npy`` is damaged): the ingestion side, which owns the row's status, the file
 lock and the prefill queue, repairs or rebuilds it (server/engine/ingestion.py
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ingest import snapshot
-from ingest.errors import DocumentFilesDamaged, PrefixDamaged
+from ingest.errors import PrefixDamaged
 from server.config import errors
 from server.engine.hot import HotDocs
 from server.engine.jobs import AnswerJob, DocStates
@@ -68,10 +68,8 @@ class Admission:
                 f"document {job.doc_id} was ingested with another model or cache layout ({exc}); "
                 f"re-ingest it with POST /v1/documents/{job.doc_id}/reingest"
             ) from None
-        except (snapshot.SnapshotMissing, PrefixDamaged) as exc:
+        except (snapshot.SnapshotMissing, PrefixDamaged) as exc:  # the only file HotDocs.restore reads but the snapshot
             raise Unusable(job.key, exc) from exc
-        except DocumentFilesDamaged as exc:
-            raise errors.damaged(exc, job.doc_id) from None
         n_ctx = self.loaded.ctx.n_ctx
         if len(hot.prefix) + len(job.suffix) + 1 > n_ctx:  # the route checked; a re-ingest may have grown it
             raise errors.QuestionTooLong(

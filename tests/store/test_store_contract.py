@@ -163,7 +163,7 @@ def test_an_old_database_gains_the_collection_tables(tmp_path):
     from store import schema
 
     with sqlite3.connect(tmp_path / "docqa.sqlite3") as db:
-        db.execute(schema.create_table("sqlite"))
+        db.execute(schema.DOCUMENTS.create("sqlite")[0])  # the documents table alone, as before collections
         db.execute(
             "INSERT INTO documents (id, name, sha256, kind, pages, tokens, chars, status, created_at)"
             " VALUES ('abc1', 'old.pdf', ?, 'pdf', 1, 5, 9, 'ready', 1.0)",
