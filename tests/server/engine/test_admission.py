@@ -15,14 +15,6 @@ from server.config import errors
 from server.engine.admission import Unusable
 from server.engine.jobs import DocStates
 from spec.mtp import MtpDrafter
-from tests.server.engine.parts import Parts
-
-
-@pytest.fixture
-def parts(tmp_path, tiny_qwen35_path):
-    parts = Parts(tmp_path / "data", tiny_qwen35_path)
-    yield parts
-    parts.close()
 
 
 def test_a_ready_document_admits_the_question_with_every_drafter(parts):

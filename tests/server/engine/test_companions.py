@@ -10,14 +10,6 @@ import pytest
 from ingest import snapshot
 from server.engine.companions import NONE, Companions
 from server.engine.mtp import MtpHead
-from tests.server.engine.parts import Parts
-
-
-@pytest.fixture
-def parts(tmp_path, tiny_qwen35_path):
-    parts = Parts(tmp_path / "data", tiny_qwen35_path)
-    yield parts
-    parts.close()
 
 
 def test_the_mtp_head_is_the_one_companion_and_its_part_rides_in_the_snapshot(parts):

@@ -10,14 +10,6 @@ import numpy as np
 import pytest
 
 from ingest import snapshot
-from tests.server.engine.parts import Parts
-
-
-@pytest.fixture
-def parts(tmp_path, tiny_qwen35_path):
-    parts = Parts(tmp_path / "data", tiny_qwen35_path)
-    yield parts
-    parts.close()
 
 
 def _cleared(parts, doc):

@@ -11,14 +11,6 @@ from server.config import errors
 from server.engine.admission import Unusable
 from server.engine.jobs import DocStates
 from store.docstore import INGESTING, READY
-from tests.server.engine.parts import Parts
-
-
-@pytest.fixture
-def parts(tmp_path, tiny_qwen35_path):
-    parts = Parts(tmp_path / "data", tiny_qwen35_path)
-    yield parts
-    parts.close()
 
 
 def _unusable(parts, doc, job) -> Unusable:

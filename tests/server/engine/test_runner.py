@@ -9,14 +9,6 @@ import pytest
 
 from spec.loop import Answer, RollbackFailed
 from spec.sampling import SamplingParams
-from tests.server.engine.parts import Parts
-
-
-@pytest.fixture
-def parts(tmp_path, tiny_qwen35_path):
-    parts = Parts(tmp_path / "data", tiny_qwen35_path)
-    yield parts
-    parts.close()
 
 
 @pytest.mark.parametrize(
