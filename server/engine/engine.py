@@ -166,7 +166,9 @@ class Engine:
         self.finisher = Finisher(self.citations, self.histories, self.docs, self.replica, self.observer, self.traffic)
         keep = loaded.model.n_swa == 0 or s.swa_full  # server/engine/ingestion.py Ingestion.finish
         seq, again, budget = self.scheduler.ingest_seq, self.submit_ingest, s.disk_budget_bytes
-        self.ingest = Ingestions(store, self.docs, self.progress, self.states, seq, again, budget, keep, loaded.layout)
+        self.ingest = Ingestions(
+            store, self.docs, loaded.contexts, self.progress, self.states, seq, again, budget, keep, loaded.layout
+        )
 
     def _pull(self, block: bool, timeout: float | None = None) -> bool:
         """Move submitted jobs to the scheduler; wait for one (at most ``timeout`` s) if ``block``.

@@ -35,6 +35,7 @@ from ingest.prompt import PromptLayout
 from server.config import errors
 from server.engine import recovery
 from server.engine.admission import Unusable, deleted
+from server.engine.contexts import Contexts
 from server.engine.hot import HotDocs
 from server.engine.jobs import AnswerJob, DocStates
 from store import disk
@@ -57,6 +58,7 @@ class Ingestion:
         prefix: np.ndarray,
         seq_id: int,
         docs: HotDocs,
+        contexts: Contexts,
         progress: dict[str, float],
         key: str | None = None,
         counted: tuple[int, int] | None = None,
@@ -64,7 +66,7 @@ class Ingestion:
     ):
         self.doc_id, self.prefix, self.seq_id = doc_id, prefix, seq_id
         self.key = key or doc_id
-        self.docs, self.contexts, self.progress, self.keep = docs, docs.contexts, progress, keep
+        self.docs, self.contexts, self.progress, self.keep = docs, contexts, progress, keep
         self.before, self.total = counted or (0, len(prefix))
         self.n_done = 0
         self.missing = False  # finished last, with another segment's snapshot missing (finish())
@@ -152,6 +154,7 @@ class Ingestions:
         self,
         store: DocStore,
         docs: HotDocs,
+        contexts: Contexts,
         progress: dict[str, float],
         states: DocStates,
         seq_id: int,
@@ -167,7 +170,8 @@ class Ingestions:
         and stats the snapshots, which must not hold up the running answers); ``keep``: a prefilled
         sequence may serve questions as it is (Ingestion); ``layout``: the prompt layout a damaged
         prefix is made again with."""
-        self.store, self.docs, self.progress, self.states, self.seq_id = store, docs, progress, states, seq_id
+        self.store, self.docs, self.contexts, self.progress = store, docs, contexts, progress
+        self.states, self.seq_id = states, seq_id
         self.resubmit, self.disk_budget, self.keep, self.layout = resubmit, disk_budget, keep, layout
         self._disk = ThreadPoolExecutor(1, thread_name_prefix="docqa-disk")
 
@@ -194,10 +198,10 @@ class Ingestions:
                 self.store.set_status(doc.id, READY)
                 self.states.ready(doc.id)
             return None
-        if idle and docs.n_loaded + job.n_tokens > docs.contexts.target.n_ctx:
+        if idle and docs.n_loaded + job.n_tokens > self.contexts.target.n_ctx:
             docs.clear()
         counted = (job.tokens_before, job.tokens_total)
-        return Ingestion(doc.id, prefix, self.seq_id, docs, self.progress, job.key, counted, self.keep)
+        return Ingestion(doc.id, prefix, self.seq_id, docs, self.contexts, self.progress, job.key, counted, self.keep)
 
     def step(self, work: Ingestion, n_max: int, idle: bool) -> bool:
         """One chunk of ``work``; at its end, its snapshot (or its failure). True once the ingestion is

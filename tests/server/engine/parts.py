@@ -54,7 +54,14 @@ class Parts:
         self.scheduler = Scheduler(s.n_seq_max, self.loaded.ctx.n_ctx, s.answer_reserve, 16, True)
         self.resubmitted: list[tuple[str, int]] = []
         self.ingest = Ingestions(
-            self.store, self.docs, {}, self.states, self.scheduler.ingest_seq, self._resubmit, layout=self.loaded.layout
+            self.store,
+            self.docs,
+            self.contexts,
+            {},
+            self.states,
+            self.scheduler.ingest_seq,
+            self._resubmit,
+            layout=self.loaded.layout,
         )
 
     def _resubmit(self, doc_id: str, n_tokens: int) -> None:
