@@ -66,8 +66,8 @@ def record(out: Path, threads: int) -> None:
             "prefix": prefix.tolist(),
             "suffix": suffix.tolist(),
             "answer": answer,
-            "costs": {"verify": list(costs.verify), "mtp": costs.mtp},
-            "calibrated": {"verify": list(calibrated.verify), "mtp": calibrated.mtp},
+            "costs": {"verify": list(costs.verify), "mtp": costs.draft_steps.get("mtp", 0.0)},
+            "calibrated": {"verify": list(calibrated.verify), "mtp": calibrated.draft_steps.get("mtp", 0.0)},
             "pieces": {t: model.piece(t).hex() for t in sorted(ids)},
             "unspaced": {t: model.unspaced(t) for t in sorted(ids) if model.unspaced(t) != [t]},
         }

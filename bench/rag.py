@@ -2,7 +2,7 @@
 
 * :class:`Rag`: the RAG baseline, what AnythingLLM and Open WebUI do by default: the document cut
   into ``chunk_tokens``-token chunks, the top ``k`` by BM25 for each question (the same FTS5 BM25 that
-  ranks docqa's segments, ingest/index.py), laid out as the document of the prompt (best chunk first),
+  ranks docqa's segments, store/index.py), laid out as the document of the prompt (best chunk first),
   and the whole prompt prefilled for every question: no saved state.
 * :class:`Whole`: docqa's whole-document path without the server (the prefix prefilled once and kept
   in RAM, each question decoding only its suffix), to compare prompt wordings quickly.
@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ingest import index
 from ingest.demos import make_demos, render
 from ingest.prompt import DEFAULT, NOT_SAID, PromptLayout, Wording, layout_for, single_turn
 from runtime.llama import Model
@@ -29,6 +28,7 @@ from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats
 from spec.quote import QuoteIndex, QuoteParams, QuoteTokens, Quoting
 from spec.sampling import SamplingParams
+from store import index
 from testkit.harness import generate, open_ctx
 
 

@@ -1,12 +1,12 @@
-"""Segment retrieval (ingest/index.py), two measurements.
+"""Segment retrieval (store/index.py), two measurements.
 
 1. Unspaced scripts: character bigrams in the ``porter unicode61`` table against FTS5's ``trigram``
    tokenizer beside it, and the old index (whole runs). Quality: top-1 of the questions in
-   bench/cjk_texts.py (a Chinese and a Japanese text in segments). Cost: build time and file size
+   testkit/cjk_texts.py (a Chinese and a Japanese text in segments). Cost: build time and file size
    for a 2 MiB Chinese text in 16 segments, and mean query time.
-2. Conversations (bench/conversations.py, on the novel in ../shared/cases, skipped without it): the
+2. Conversations (testkit/conversations.py, on the novel in ../shared/cases, skipped without it): the
    follow-up's segment by the latest turn alone (before), by one query of all the turns' words, and
-   by ingest/index.py ``rank_conversation`` (two rankings combined) at several history weights.
+   by store/index.py ``rank_conversation`` (two rankings combined) at several history weights.
 
     .venv/bin/python -m bench.retrieval      # writes bench/results/retrieval.md
 """
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
-from bench.cjk_texts import CHINESE, CHINESE_QUESTIONS, JAPANESE, JAPANESE_QUESTIONS
-from ingest import index
+from store import index
+from testkit.cjk_texts import CHINESE, CHINESE_QUESTIONS, JAPANESE, JAPANESE_QUESTIONS
 
 OUT = Path(__file__).resolve().parent / "results" / "retrieval.md"
 NOTES = """
@@ -43,7 +43,7 @@ follow-up's weak words ("What reward was offered?", "What was its name?") get a 
 whatever segment has them most and outweigh the earlier turn's rare names. One query keeps BM25's
 IDF for every word. Alone it can let a long earlier turn outweigh a short follow-up that names a
 new subject ("Who built the chapel?" after a question and answer of nine rare words:
-tests/ingest/test_index.py), so the latest question picks the segments (those it matches) and the
+tests/store/test_index.py), so the latest question picks the segments (those it matches) and the
 one query orders them; when it matches none, the earlier turns rank alone. The latest words count
 twice (`LATEST_WEIGHT = 2`): 1 to 4 tie on these 8. The miss ("Why did she do it?" after "Who is
 Aouda?") ranks the segment where Aouda's story goes on above the one that explains the suttee.
@@ -107,8 +107,8 @@ def _one(directory: Path, question: str, history) -> list[tuple[int, float]]:
 
 
 def _conversations() -> list[str]:
-    from bench.conversations import AROUND, CONVERSATIONS
     from ingest.segments import cuts, plan
+    from testkit.conversations import AROUND, CONVERSATIONS
 
     path = Path(__file__).resolve().parents[2] / "shared" / "cases" / AROUND
     if not path.is_file():

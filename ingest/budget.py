@@ -113,6 +113,10 @@ def too_long(extracted: ExtractedText, count: Count, n_tokens: int, budget: Budg
         offset = int(extracted.cut.split("=")[1].split("-")[0]) if (extracted.cut or "").startswith("chars=") else 0
         fits = {"chars": [offset, offset + count.chars_fit]}
     return DocumentTooLong(
-        n_tokens, budget.limit, estimated=not count.complete, fits=fits, n_ctx=budget.n_ctx,
+        n_tokens,
+        budget.limit,
+        estimated=not count.complete,
+        fits=fits,
+        n_ctx=budget.n_ctx,
         n_ctx_train=budget.n_ctx_train,
-    )  # fmt: skip
+    )

@@ -104,7 +104,7 @@ class ExtractorBusy(DocumentError):
 
 
 class DocumentFilesDamaged(Exception):
-    """A stored file of a ready document is damaged (ingest/integrity.py): ``file`` names it, ``reason``
+    """A stored file of a ready document is damaged (store/checked.py): ``file`` names it, ``reason``
     says what is wrong, ``action`` what fixes it. Not the upload's fault, and not a server fault:
     the server answers 409 with the action."""
 
@@ -121,7 +121,7 @@ class TextDamaged(DocumentFilesDamaged):
 
 class PrefixDamaged(DocumentFilesDamaged):
     """``prefix.npy`` (a document's or a segment's): rebuilt from the text with the tokenizer
-    (ingest/integrity.py ``repair_prefix``), else reingest."""
+    (store/repair.py ``repair_prefix``), else reingest."""
 
 
 class SegmentsDamaged(DocumentFilesDamaged):

@@ -127,9 +127,12 @@ class PageOcr:
         try:
             done = subprocess.run(
                 ["tesseract", "stdin", "stdout", "--dpi", str(DPI), "-l", self.settings.languages, *_TESSERACT_ARGS],
-                input=pgm, capture_output=True, timeout=self.settings.page_timeout_s, env=_env(),
+                input=pgm,
+                capture_output=True,
+                timeout=self.settings.page_timeout_s,
+                env=_env(),
                 preexec_fn=_die_with_parent,
-            )  # fmt: skip
+            )
         except subprocess.TimeoutExpired as exc:
             raise OcrFailed(f"OCR took longer than {self.settings.page_timeout_s:.0f} s") from exc
         except OSError as exc:

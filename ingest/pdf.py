@@ -88,8 +88,10 @@ def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> P
                 bombs.add(i)
         else:
             if garbled(text):
-                notes[i] = (f"page {i + 1} reads as mostly unreadable characters (a font without a text "
-                            "mapping?); answers about it may be wrong")  # fmt: skip
+                notes[i] = (
+                    f"page {i + 1} reads as mostly unreadable characters (a font without a text "
+                    "mapping?); answers about it may be wrong"
+                )
             elif may_have_table(page):
                 text = _with_tables(page, finder, i, text)
             text = drop_unmapped(text)

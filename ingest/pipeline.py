@@ -1,5 +1,5 @@
 """The upload side of ingestion, shared by upload and re-ingest:
-extract -> normalise -> (cut) -> budget check -> lay out and tokenize -> store.
+extract -> normalise -> (cut) -> budget check -> lay out and tokenize; then store/writes.py stores it.
 
 Extraction (which normalises the text: ingest/extract.py, ingest/normalize.py) runs in the bounded
 worker process (ingest/worker.py); the rest runs in the server process, off the event loop and off
@@ -7,9 +7,6 @@ the engine thread. The budget is checked before the text is tokenized in full (i
 The engine then prefills the stored prefix (server/engine/ingestion.py). A document over the budget is
 refused (413), or, with :class:`Segmenting`, split into segments that each fit (ingest/segments.py),
 each stored with its own prefix and prefilled on its own.
-
-A write that fails (a full disk) leaves the document ``failed`` with the reason and no partial
-files; its next upload starts over.
 """
 
 from __future__ import annotations
@@ -20,14 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ingest import segments as segs
-from ingest import snapshot
 from ingest.budget import Budget, count_leading, too_long
 from ingest.cut import Cut
-from ingest.disk import storage_error
 from ingest.extract import ExtractedText
-from ingest.files import remove_histories
 from ingest.prompt import PromptLayout, Tokenizer
-from ingest.store import FAILED, INGESTING, DocRecord, DocStore, DuplicateDocument
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,58 +90,3 @@ def _segmented(extracted, layout, tokenizer, budget: Budget, segmenting: Segment
     if len(segments) > segmenting.max_segments:
         raise too_long(extracted, count, sum(len(p) for p in prefixes), budget, room)
     return Prepared(extracted, np.empty(0, np.int32), tuple(segments), tuple(prefixes))
-
-
-def store_new(store: DocStore, data: bytes, digest: str, name: str, prepared: Prepared) -> tuple[DocRecord, bool]:
-    """Store a new upload (``digest``: its :func:`sha256`) as ``ingesting``, row then files. Returns
-    (record, created): an upload of the same bytes that arrived meanwhile wins, and a failed earlier
-    attempt is replaced."""
-    known = store.by_sha256(digest)
-    if known is not None and known.status == FAILED:
-        store.delete(known.id)
-    extracted, prefix = prepared.extracted, prepared.prefix
-    try:
-        doc = store.create(
-            name=name, sha256=digest, kind=extracted.kind, pages=extracted.pages, tokens=prepared.n_tokens,
-            chars=len(extracted.text), text_rules=extracted.rules, encoding=extracted.encoding,
-            warnings=extracted.warnings,
-        )  # fmt: skip
-    except DuplicateDocument as dup:
-        return dup.existing, False
-    try:
-        store.write_files(doc.id, data, extracted, prefix if not prepared.segments else None)
-        if prepared.segments:
-            store.write_segments(doc.id, extracted.text, list(prepared.segments), list(prepared.segment_prefixes))
-    except OSError as exc:
-        store.remove_files(doc.id)  # all of them: their space is what SQLite may need to record the failure
-        raise _failed(store, doc.id, exc, "storing the upload", "upload it again") from exc
-    return doc, True
-
-
-def store_again(store: DocStore, doc: DocRecord, prepared: Prepared) -> None:
-    """Store a re-ingested document's new text and prefix, and mark it ``ingesting``; its old snapshot
-    is removed (a restart must not take it for the new one)."""
-    try:
-        with store.holding(doc.id) as directory:
-            snapshot.remove_all(directory)
-            remove_histories(directory)
-        store.write_text(doc.id, prepared.extracted)
-        if prepared.segments:
-            segments, prefixes = list(prepared.segments), list(prepared.segment_prefixes)
-            store.remove_segments(doc.id)
-            store.write_segments(doc.id, prepared.extracted.text, segments, prefixes)
-        else:
-            store.remove_segments(doc.id)
-            store.write_prefix(doc.id, prepared.prefix)
-    except OSError as exc:
-        raise _failed(store, doc.id, exc, "storing the re-extracted text", "re-ingest it again") from exc
-    store.set_text(doc.id, prepared.extracted, prepared.n_tokens)
-    store.set_status(doc.id, INGESTING)
-
-
-def _failed(store: DocStore, doc_id: str, exc: OSError, doing: str, then: str) -> Exception:
-    """After a failed write (its temp file is gone already, runtime/atomic.py): mark the document
-    failed with the reason, and return the typed error to raise."""
-    error = storage_error(exc, doing)
-    store.set_status(doc_id, FAILED, f"{error}, then {then}")
-    return error

@@ -9,7 +9,7 @@ The pieces are small (~64 tokens) so that the overlap exists even in text withou
 punctuation or blank lines; with pieces of the counting size (``PIECE_CHARS``, ~500 tokens) no cut
 lay within the overlap and such text got none (issue 27). Every segment is laid out as a document of
 its own (ingest/prompt.py), prefilled once and snapshotted (server/engine/ingestion.py); questions are
-answered from the segment that ranks best (ingest/index.py).
+answered from the segment that ranks best (store/index.py).
 
 :func:`plan` is the pure kernel: it takes a token counter for a character span, so it is tested with
 words as tokens. :func:`split` runs it with the model's tokenizer and then checks each segment's

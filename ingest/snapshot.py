@@ -2,7 +2,8 @@
 
 Layout in a document's directory:
 * ``state.bin``: ``llama_state_seq_save_file`` output (the prefix token ids plus the sequence's KV
-  cells; llama.cpp's own format, see notes §6).
+  cells; llama.cpp's own format, which carries no model hash and is tied to the cache types and
+  flash attention: the manifest says what made it).
 * ``mtp.bin`` + ``mtp_h.npy`` (models drafting with their MTP head): the MTP context's KV for the
   prefix and the target hidden state of the last prefix token (the MTP's ``pending_h``), so a
   restored document drafts exactly as a fresh one does.

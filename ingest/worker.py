@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from types import TracebackType
 
 from ingest.cut import Cut
@@ -93,17 +94,10 @@ class ExtractionWorker:
         self._admit(n_bytes)
         return Slot(self, n_bytes)
 
-    async def extract_async(
-        self,
-        data: bytes,
-        password: str | None = None,
-        cut: Cut | None = None,
-        max_chars: int | None = None,
-        progress: Progress | None = None,
-    ) -> ExtractedText:
-        """:meth:`extract` for a coroutine: admitted at once or ExtractorBusy, then awaited on the
-        worker's own thread pool (never asyncio's default one)."""
-        return await self.slot(len(data)).extract(data, password, cut, max_chars, progress)
+    async def extract_async(self, data: bytes, *args, **kwargs) -> ExtractedText:
+        """:meth:`extract` for a coroutine (the same arguments, :meth:`Slot.extract`): admitted at once or
+        ExtractorBusy, then awaited on the worker's own thread pool (never asyncio's default one)."""
+        return await self.slot(len(data)).extract(data, *args, **kwargs)
 
     def extract(
         self,
@@ -121,7 +115,7 @@ class ExtractionWorker:
         many files wait."""
         self._admit(len(data))
         try:
-            return self._extract_admitted(data, password, cut, max_chars, progress)
+            return self._extract_admitted(Upload(data, password, cut, max_chars, progress))
         finally:
             self._release(len(data))
 
@@ -144,14 +138,13 @@ class ExtractionWorker:
             self._pending -= 1
             self._pending_bytes -= n_bytes
 
-    def _extract_admitted(
-        self, data: bytes, password: str | None, cut: Cut | None, max_chars: int | None, progress: Progress | None
-    ) -> ExtractedText:
+    def _extract_admitted(self, upload: Upload) -> ExtractedText:
+        data = upload.data
         try:
             with self._free:
                 worker = self._take()
                 try:
-                    return self._run(worker, data, password, cut, max_chars, progress)
+                    return self._run(worker, upload)
                 except (cf.TimeoutError, BrokenProcessPool):
                     worker.kill()
                     worker = None
@@ -179,20 +172,14 @@ class ExtractionWorker:
     def _reads_ocr(self) -> bool:
         return self.ocr is not None and self.ocr.mode != "off"
 
-    def _run(
-        self,
-        worker: Worker,
-        data: bytes,
-        password: str | None,
-        cut: Cut | None,
-        max_chars: int | None,
-        progress: Progress | None,
-    ) -> ExtractedText:
+    def _run(self, worker: Worker, upload: Upload) -> ExtractedText:
         """The extraction in ``worker``: its result, or cf.TimeoutError past the time limit, which
         each progress message from OCR moves to ``ocr.page_timeout_s`` (+ 5 s) after it."""
         worker.ready.result(timeout=self.STARTUP_TIMEOUT_S)  # not counted against the file
-        number = next(self._jobs)
-        job = worker.pool.submit(extract_in_worker, data, password, self.rules, cut, max_chars, self.ocr, number)
+        number, progress, u = next(self._jobs), upload.progress, upload
+        job = worker.pool.submit(
+            extract_in_worker, u.data, u.password, self.rules, u.cut, u.max_chars, self.ocr, number
+        )
         if not self._reads_ocr:
             return job.result(timeout=self.timeout_s)
         assert self.ocr is not None
@@ -241,6 +228,18 @@ class ExtractionWorker:
         self._spawner.shutdown(wait=False)
 
 
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """One file to extract (:meth:`ExtractionWorker.extract`): its bytes, its password, the part asked
+    for, at most ``max_chars`` characters of it, and who is told of OCR's progress."""
+
+    data: bytes
+    password: str | None = None
+    cut: Cut | None = None
+    max_chars: int | None = None
+    progress: Progress | None = None
+
+
 def _tell(progress: Progress | None, beats: list[tuple[int, int]]) -> None:
     for done, total in beats if progress is not None else ():
         progress(done, total)
@@ -271,7 +270,9 @@ class Slot:
                 raise RuntimeError("a slot extracts one upload, once")
             self._submitted = True
         try:
-            future = self._worker._pool.submit(self._worker._extract_admitted, data, password, cut, max_chars, progress)
+            future = self._worker._pool.submit(
+                self._worker._extract_admitted, Upload(data, password, cut, max_chars, progress)
+            )
         except RuntimeError:  # the pool is shut down: the server is stopping
             self._give_back()
             raise ExtractorBusy("the server is shutting down; upload again shortly", retry_after=5) from None

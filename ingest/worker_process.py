@@ -111,8 +111,11 @@ class Worker:
         # may not have yet when the result arrives), so every message of a finished job can be read.
         self.progress = context.SimpleQueue()
         self.pool = cf.ProcessPoolExecutor(
-            max_workers=1, mp_context=context, initializer=init_worker, initargs=(memory_bytes, self.progress),
-        )  # fmt: skip
+            max_workers=1,
+            mp_context=context,
+            initializer=init_worker,
+            initargs=(memory_bytes, self.progress),
+        )
         self.ready = self.pool.submit(warm)
 
     def drain(self, job: int) -> list[tuple[int, int]]:

@@ -1,7 +1,9 @@
 """llama.cpp process-wide set-up and the errors its wrappers raise.
 
-Why not the high-level ``Llama`` class: it crashes on prompts longer than ``n_batch`` with a draft
-model, and ``logits_all`` allocates n_ctx x n_vocab floats (../shared/notes/llama-cpp.md §0, §10).
+Why not the high-level ``Llama`` class: with a draft model it raises on any prompt longer than
+``n_batch`` unless ``logits_all`` is set, which allocates n_ctx x n_vocab float32 (138 GB at 139k
+tokens of a 248k vocabulary), and it ignores a failed ``seq_rm`` (a hybrid model then keeps the
+advanced recurrent state).
 runtime/model.py and runtime/context.py wrap the low-level ctypes API (``llama_cpp.llama_cpp``)
 instead.
 """

@@ -29,8 +29,8 @@ class ContextConfig:
     flash_attn: str = "auto"
     swa_full: bool = False
     n_seq_max: int = 1
-    kv_unified: bool = False  # one KV pool for all sequences: seq_cp shares a prefix's cells (notes §6)
-    n_rs_seq: int = 0  # recurrent-state snapshots kept for rollback (hybrid models; notes §5)
+    kv_unified: bool = False  # one KV pool for all sequences: seq_cp shares a prefix's cells, not copies them
+    n_rs_seq: int = 0  # recurrent-state snapshots: a hybrid model rolls back at most this many tokens
     mtp: bool = False  # an MTP draft context (LLAMA_CONTEXT_TYPE_MTP) instead of a target context
 
     def __post_init__(self) -> None:

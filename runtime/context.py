@@ -60,7 +60,7 @@ class Context:
         self.mem = C.llama_get_memory(self.ptr)
         self.n_batch = config.n_batch
         self.n_embd = C.llama_model_n_embd_out(model.ptr)
-        # An MTP batch carries a token AND an embedding per row (notes §2.2): llama_batch_init with
+        # An MTP batch carries a token AND an embedding per row (the pair x_p, h_{p-1}): llama_batch_init with
         # embd allocates only the embeddings, so the token array is ours (and detached before free).
         self._batch = C.llama_batch_init(self.n_batch, self.n_embd if config.mtp else 0, 1)
         b = self._batch
@@ -204,7 +204,8 @@ class Context:
 
     def seq_cp(self, src: int, dst: int, p0: int = 0, p1: int = -1) -> None:
         """Give ``dst`` the cells of ``src`` at positions [p0, p1). With ``kv_unified`` the cells are
-        shared, not copied; a recurrent state is shared copy-on-write whatever the range (notes §6)."""
+        shared, not copied; a recurrent state ignores the range and shares the source's current cell
+        copy-on-write, so copy only from a sequence that ends exactly at the prefix."""
         C.llama_memory_seq_cp(self.mem, src, dst, p0, p1)
 
     def pos_min(self, seq_id: int = 0) -> int:

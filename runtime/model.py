@@ -49,7 +49,8 @@ class Model:
         params = C.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
         # MTP (nextn) tensors are skipped unless asked for; an MTP context on a model loaded without
-        # them aborts the process inside llama.cpp (notes §2.1), so this flag is remembered.
+        # them aborts the process inside llama.cpp (a ``GGML_ASSERT`` on the null ``nextn.eh_proj`` while
+        # the graph is built), so this flag is remembered.
         params.load_mtp = load_mtp
         # Extra CPU buffer types (AMX, CPU_REPACK) hold weights in kernel-specific layouts. None: on,
         # unless this build has AMX kernels, which crash on some Xeons (runtime/system.py).
@@ -159,10 +160,6 @@ class Model:
 
     def is_eog(self, token: int) -> bool:
         return bool(C.llama_vocab_is_eog(self.vocab, token))
-
-    def is_control(self, token: int) -> bool:
-        """True for control/special tokens (BOS, EOS, chat-template markers)."""
-        return bool(C.llama_vocab_is_control(self.vocab, token))
 
     def close(self) -> None:
         if self.ptr:

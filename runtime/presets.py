@@ -1,12 +1,12 @@
 """Model shapes for files we do not have, so the planner can answer "does it fit?" before a download.
 
-``qwen3.6-27b-q4_k_m``: Qwen3.5-27B / Qwen3.6-27B (same text architecture, HF ``config.json``; the
-numbers the team wrote down in ../shared/notes/llama-cpp.md §7 and anchors.md §2.4): 64 layers, every
-4th full attention (16 attention + 48 Gated DeltaNet), n_embd 5120, n_ff 17408, 24 query heads with
-an output gate, 4 KV heads x 256, GDN 16 key heads / 48 value heads x 128, conv kernel 4, vocab
-248,320, one MTP block. These give 27.32 B parameters, as llama.cpp prints for the real file.
+``qwen3.6-27b-q4_k_m``: Qwen3.5-27B / Qwen3.6-27B (same text architecture, HF ``config.json``): 64
+layers, every 4th full attention (16 attention + 48 Gated DeltaNet), n_embd 5120, n_ff 17408, 24
+query heads with an output gate, 4 KV heads x 256, GDN 16 key heads / 48 value heads x 128, conv
+kernel 4, vocab 248,320, one MTP block. These give 27.32 B parameters, as llama.cpp prints for the
+real file, and a KV cache of 64 KiB per token in f16, 34 KiB in q8_0, 18 KiB in q4_0.
 
-Weights: the Q4_K_M file with its MTP block is 16.5 GB (15.35 GiB, anchors.md §2.1). Q4_K_M stores
+Weights: the Q4_K_M file with its MTP block is 16.5 GB (15.35 GiB, as published). Q4_K_M stores
 token_embd as q4_K and output.weight as q6_K (llama-quant.cpp); the rest of the file is spread over
 the blocks by parameter count (about 4.76 bits per weight).
 """

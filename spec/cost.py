@@ -1,7 +1,8 @@
 """What a verify step costs, and the draft plan that maximises expected tokens per unit of time.
 
 Costs are measured on the running hardware at start-up (:func:`calibrate`): the time of one target
-decode with 1..17 rows, and of one MTP draft step. On a CPU 17 rows cost ~8x one row; on a GPU
+decode with 1..17 rows, and of one draft step of each model source that can be timed alone (the MTP
+head). On a CPU 17 rows cost ~8x one row; on a GPU
 nearly the same as one row, so the best window differs by two orders of magnitude in cost.
 
 Acceptance model (after Leviathan et al. 2023, §3.5, which takes one i.i.d. rate ``a``, so that a
@@ -17,7 +18,8 @@ from __future__ import annotations
 import bisect
 import statistics
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,10 +30,10 @@ from spec.limits import MAX_ROWS, MAX_WINDOW
 @dataclass(frozen=True, slots=True)
 class StepCosts:
     """verify[k]: seconds of a verify call with k draft tokens (k + 1 rows), k = 0..16;
-    mtp: seconds of one MTP draft step (0 without MTP)."""
+    draft_steps: seconds of one draft step of a model source, by name (those measured)."""
 
     verify: tuple[float, ...]
-    mtp: float = 0.0
+    draft_steps: Mapping[str, float] = field(default_factory=dict)
 
     def rows(self, n: int) -> float:
         """Seconds of one decode call with ``n`` rows in all (any sequences): measured up to 17 rows,
@@ -53,18 +55,22 @@ class StepCosts:
     @classmethod
     def cpu_default(cls) -> StepCosts:
         """Relative costs measured on a 2-core CPU with Gemma 3 270M (bench/results/spec_costs.json),
-        used until a context is calibrated."""
+        used until a context is calibrated; an MTP step at half a one-row call."""
         ratios = {0: 1.0, 1: 1.76, 2: 2.19, 4: 3.65, 8: 5.08, MAX_WINDOW: 7.8}
-        return cls(tuple(float(np.interp(k, list(ratios), list(ratios.values()))) for k in range(MAX_ROWS)), 0.5)
+        verify = tuple(float(np.interp(k, list(ratios), list(ratios.values()))) for k in range(MAX_ROWS))
+        return cls(verify, {"mtp": 0.5})
 
 
 CALIBRATED_WINDOWS = (0, 1, 2, 4, 8, MAX_WINDOW)
 
 
-def calibrate(ctx: Context, token: int, mtp_step=None, repeats: int = 1) -> StepCosts:
+def calibrate(
+    ctx: Context, token: int, draft_steps: Mapping[str, Callable[[], None]] | None = None, repeats: int = 1
+) -> StepCosts:
     """Time verify calls of 1, 2, 3, 5, 9 and 17 rows on sequence 0 from position 0 (removed
-    afterwards; the sequence must be empty) and, if given, one MTP draft step (``mtp_step()``);
-    other window sizes are interpolated. About 0.5 s on a 2-core CPU with the embedded model."""
+    afterwards; the sequence must be empty) and one draft step of each model source in
+    ``draft_steps`` (name -> a function that makes one); other window sizes are interpolated. About
+    0.5 s on a 2-core CPU with the embedded model."""
     ctx.decode([token], 0, outputs="all")  # warm-up: first-call allocations
     ctx.seq_rm(0, 0)
     measured = []
@@ -79,43 +85,33 @@ def calibrate(ctx: Context, token: int, mtp_step=None, repeats: int = 1) -> Step
         measured.append(statistics.median(times))
     measured = list(np.maximum.accumulate(measured))  # more rows never cost less; smooth timer noise
     verify = tuple(float(np.interp(k, CALIBRATED_WINDOWS, measured)) for k in range(MAX_ROWS))
-    mtp = 0.0
-    if mtp_step is not None:
-        mtp_step()  # warm-up
+    steps = {}
+    for name, step in (draft_steps or {}).items():
+        step()  # warm-up
         times = []
         for _ in range(max(repeats, 3)):
             t0 = time.perf_counter()
-            mtp_step()
+            step()
             times.append(time.perf_counter() - t0)
-        mtp = statistics.median(times)
-    return StepCosts(verify, mtp)
+        steps[name] = statistics.median(times)
+    return StepCosts(verify, steps)
 
 
 class CostModel:
     """The step costs the adaptive window prices with: a seed (the start-up calibration, or
-    :meth:`StepCosts.cpu_default`) corrected by the decode calls this context really makes.
-
-    :func:`calibrate` times synthetic calls on an empty sequence once; real steps also attend over the
-    document, carry the step's Python work and share the machine with whatever else runs, and a noisy
-    start-up measurement would otherwise price every answer after it. Measured on a 2-core Zen 4 with the
-    embedded model and no CPU repack, at 893 tokens of context: 2 rows cost 1.9x one row and 17 rows
-    9.7x; a quiet calibration on an empty sequence says 2.0x and 6.9x, and the server's calibration
-    in one run (taken while the machine was busy) said 1.2x and 3.9x. So drafting looked cheap, and
-    the default lost to plain decoding where drafts cannot help (bench/results/windows.md, issue 17;
-    tests/spec/test_policy.py replays it).
+    :meth:`StepCosts.cpu_default`) corrected by the decode calls this context really makes (real steps
+    attend over the document, carry the step's Python work and share the machine, which a calibration
+    on an empty sequence does not see).
 
     The model is a level times a shape, ``rows(n) = seed(n) * level * shape(n)``, learnt from the wall
     time of every verify call (seconds, rows of all sequences in the call) as exponential averages
-    (weight ``ALPHA``; a sample over 4x the average is clipped, one preempted call must not price the
-    next hundred). One-row calls move the ``level``: what changes with the document's length or the
-    machine's load moves every price at once, learnt from the plain steps that are always there.
-    A call of ``n > 1`` rows moves ``shape(n)`` (the first one sets it); letting it move the level too
-    would mix the two, and a shape learnt that way stayed at 1.16 where the truth was 1.5.
-    ``shape(1)`` is 1; a row count not yet observed takes the shape interpolated
-    between the observed ones around it (the nearest one's beyond them). Without the split, prices
-    learnt on one document went stale on the next: after a 6k-token document had priced 17 rows at
-    160 ms, a 259-token one (100 ms) never drafted 16 again and its exact quote fell to 0.59x the
-    best window. Engine thread only; O(log rows) per query.
+    (weight ``ALPHA``; a sample over 4x the average is clipped, so one preempted call does not price
+    the next hundred). One-row calls move the ``level``: what changes with the document's length or
+    the machine's load moves every price at once. A call of ``n > 1`` rows moves only ``shape(n)``
+    (the first one sets it). ``shape(1)`` is 1; a row count not yet observed takes the shape
+    interpolated between the observed ones around it (the nearest one's beyond them). The
+    measurements behind this: bench/results/draft-policy.md. Engine thread only; O(log rows) per
+    query.
     """
 
     ALPHA = 0.2
@@ -129,19 +125,14 @@ class CostModel:
         self._shape: dict[int, float] = {1: 1.0}
         self._observed: list[int] = [1]  # the keys of _shape, sorted
 
-    @property
-    def mtp(self) -> float:
-        """Seconds of one MTP draft step (the seed's measurement)."""
-        return self.seed.mtp
-
     def draft_step(self, source: str) -> float:
         """Seconds one drafted token of model source ``source`` costs one sequence: learnt from its
-        draft calls (:meth:`observe_draft`); before any, the calibration's MTP step for ``mtp``, and
-        one target row for another source (a separate draft model is smaller than its target, so that
-        is a price it beats; its first real calls correct it)."""
+        draft calls (:meth:`observe_draft`); before any, the calibration's step of that source, else
+        one target row (a separate draft model is smaller than its target, so that is a price it
+        beats; its first real calls correct it)."""
         if source in self._draft:
             return self._draft[source]
-        return self.seed.mtp if source == "mtp" and self.seed.mtp > 0 else self.rows(1)
+        return self.seed.draft_steps.get(source) or self.rows(1)
 
     def observe_draft(self, source: str, seconds: float, depth: int, n_seqs: int) -> None:
         """A draft call of ``source`` made ``depth`` tokens for each of ``n_seqs`` sequences in ``seconds``
@@ -221,11 +212,8 @@ class DraftAcceptance:
     rate). ``E[accepted of k] = a[0] + a[0]a[1] + ... + a[0]...a[k-1]``.
 
     One rate for every position (Leviathan et al. 2023's i.i.d. model) is biased where acceptance
-    depends on the position, and it does for lookup: the first token after a match is the easy one.
-    On repeated structure ("1. market window 2. market window ...", case SPEC-03) the tokens after a
-    match are right up to the number and wrong there, so a single rate, fed mostly by the easy
-    positions, kept buying drafts that failed at the hard one, and the default lost to plain
-    decoding (bench/results/windows.md). Each position's rate is fed by the steps that reached it:
+    depends on the position, and it does for lookup: the first token after a match is the easy one
+    (bench/results/draft-policy.md). Each position's rate is fed by the steps that reached it:
     verify steps, and the free checks of undrafted candidates against the emitted text
     (spec/draft.py: the first token of every step's candidate, the later ones of one at a time).
     """
@@ -234,11 +222,9 @@ class DraftAcceptance:
 
     def __init__(self, prior: float, weight: float = 2.0, decay: float = 0.8, later: float | None = None) -> None:
         """``prior``: the first position's starting rate; ``later``: the later positions' (default ``prior``).
-        ``decay`` 0.8: each rate rests on about 1 / (1 - decay) = 5 recent observations. A draft pays
-        on a CPU only at high acceptance (one more row costs ~0.9 of a plain step, so a 1-token draft
-        needs ~0.9); with 0.5 (2 observations) three right first tokens in a row already read as 0.93
-        and bought drafts that failed half the time (open sampled text: 0.93x plain decoding in
-        bench/results/windows.md; on the traces 0.97x at 0.5 against 0.99x at 0.8)."""
+        ``decay`` 0.8: each rate rests on about 1 / (1 - decay) = 5 recent observations, since a draft
+        pays on a CPU only at high acceptance (one more row costs ~0.9 of a plain step, so a 1-token
+        draft needs ~0.9), which two observations cannot tell (bench/results/draft-policy.md)."""
         priors = [prior] + [prior if later is None else later] * (self.POSITIONS - 1)
         self.rates = [AcceptanceRate(p, weight, decay) for p in priors]
 
@@ -270,10 +256,6 @@ class DraftAcceptance:
     def value(self) -> float:
         """The first position's acceptance."""
         return self.rates[0].value
-
-    def expected(self, k: int) -> float:
-        """Expected accepted tokens of a ``k``-token draft."""
-        return self.expected_upto(k)[-1] if k > 0 else 0.0
 
     def expected_upto(self, k: int) -> list[float]:
         """Expected accepted tokens of drafts of 1..``k`` tokens, in one O(k) pass."""

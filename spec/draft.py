@@ -9,7 +9,7 @@ one batched call per depth (server/engine/runner.py).
 
 * A fixed window (``draft_tokens: N``, or 16 for ``verify16``): the first text source with a strong
   match (a live copy cursor or a full-length n-gram) fills the whole window; otherwise the first model
-  source drafts first (up to ``n_mtp`` tokens, where its acceptance is best) and the first text source
+  source drafts first (up to its drafter's ``depth``, where its acceptance is best) and the first text source
   with a match continues from the context extended by those tokens.
 * The default (adaptive) mode estimates each source's per-token acceptance from recent steps and,
   with the verify costs measured on this machine (spec/cost.py), picks the plan with the most
@@ -25,22 +25,20 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from spec import sources
 from spec.cost import AcceptanceRate, CostModel, DraftAcceptance
-from spec.limits import MAX_MTP_DRAFT, MAX_ROWS
-from spec.sources import KINDS, NAMES, Drafter
+from spec.limits import MAX_ROWS
+from spec.sources import Drafter, ModelDrafter, TextDrafter
 
 
 @dataclass(frozen=True, slots=True)
 class DraftConfig:
     window: int | None  # draft tokens per step; None = adaptive; 0 = no speculation
-    sources: tuple[str, ...] = NAMES  # the sources allowed to fill the window
-    n_mtp: int = 2  # tokens per step of a model source (1..MAX_MTP_DRAFT; acceptance falls with depth)
+    sources: tuple[str, ...] = sources.NAMES  # the sources allowed to fill the window
 
     def __post_init__(self) -> None:
-        if not set(self.sources) <= set(NAMES) or not self.sources:
-            raise ValueError(f"sources must be a non-empty subset of {NAMES}, got {self.sources}")
-        if not 1 <= self.n_mtp <= MAX_MTP_DRAFT:
-            raise ValueError(f"n_mtp must be 1..{MAX_MTP_DRAFT}, got {self.n_mtp}")
+        if not set(self.sources) <= set(sources.NAMES) or not self.sources:
+            raise ValueError(f"sources must be a non-empty subset of {sources.NAMES}, got {self.sources}")
 
 
 @dataclass(slots=True)
@@ -66,8 +64,8 @@ class Plan:
 
 @dataclass(slots=True)
 class SourceStats:
-    drafted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(NAMES, 0))
-    accepted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(NAMES, 0))
+    drafted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(sources.NAMES, 0))
+    accepted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(sources.NAMES, 0))
 
 
 @dataclass(slots=True)
@@ -75,7 +73,7 @@ class _Text:
     """The policy's view of one text source: its match kind, and the free checks of its candidate."""
 
     name: str
-    drafter: Drafter
+    drafter: TextDrafter
     kind: str = "weak"  # "strong" | "weak": of the last candidate
     shadow: tuple[str, int] | None = None  # (kind, first token) of a candidate that was not drafted
     follow: tuple[str, list[int]] | None = None  # an undrafted candidate followed over the emitted text
@@ -95,16 +93,14 @@ class DraftPolicy:
         only those ``config.sources`` allows are used."""
         self.config = config
         # In the registry's order, which breaks ties between sources (spec/sources.py).
-        allowed = {n: drafters[n] for n in NAMES if drafters.get(n) is not None and n in config.sources}
-        self.text = {n: _Text(n, d) for n, d in allowed.items() if KINDS[n] == "text"}
-        self.model = {n: d for n, d in allowed.items() if KINDS[n] == "model"}
+        allowed = {n: drafters[n] for n in sources.NAMES if drafters.get(n) is not None and n in config.sources}
+        self.text = {n: _Text(n, d) for n, d in allowed.items() if sources.KINDS[n] == "text"}
+        self.model: dict[str, ModelDrafter] = {n: d for n, d in allowed.items() if sources.KINDS[n] == "model"}
         self.costs = costs or CostModel()  # learns this machine's prices from the verify calls made
         # Per-token acceptance: each model source, and each text source split by match strength (a
         # live copy cursor or a full-length n-gram is far more reliable than a short match). A strong
         # match's first token starts optimistic, its later ones less so: they are learnt from the
-        # emitted text before any draft is paid for (_follow_emitted), and a first draft made on the
-        # prior alone cost SPEC-03's answer two failed drafts of 4 and 7 tokens (0.96x plain
-        # decoding, bench/results/windows.md).
+        # emitted text before any draft is paid for (_follow_emitted; bench/results/draft-policy.md).
         self.rate: dict[str, DraftAcceptance] = {n: DraftAcceptance(0.6) for n in self.model}
         for n in self.text:
             self.rate[f"{n}/strong"] = DraftAcceptance(0.85, later=0.6)
@@ -112,11 +108,6 @@ class DraftPolicy:
         self.stats = SourceStats()
         self.recent = AcceptanceRate(0.5)  # all sources together, for the load cap of fixed windows
         self._idle = dict.fromkeys(self.model, 0)  # steps since each model source last drafted
-
-    @property
-    def wants_model(self) -> bool:
-        """A model source may draft (speculation is on and one is allowed and present)."""
-        return bool(self.model) and self.config.window != 0
 
     # -- planning -------------------------------------------------------------------------------------
     def plan(self, last: int, pos: int, max_draft: int, load: int = 1) -> Plan:
@@ -140,7 +131,7 @@ class DraftPolicy:
             return Plan(text=name, text_tokens=tokens, window=k)
         if self.model:
             name = next(iter(self.model))
-            return Plan(model=name, n_model=min(self._depth(name), k), window=k)
+            return Plan(model=name, n_model=min(self.model[name].depth, k), window=k)
         if self.text:  # only weak matches: the first text source's
             name, t = next(iter(self.text.items()))
             t.kind = "weak"
@@ -160,7 +151,7 @@ class DraftPolicy:
                     best_value, best = value, Plan(text=name, text_tokens=candidate[:k], window=k)
         for name in self.model:
             step = self.costs.draft_step(name)
-            for n, gain in enumerate(self.rate[name].expected_upto(min(self._depth(name), max_draft)), start=1):
+            for n, gain in enumerate(self.rate[name].expected_upto(min(self.model[name].depth, max_draft)), start=1):
                 value = (1 + gain) / (share(n, load) + n * step)
                 if value > best_value:
                     best_value, best = value, Plan(model=name, n_model=n, window=n)
@@ -224,11 +215,6 @@ class DraftPolicy:
         made = (model_tokens or {}).get(plan.model) if plan.model is not None else None
         return self.draft(plan, last, pos, made)
 
-    def _depth(self, name: str) -> int:
-        """Most tokens model source ``name`` drafts per step: its drafter's ``depth``, else ``n_mtp``
-        (the MTP head, whose acceptance falls with depth, notes §2.2)."""
-        return getattr(self.model[name], "depth", self.config.n_mtp)
-
     # -- learning from the outcome --------------------------------------------------------------------
     def _check_shadow(self, t: _Text, first_emitted: int) -> None:
         """A step without ``t``'s draft emitted ``first_emitted`` first: count whether the first token
@@ -245,11 +231,9 @@ class DraftPolicy:
         """A step without ``t``'s draft emitted ``emitted``: compare them with the next tokens of the
         undrafted candidate being followed (:meth:`DraftAcceptance.follow`). Over the following steps
         this shows how many of its tokens a draft would have got accepted, at no cost, so the rate of
-        the later positions is learnt while the policy does not draft them. Without it that rate only
-        moved when a draft was made, and a draft was only made when that rate was high: on extractive
-        Alice (6k tokens) the answer copied the document for 60 steps with the first position's rate
-        at 1.0 and the later positions' stuck at 0.73, and no draft was made (0.83x window 16,
-        bench/results/windows.md). Position 0 is left to _check_shadow, which checks every step's
+        the later positions is learnt while the policy does not draft them (without it that rate
+        only moved when a draft was made, and a draft was only made when it was high:
+        bench/results/draft-policy.md). Position 0 is left to _check_shadow, which checks every step's
         candidate."""
         if t.follow is None:
             return
@@ -275,7 +259,7 @@ class DraftPolicy:
             s.drafted[name] += n
             s.accepted[name] += ok
             used[name] = (n, ok) if reached else (n, -1)  # -1: never reached (an earlier part failed)
-            if KINDS[name] == "model":
+            if sources.KINDS[name] == "model":
                 self.rate[name].observe(n, ok)
             else:
                 t = self.text[name]
@@ -296,7 +280,7 @@ class DraftPolicy:
             # Not drafted this step: its candidate is checked against the emitted text for free, and a
             # followed candidate goes on only over steps whose tokens no other text source made.
             self._check_shadow(t, emitted[0])
-            if not any(KINDS[n] == "text" for n in used):
+            if not any(sources.KINDS[n] == "text" for n in used):
                 self._follow_emitted(t, emitted)
             else:
                 t.follow = None

@@ -30,9 +30,7 @@ CATCH_UP_ROWS = 32
 
 class DraftModelDrafter:
     """The draft model's drafts for sequence ``seq_id``, whose first ``n_prefix`` positions (the
-    document) are in ``ctx`` already."""
-
-    kind = "model"
+    document) are in ``ctx`` already. A model drafter (spec/sources.py ``ModelDrafter``)."""
 
     def __init__(self, ctx: Context, seq_id: int, n_prefix: int, depth: int = 8) -> None:
         """``depth``: the most drafts one step may ask of it (the policy's plans go up to it)."""
@@ -71,6 +69,11 @@ class DraftModelDrafter:
     def propose(self, k: int, after=(), *, last: int = 0, pos: int = 0) -> list[int]:
         """``k`` greedy drafts after ``last`` at ``pos``."""
         return draft_many([self], [last], [pos], k)[0]
+
+    @staticmethod
+    def propose_many(drafters: list, lasts: list[int], positions: list[int], n: int) -> list[list[int]]:
+        """:func:`draft_many` (spec/sources.py ``ModelDrafter``)."""
+        return draft_many(drafters, lasts, positions, n)
 
 
 def draft_many(drafters: list[DraftModelDrafter], lasts: list[int], positions: list[int], n: int) -> list[list[int]]:

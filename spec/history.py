@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from spec.lookup import LookupDrafter, NgramIndex, ngram_hash
+from spec.lookup import LookupDrafter, NgramIndex
 
 SEP = -1  # between entries; never a token id
 QUESTION_TAIL = 48  # tokens of the question's end kept before each answer
@@ -109,23 +109,9 @@ class HistoryDrafter(LookupDrafter):
 
     def extend(self, tokens: Iterable[int]) -> None:
         """Append decided tokens to the context; unlike prompt lookup, they are not themselves matched
-        (continuing the answer from itself is lookup's job), so nothing is indexed."""
+        (continuing the answer from itself is lookup's job), so nothing is indexed: the overlay stays
+        empty, and LookupDrafter's longest match finds continuations in the history alone."""
         self.tail.extend(int(t) for t in tokens)
-
-    def _longest_match(self, total: int, after: list[int]) -> tuple[int, int] | None:
-        idx = self.index
-        for n in range(idx.max_n, idx.min_n - 1, -1):
-            if total + len(after) < n:
-                continue
-            if len(after) >= n:
-                key_tokens = after[len(after) - n :]
-            else:
-                key_tokens = self._slice(total - (n - len(after)), total) + after
-            pos = idx.maps[n].get(ngram_hash(key_tokens))
-            if pos is None or pos >= self.base_len or self._slice(pos - n, pos) != key_tokens:
-                continue  # unseen, or a hash collision
-            return pos, n
-        return None
 
 
 def _ns(history: AnswerHistory) -> tuple[int, int]:

@@ -1,9 +1,9 @@
 """The draft-window limits every layer reads: one home for 16 and 17.
 
 A verify call decodes the last emitted token plus up to ``MAX_WINDOW`` draft tokens, so it has at
-most ``MAX_ROWS`` rows; the public report this project measures against verified 16 drafts per call
-(../shared/notes/anchors.md). On hybrid models the window is further capped by the context's
-``n_rs_seq`` (recurrent rollback depth, notes §5).
+most ``MAX_ROWS`` rows (the public report this project measures against verified 16 drafts per
+call). On hybrid models the window is further capped by the context's ``n_rs_seq``: a recurrent
+state can be rolled back by at most that many tokens, once, before the next decode.
 """
 
 from __future__ import annotations
@@ -20,5 +20,6 @@ MAX_ROWS = MAX_WINDOW + 1
 #: many rows or fewer instead (server/engine/loading.py: draft window at most 6, batches split by
 #: server/engine/runner.py).
 INVARIANT_MAX_ROWS = 7
-#: MTP draft tokens per step: acceptance falls with depth on a single nextn head (notes §2.2).
+#: MTP draft tokens per step: Qwen3.5 ships one nextn head, reused for the drafts past the first, so
+#: acceptance falls with depth (llama.cpp's default is 3 drafts; 1-3 is what is recommended).
 MAX_MTP_DRAFT = 3

@@ -43,7 +43,6 @@ class AnswerParams:
     window: int | None  # draft tokens per verify step; None = adaptive; 0 = no speculation
     stops: tuple[str, ...] | None = None  # None: the prompt layout's default stop strings
     sources: tuple[str, ...] = NAMES  # drafters allowed to fill the window
-    n_mtp: int = 2  # MTP draft tokens per step
     quote: QuoteParams | None = None  # quote-first (spec/quote.py): the caller gives AnswerRun.quote
 
     def __post_init__(self) -> None:
@@ -125,7 +124,7 @@ class Answer:
         self.sampler = Sampler(params.sampling)
         self.stream = TextStream(params.stops or ())
         self.guard = RepetitionGuard(run.lookup.index if run.lookup is not None else None)
-        config = DraftConfig(params.window, params.sources, params.n_mtp)
+        config = DraftConfig(params.window, params.sources)
         self.policy = DraftPolicy(config, run.drafters, run.costs)
         self.output_ids: list[int] = []  # emitted tokens (quote, scaffolding, answer); the newest is ``last``
         self.n_past = run.n_past
@@ -169,6 +168,10 @@ class Answer:
     def last(self) -> int:
         """The newest emitted token: the first row of the next verify step, at ``n_past``."""
         return self.output_ids[-1]
+
+    drafters = property(lambda self: self.run.drafters, doc="This sequence's drafter of each source, by name.")
+    stats = property(lambda self: self.run.stats, doc="The answer's stats (final after :meth:`close`).")
+    costs = property(lambda self: self.policy.costs, doc="The step costs its policy prices drafts with.")
 
     def plan(self, load: int = 1) -> Plan:
         """Decide the next step's draft (``load``: sequences sharing the decode call); the drafters
@@ -397,8 +400,8 @@ def _emit(
 def _roll_back(ctx: Context, seq_id: int, n_keep: int) -> bool:
     """Remove cells at positions >= n_keep; True if the sequence now ends at n_keep - 1.
 
-    ``seq_rm`` can return True and still leave the wrong state (a sliding-window cache, notes §5),
+    ``seq_rm`` can return True and still leave the wrong state (a sliding-window cache truncated below its window),
     so the position range is checked too. A recurrent state refuses rollbacks deeper than
-    ``n_rs_seq`` (notes §6); then the caller rebuilds the sequence.
+    ``n_rs_seq``; then the caller rebuilds the sequence.
     """
     return ctx.seq_rm(seq_id, n_keep) and ctx.pos_max(seq_id) == n_keep - 1

@@ -1,7 +1,7 @@
 """MTP drafting: the model's own multi-token-prediction (nextn) head in a second llama_context.
 
-Follows llama.cpp's ``common_speculative`` MTP driver (common/speculative.cpp; notes §2.2). The MTP
-context holds KV for the nextn layer only. Its entry at position ``p`` pairs the token ``x_p`` with
+Follows llama.cpp's MTP driver (common/speculative.cpp ``common_speculative_impl_draft_mtp``). The
+MTP context holds KV for the nextn layer only. Its entry at position ``p`` pairs the token ``x_p`` with
 the target's hidden state ``h_{p-1}`` and predicts ``x_{p+1}``; chaining its own output state drafts
 further tokens with the same head.
 
@@ -22,12 +22,14 @@ from runtime.llama import Context
 
 
 class MtpDrafter:
-    """The MTP state of one sequence: its ``pending_h`` and the target hidden states of its last decode."""
+    """The MTP state of one sequence: its ``pending_h`` and the target hidden states of its last decode.
+    A model drafter (spec/sources.py ``ModelDrafter``); ``depth``: most drafts per step
+    (DOCQA_MTP_DRAFT_TOKENS; spec/limits.py ``MAX_MTP_DRAFT``)."""
 
-    def __init__(self, target: Context, mtp: Context, seq_id: int = 0) -> None:
+    def __init__(self, target: Context, mtp: Context, seq_id: int = 0, depth: int = 2) -> None:
         if target.n_embd != mtp.n_embd:
             raise ValueError(f"target and MTP hidden sizes differ ({target.n_embd} != {mtp.n_embd})")
-        self.target, self.mtp, self.seq_id = target, mtp, seq_id
+        self.target, self.mtp, self.seq_id, self.depth = target, mtp, seq_id, depth
         target.export_hidden(masked=False)  # h for every target row
         mtp.export_hidden(masked=True)  # h for the MTP's output rows, to chain drafts
         self.pending_h = np.zeros(target.n_embd, dtype=np.float32)  # target h of the last decoded token
@@ -96,27 +98,30 @@ class MtpDrafter:
             self.pending_h = self._rows[row].copy()
         self.mtp.seq_rm(self.seq_id, n_keep)
 
+    @staticmethod
+    def propose_many(drafters: list[MtpDrafter], lasts: list[int], positions: list[int], n: int) -> list[list[int]]:
+        """:meth:`draft` for several sequences at once: one MTP decode per depth with one row
+        per sequence, instead of one decode per sequence and depth. Returns each sequence's ``n`` drafts.
+        All drafters share one MTP context."""
+        if not drafters or n <= 0:
+            return [[] for _ in drafters]
+        mtp = drafters[0].mtp
+        seqs = np.array([d.seq_id for d in drafters], dtype=np.int32)
+        tokens = np.array(lasts, dtype=np.int32)
+        pos = np.array(positions, dtype=np.int32)
+        h = np.stack([d.pending_h for d in drafters]).astype(np.float32)
+        out = np.empty((len(drafters), n), dtype=np.int64)
+        for i in range(n):
+            mtp.decode_rows(tokens, pos + i, seqs, np.ones(len(drafters), dtype=np.int8), embd=h)
+            tokens = mtp.logits().argmax(axis=1).astype(np.int32)
+            out[:, i] = tokens
+            h = mtp.hidden().copy()
+        for d, p in zip(drafters, positions, strict=True):
+            mtp.seq_rm(d.seq_id, p)  # drafts were guesses; process() writes the true rows
+        return out.tolist()
 
-def draft_many(drafters: list[MtpDrafter], lasts: list[int], positions: list[int], n: int) -> list[list[int]]:
-    """:meth:`MtpDrafter.draft` for several sequences at once: one MTP decode per depth with one row
-    per sequence, instead of one decode per sequence and depth. Returns each sequence's ``n`` drafts.
-    All drafters share one MTP context."""
-    if not drafters or n <= 0:
-        return [[] for _ in drafters]
-    mtp = drafters[0].mtp
-    seqs = np.array([d.seq_id for d in drafters], dtype=np.int32)
-    tokens = np.array(lasts, dtype=np.int32)
-    pos = np.array(positions, dtype=np.int32)
-    h = np.stack([d.pending_h for d in drafters]).astype(np.float32)
-    out = np.empty((len(drafters), n), dtype=np.int64)
-    for i in range(n):
-        mtp.decode_rows(tokens, pos + i, seqs, np.ones(len(drafters), dtype=np.int8), embd=h)
-        tokens = mtp.logits().argmax(axis=1).astype(np.int32)
-        out[:, i] = tokens
-        h = mtp.hidden().copy()
-    for d, p in zip(drafters, positions, strict=True):
-        mtp.seq_rm(d.seq_id, p)  # drafts were guesses; process() writes the true rows
-    return out.tolist()
+
+draft_many = MtpDrafter.propose_many  # the batched draft, as a function
 
 
 def process_many(

@@ -6,7 +6,7 @@ row ``i`` of the verify call holds the target's distribution after ``[last, d_1.
 target's token ``a_i`` from row ``i`` (argmax, or a sample with the request's sampler); accept
 ``d_{i+1}`` while ``a_i == d_{i+1}``. The first ``a_i`` that disagrees, or ``a_k`` when all ``k``
 drafts agree, is emitted as the target's own next token. Every emitted token is therefore the
-target's choice computed in this call (the project's lossless definition, notes §14), and a step
+target's choice computed in this call (the project's lossless definition: docs/internals.md), and a step
 always emits between 1 and k + 1 tokens.
 """
 

@@ -101,6 +101,14 @@ def speculative(
     return tokens, stats
 
 
+def is_control(model: Model, token: int) -> bool:
+    """True for a control/special token (BOS, EOS, chat-template markers): what no document text may
+    tokenize to."""
+    from llama_cpp import llama_cpp as C
+
+    return bool(C.llama_vocab_is_control(model.vocab, token))
+
+
 def first_divergence(a: list[int], b: list[int]) -> int:
     """Index of the first differing token (the shorter length if one is a prefix of the other)."""
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
@@ -128,7 +136,7 @@ def generate(
             if (mtp := run.drafters.get("mtp")) is not None:
                 mtp.process(rows, pos)
             step = answer.accept(ctx.logits())
-            answer.policy.costs.observe(len(rows), time.perf_counter() - t0)  # as server/engine/runner.py does
+            answer.costs.observe(len(rows), time.perf_counter() - t0)  # as server/engine/runner.py does
             yield from step.events
             if step.rebuild:
                 if rebuild is None:
@@ -171,7 +179,7 @@ class TinyMtp:
             self.d.logits()[0].argmax()
             self.d.seq_rm(0, 0)
 
-        self.costs = calibrate(self.t, 0, mtp_step, repeats=3)  # as the engine does at start-up
+        self.costs = calibrate(self.t, 0, {"mtp": mtp_step}, repeats=3)  # as the engine does at start-up
 
     def start(self, prompt: np.ndarray) -> None:
         self.t.clear()
@@ -207,6 +215,7 @@ class TinyMtp:
         costs=None,
     ):
         self.start(prompt)
+        self.mtp.depth = min(3, window or 2)
         lookup = LookupDrafter(NgramIndex(prompt, 2, 4), self.model.piece, self.model.unspaced)
         stats = AnswerStats()
         run = AnswerRun(
@@ -224,7 +233,6 @@ class TinyMtp:
             sampling=SamplingParams(temperature=temperature, seed=seed),
             window=window,
             sources=sources,
-            n_mtp=min(3, window or 2),
         )
         out = [t for event in generate(run, params, rebuild) for t in event.token_ids]
         return out, stats

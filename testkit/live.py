@@ -34,8 +34,8 @@ class Live:
         self.root = root
         self.port = free_port()
         # ``env`` overrides them. No answer history unless asked for: its drafts change a repeated
-        # question's verify row counts, and so on a quantized model possibly its text (notes §14), which
-        # tests that compare repeated answers must not meet by chance.
+        # question's verify row counts, and so on a quantized model possibly its text (docs/internals.md,
+        # Lossless), which tests that compare repeated answers must not meet by chance.
         # No start-up self-test either: it loads the model in a child process and decodes once per new
         # data directory, a model process more per server; tests/server/engine/test_selftest.py tests
         # it, and tests/server/api/test_listen.py starts a server with it.

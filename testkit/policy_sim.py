@@ -33,6 +33,11 @@ from spec.lookup import LookupDrafter, NgramIndex
 TRACES = Path(__file__).resolve().parent.parent / "tests/spec/traces"
 
 
+def _costs(raw: dict) -> StepCosts:
+    """A trace's step costs (its "mtp": one MTP draft step, 0 when it was not measured)."""
+    return StepCosts(tuple(raw["verify"]), {"mtp": raw["mtp"]} if raw.get("mtp") else {})
+
+
 @dataclass(frozen=True)
 class Trace:
     name: str
@@ -52,8 +57,8 @@ class Trace:
             prefix=raw["prefix"],
             suffix=raw["suffix"],
             answer=raw["answer"],
-            costs=StepCosts(tuple(raw["costs"]["verify"]), raw["costs"]["mtp"]),
-            calibrated=StepCosts(tuple(raw["calibrated"]["verify"]), raw["calibrated"]["mtp"]),
+            costs=_costs(raw["costs"]),
+            calibrated=_costs(raw["calibrated"]),
             pieces={int(k): bytes.fromhex(v) for k, v in raw["pieces"].items()},
             unspaced={int(k): v for k, v in raw["unspaced"].items()},
         )

@@ -1,6 +1,6 @@
 """A tiny random-weight ``qwen35`` GGUF with one MTP (nextn) layer, written with the ``gguf`` package.
 
-Shape follows ../shared/notes/llama-cpp.md §13 (Qwen3.5's text model with its MTP block): n_embd 128,
+Shape follows llama.cpp's ``conversion/qwen.py`` (Qwen3.5's text model with its MTP mixin): n_embd 128,
 4 trunk layers (0-2 Gated DeltaNet, 3 full attention), the MTP block as ``blk.4``, f32 weights.
 
 The weights are random but structured so that speculation is exercised both ways: small trunk and

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from fastapi import Request
 
-from ingest.collection_index import MemberDamaged
 from ingest.errors import DocumentFilesDamaged
-from ingest.store import FAILED, INGESTING, DocRecord, DocStore
 from server.api import collection, segmented
 from server.api.schemas import AnswerRequest, AnswerStatsPublic, CitationPublic, QuotePublic, SegmentAnswerPublic
 from server.config.errors import (
@@ -31,13 +29,27 @@ from server.config.errors import (
 )
 from server.config.settings import Settings
 from server.engine.engine import Engine
-from server.engine.events import FINAL, AnswerStream, Event, EventKind
+from server.engine.events import (
+    FINAL,
+    Answers,
+    AnswerStream,
+    Citations,
+    Done,
+    Event,
+    Failed,
+    Heartbeat,
+    Quote,
+    Stats,
+    Token,
+)
 from server.engine.jobs import AnswerJob
+from spec import sources
 from spec.limits import MAX_WINDOW
 from spec.loop import AnswerParams
 from spec.quote import QuoteParams
 from spec.sampling import SamplingParams
-from spec.sources import NAMES
+from store.collection_index import MemberDamaged
+from store.docstore import FAILED, INGESTING, DocRecord, DocStore
 
 
 def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_adds: bool = False) -> AnswerParams:
@@ -61,8 +73,7 @@ def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_a
             sampling=sampling,
             window=window,
             stops=tuple(req.stop) if req.stop is not None else layout_stops,
-            sources=NAMES if req.draft_source in ("all", "both") else (req.draft_source,),
-            n_mtp=settings.mtp_draft_tokens,
+            sources=sources.NAMES if req.draft_source in ("all", "both") else (req.draft_source,),
             quote=QuoteParams() if answer_mode(req, settings) == "quote" else None,
         )
     except ValueError as exc:
@@ -71,7 +82,7 @@ def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_a
 
 def answer_mode(req: AnswerRequest, settings: Settings) -> str:
     """``quote`` or ``direct``: the request's ``mode``, else the server's (``DOCQA_ANSWER_MODE``;
-    ``auto`` picks per model, server/config/model.py ``answer_mode``)."""
+    ``auto`` picks per model, server/config/model.py ``answer_mode_for_model``)."""
     return req.mode or settings.answer_mode_for_model()
 
 
@@ -97,38 +108,24 @@ async def submit(
     and thread-safe), refuse it with 413 if it cannot fit the context next to its document, and queue
     it: one job, or for a segmented document the jobs of the segments it ranks best for
     (server/api/segmented.py), read as one stream. Returns (stream, jobs waiting ahead of it)."""
-    loop = asyncio.get_running_loop()
+    close = settings.segment_close_ratio
     try:
-        planned, (suffix, scaffold), earlier = await asyncio.gather(
-            asyncio.to_thread(segmented.plan, store, doc, question, settings.segment_close_ratio, history),
-            asyncio.to_thread(_suffix, engine, question, history, params),
-            asyncio.to_thread(_earlier_turns, engine, history),
+        planned, (suffix, scaffold), earlier = await _tokenized(
+            engine, question, history, params, lambda: segmented.plan(store, doc, question, close, history)
         )
     except DocumentFilesDamaged as exc:  # its segment list or index, beyond repair
         raise damaged(exc, doc.id) from None
-    extra = {"history": history, "earlier": earlier, "scaffold": scaffold}
     if planned is None:
         _check_fits(engine, suffix, doc.tokens, "the document")
+        loop = asyncio.get_running_loop()
+        extra = {"history": history, "earlier": earlier, "scaffold": scaffold}
         job = AnswerJob(doc.id, question, params, loop, suffix, doc.tokens, **extra)
         return job, engine.submit_answer(job)
-    for s in planned.segments:
-        _check_fits(engine, suffix, s.n_tokens, f"the part it is answered from (pages {s.pages[0]}-{s.pages[1]})")
-    return segmented.submit(
-        engine,
-        planned,
-        lambda s: AnswerJob(doc.id, question, params, loop, suffix, s.n_tokens, segment=s.segment, **extra),
-    )
 
+    def part(s: segmented.Source) -> str:
+        return f"the part it is answered from (pages {s.where['pages'][0]}-{s.where['pages'][1]})"
 
-def _suffix(
-    engine: Engine, question: str, history: tuple[tuple[str, str], ...], params: AnswerParams
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """The question's suffix ids, and for a quote-first answer the scaffolding after its quote."""
-    quote = params.quote is not None
-    suffix = engine.layout.question_suffix(engine.model, question, history, quote=quote)
-    if not quote:
-        return suffix, None
-    return suffix, engine.layout.quote_scaffold(engine.model, question, restate=params.quote.restate)
+    return _queue(engine, planned, part, suffix, scaffold, earlier, question, params, history)
 
 
 async def submit_collection(
@@ -145,18 +142,52 @@ async def submit_collection(
     are ranked as one long document's segments (server/api/collection.py) and the jobs of the best
     one or two documents (or segments) are read as one stream, each checked against the context
     first. Returns (stream, jobs waiting ahead of it)."""
-    loop = asyncio.get_running_loop()
     close = settings.segment_close_ratio
     try:
-        planned, (suffix, scaffold), earlier = await asyncio.gather(
-            asyncio.to_thread(collection.plan, store, collection_id, docs, question, close, history),
-            asyncio.to_thread(_suffix, engine, question, history, params),
-            asyncio.to_thread(_earlier_turns, engine, history),
+        planned, (suffix, scaffold), earlier = await _tokenized(
+            engine,
+            question,
+            history,
+            params,
+            lambda: collection.plan(store, collection_id, docs, question, close, history),
         )
     except MemberDamaged as exc:  # a document's text or segment list, beyond repair
         raise damaged(exc.error, exc.doc_id) from None
+
+    def member(s: segmented.Source) -> str:
+        return f"the document it is answered from ({s.where['label']})"
+
+    return _queue(engine, planned, member, suffix, scaffold, earlier, question, params, history)
+
+
+async def _tokenized(engine: Engine, question: str, history, params: AnswerParams, plan):
+    """(``plan()``, (the question's suffix, a quote-first answer's scaffolding after its quote), the
+    earlier turns' token ids), each in a worker thread, at once."""
+    return await asyncio.gather(
+        asyncio.to_thread(plan),
+        asyncio.to_thread(_suffix, engine, question, history, params),
+        asyncio.to_thread(_earlier_turns, engine, history),
+    )
+
+
+def _suffix(engine: Engine, question: str, history, params: AnswerParams) -> tuple[np.ndarray, np.ndarray | None]:
+    """The question's suffix ids, and for a quote-first answer the scaffolding after its quote (or
+    after the gate's yes: ingest/prompt.py ``quote_scaffold``)."""
+    quote = params.quote
+    suffix = engine.layout.question_suffix(engine.model, question, history, quote=quote is not None)
+    if quote is None:
+        return suffix, None
+    return suffix, engine.layout.quote_scaffold(engine.model, question, restate=quote.restate, gate=quote.gate)
+
+
+def _queue(
+    engine: Engine, planned, what, suffix, scaffold, earlier, question, params, history
+) -> tuple[AnswerStream, int]:
+    """Check each planned source against the context (``what(source)``: what the 413 calls it), then
+    queue a job for each, read as one stream (server/api/segmented.py ``submit``)."""
+    loop = asyncio.get_running_loop()
     for s in planned.sources:
-        _check_fits(engine, suffix, s.n_tokens, f"the document it is answered from ({s.where['label']})")
+        _check_fits(engine, suffix, s.n_tokens, what(s))
     extra = {"history": history, "earlier": earlier, "scaffold": scaffold}
     return segmented.submit(
         engine,
@@ -210,21 +241,20 @@ async def collect(stream: AnswerStream, request: Request) -> Collected:
     watcher = asyncio.create_task(cancel_on_disconnect(request, stream))
     try:
         while True:
-            event = await stream.events.get()
-            if event.kind is EventKind.TOKEN:
-                parts.append(event.data["text"])
-            elif event.kind is EventKind.CITATIONS:
-                citations = [CitationPublic(**c) for c in event.data["citations"]]
-                if event.data.get("quote") is not None:
-                    quote = QuotePublic(**event.data["quote"])
-            elif event.kind is EventKind.ANSWERS:
-                answers = [SegmentAnswerPublic(**a) for a in event.data["answers"]]
-            elif event.kind is EventKind.STATS:
-                stats = AnswerStatsPublic(**event.data)
-            elif event.kind is EventKind.ERROR:
-                raise event.data
-            elif event.kind is EventKind.DONE:
-                break
+            match await stream.events.get():
+                case Token(text=text):
+                    parts.append(text)
+                case Citations(citations=cited, quote=quoted):
+                    citations = [CitationPublic(**c) for c in cited]
+                    quote = QuotePublic(**quoted) if quoted is not None else None
+                case Answers(answers=each):
+                    answers = [SegmentAnswerPublic(**a) for a in each]
+                case Stats(values=values):
+                    stats = AnswerStatsPublic(**values)
+                case Failed(error=error):
+                    raise error
+                case Done():
+                    break
     finally:
         watcher.cancel()
         stream.cancel()
@@ -237,7 +267,7 @@ POLL_S = 0.25  # how often a non-streaming request checks that its client is sti
 
 
 async def events(stream: AnswerStream, heartbeat_s: float) -> AsyncIterator[Event]:
-    """``stream``'s events up to DONE or ERROR, and a HEARTBEAT every ``heartbeat_s`` while no token
+    """``stream``'s events up to Done or Failed, and a Heartbeat every ``heartbeat_s`` while no token
     has come yet (queued, or prefilling). Closing the iterator (the client went away) cancels the
     job, wherever it is: waiting, prefilling or decoding."""
     started = False
@@ -249,11 +279,11 @@ async def events(stream: AnswerStream, heartbeat_s: float) -> AsyncIterator[Even
                 try:
                     event = await asyncio.wait_for(stream.events.get(), heartbeat_s)
                 except TimeoutError:
-                    yield Event(EventKind.HEARTBEAT)
+                    yield Heartbeat()
                     continue
-            started = started or event.kind in (EventKind.TOKEN, EventKind.QUOTE)
+            started = started or isinstance(event, Token | Quote)
             yield event
-            if event.kind in FINAL:
+            if isinstance(event, FINAL):
                 return
     finally:
         stream.cancel()
@@ -267,6 +297,6 @@ async def cancel_on_disconnect(request: Request, stream: AnswerStream) -> None:
     while not stream.cancelled.is_set():
         if await request.is_disconnected():
             stream.cancel()
-            stream.events.put_nowait(Event(EventKind.ERROR, ClientGone("the client hung up before its answer")))
+            stream.events.put_nowait(Failed(ClientGone("the client hung up before its answer")))
             return
         await asyncio.sleep(POLL_S)

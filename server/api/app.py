@@ -20,8 +20,6 @@ from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from ingest.errors import DataDirUnusable
-from ingest.store import DocStore
-from ingest.stores import open_store as open_rows
 from ingest.worker import ExtractionWorker
 from server.api import handlers
 from server.api.guard import Guard
@@ -35,6 +33,8 @@ from server.engine.engine import Engine
 from server.engine.lease import Leases, owner_name
 from server.engine.selftest import SelfTest
 from server.engine.traffic import TrafficLog
+from store.docstore import DocStore
+from store.stores import open_store as open_rows
 
 log = logging.getLogger("docqa.store")
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"
@@ -46,7 +46,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = open_store(settings.data_dir, settings.database_url, sweep=settings.startup_sweep)
+        store = await asyncio.to_thread(open_store, settings.data_dir, settings.database_url, settings.startup_sweep)
         if settings.ingest_lease_s:  # servers sharing the database: ingest under leases (server/engine/lease.py)
             store.share(owner_name(settings.replica_name), settings.ingest_lease_s)
         traffic = TrafficLog(settings) if settings.traffic_log else None
@@ -81,7 +81,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
             await asyncio.to_thread(engine.stop)
             if traffic is not None:
                 traffic.close()
-            store.close()
+            await asyncio.to_thread(store.close)
 
     app = FastAPI(title="docqa", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
@@ -95,7 +95,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
     app.include_router(openai.router)
 
     @app.get("/metrics", include_in_schema=False)
-    async def prometheus() -> Response:
+    def prometheus() -> Response:  # sync: the snapshot bytes on disk are counted in the thread pool
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     add_page_and_guards(app, settings, metrics)
@@ -138,7 +138,10 @@ def open_store(data_dir: Path, database_url: str | None = None, sweep: bool = Tr
     if swept.dirs or swept.tmp_files:
         log.warning(
             "start-up sweep freed %d bytes: %d directories without a row (%s), %d temp files (%s)",
-            swept.bytes_freed, len(swept.dirs), ", ".join(swept.dirs), len(swept.tmp_files),
+            swept.bytes_freed,
+            len(swept.dirs),
+            ", ".join(swept.dirs),
+            len(swept.tmp_files),
             ", ".join(str(p) for p in swept.tmp_files),
-        )  # fmt: skip
+        )
     return store

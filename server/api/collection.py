@@ -1,8 +1,8 @@
-"""Questions to a collection (ingest/store.py): its documents answered like one long document whose
+"""Questions to a collection (store/docstore.py): its documents answered like one long document whose
 segments are their states. A document answered whole is one source, a segmented one keeps its
 segments; all of them are ranked for the question by one BM25 index across the collection
-(ingest/collection_index.py), and the best is answered from, with the second best too when it scores
-close (ingest/index.py ``chosen``, DOCQA_SEGMENT_CLOSE_RATIO), each by its own engine job
+(store/collection_index.py), and the best is answered from, with the second best too when it scores
+close (store/index.py ``chosen``, DOCQA_SEGMENT_CLOSE_RATIO), each by its own engine job
 (server/engine/jobs.py ``AnswerJob`` with the document and segment), read as one stream by
 server/api/segmented.py ``SegmentedAnswer``. Nothing new runs in the engine: each job is a question
 about one document or segment, whose saved state it restores.
@@ -19,14 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ingest import collection_index, index
-from ingest.collection_index import MemberDamaged
 from ingest.errors import DocumentFilesDamaged, SegmentsDamaged, TextDamaged
-from ingest.store import FAILED, INGESTING, READY, CollectionRecord, DocRecord, DocStore
 from server.api import segmented
 from server.api.schemas import CollectionDocument, CollectionPublic
 from server.api.segmented import Source
 from server.config.errors import CollectionEmpty, DocumentFailed, DocumentIngesting
+from store import collection_index, index
+from store.collection_index import MemberDamaged
+from store.docstore import FAILED, INGESTING, READY, CollectionRecord, DocRecord, DocStore
 
 NOT_FOUND = (
     "None of the collection's documents seems to contain this: none of them mentions any of the words "
@@ -110,8 +110,14 @@ def _source(store: DocStore, doc: DocRecord, unit: collection_index.Unit, score:
         if unit.segment is None:
             text = store.read_text(doc.id)
             first = text.first_page
-            where = {"index": 0, "pages": [first, first + text.pages - 1], "part": 1, "parts": 1,
-                     "chars": [0, len(text.text)], "label": doc.name}  # fmt: skip
+            where = {
+                "index": 0,
+                "pages": [first, first + text.pages - 1],
+                "part": 1,
+                "parts": 1,
+                "chars": [0, len(text.text)],
+                "label": doc.name,
+            }
             return Source(doc.id, None, doc.tokens, {**where, **named}, score, named)
         parts = store.read_segments(doc.id) or []
         segment = parts[unit.segment]

@@ -1,4 +1,9 @@
-"""Typed dependencies read from ``app.state``, and a document looked up by the id a request names."""
+"""Typed dependencies read from ``app.state``, and the document or collection a request's path names.
+
+The document and collection dependencies are sync functions: FastAPI runs a sync dependency in its
+thread pool, so their row reads never run on the event loop (with PostgreSQL each is a network
+round trip that would stall every stream on the loop; tests/server/api/test_slow_store.py).
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,11 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from ingest.store import DocRecord, DocStore
 from ingest.worker import ExtractionWorker
-from server.config.errors import DocumentNotFound, EngineUnavailable
+from server.config.errors import CollectionNotFound, DocumentNotFound, EngineUnavailable
 from server.config.settings import Settings
 from server.engine.engine import Engine
+from store.docstore import CollectionRecord, DocRecord, DocStore
 
 
 def _settings(request: Request) -> Settings:
@@ -52,3 +57,30 @@ def existing_document(store: DocStore, doc_id: str) -> DocRecord:
     if doc is None:
         raise DocumentNotFound(f"no document with id {doc_id!r}; list them with GET /v1/documents")
     return doc
+
+
+def find_collection(store: DocStore, collection_id: str) -> CollectionRecord | None:
+    """The collection with this id, or None (an id is alphanumeric: anything else is no id of ours)."""
+    return store.collection(collection_id) if collection_id.isalnum() else None
+
+
+def existing_collection(store: DocStore, collection_id: str) -> CollectionRecord:
+    """The collection with this id; CollectionNotFound (404) naming how to list them otherwise."""
+    found = find_collection(store, collection_id)
+    if found is None:
+        raise CollectionNotFound(f"no collection with id {collection_id!r}; list them with GET /v1/collections")
+    return found
+
+
+def _document(doc_id: str, store: StoreDep) -> DocRecord:
+    return existing_document(store, doc_id)
+
+
+def _collection(collection_id: str, store: StoreDep) -> CollectionRecord:
+    return existing_collection(store, collection_id)
+
+
+#: The document of the path's ``doc_id`` (404 without one), read in the thread pool.
+DocumentDep = Annotated[DocRecord, Depends(_document)]
+#: The collection of the path's ``collection_id`` (404 without one), read in the thread pool.
+CollectionDep = Annotated[CollectionRecord, Depends(_collection)]

@@ -33,8 +33,10 @@ class Metrics:
         self.batch = self._histogram(
             "docqa_batch_sequences", "Questions decoded together in one verify step", BATCH_BUCKETS
         )
-        self.mtp_batched = Counter(
-            "docqa_mtp_batched_decodes", "MTP decodes that served several questions at once", registry=r
+        self.model_batched = Counter(
+            "docqa_model_batched_decodes",
+            "Decodes of a model drafter's context (the MTP head, a draft model) that served several questions at once",
+            registry=r,
         )
         self.rebuilds = Counter(
             "docqa_rollback_rebuilds", "Sequences rebuilt from the document prefix after a failed rollback", registry=r
@@ -58,10 +60,10 @@ class Metrics:
             self.drafted.labels(source).inc(n)
             self.accepted.labels(source).inc(stats["accepted_by_source"].get(source, 0))
 
-    def observe_step(self, n_seqs: int, mtp_batched: int) -> None:
+    def observe_step(self, n_seqs: int, model_batched: int) -> None:
         self.batch.observe(n_seqs)
-        if mtp_batched:
-            self.mtp_batched.inc(mtp_batched)
+        if model_batched:
+            self.model_batched.inc(model_batched)
 
     def observe_rebuild(self) -> None:
         self.rebuilds.inc()

@@ -1,7 +1,7 @@
 """Answering from a segmented document (ingest/segments.py): rank its segments for the question,
 answer from the best one (or the best two), and give the route one stream of events, as one job.
 
-The rule (ingest/index.py ``chosen``): the segments are ranked by FTS5 BM25 over their text. The best
+The rule (store/index.py ``chosen``): the segments are ranked by FTS5 BM25 over their text. The best
 one is answered from; the second best too when its score is at least DOCQA_SEGMENT_CLOSE_RATIO x the
 best's (default 0.8: they hold the question's words about equally well), and both answers are given,
 each after a "From ...:" line naming its segment (:func:`label`), with their citations. When no
@@ -31,11 +31,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ingest import index, integrity
 from ingest.segments import Segment
-from ingest.store import DocRecord, DocStore
-from server.engine.events import Event, EventKind
+from server.engine.events import Answers, Citations, Done, Event, Failed, Quote, Stats, Token
+from server.engine.events import Segment as SegmentEvent
 from server.engine.jobs import AnswerJob
+from store import index, repair
+from store.docstore import DocRecord, DocStore
 
 NOT_FOUND = (
     "The document does not seem to contain this: none of its parts mentions any of the words of the "
@@ -117,13 +118,13 @@ def plan(
     store: DocStore, doc: DocRecord, question: str, close: float, history: tuple[tuple[str, str], ...] = ()
 ) -> Plan | None:
     """Rank ``doc``'s segments for ``question``, a conversation's earlier turns (``history``) ranked
-    with it, weighted lower (ingest/index.py ``rank_conversation``: a follow-up such as "Why did she
+    with it, weighted lower (store/index.py ``rank_conversation``: a follow-up such as "Why did she
     do it?" stays on the segment its conversation is about); None for a document answered whole.
-    Runs off the event loop (a small SQLite read; a damaged index is rebuilt, ingest/integrity.py)."""
+    Runs off the event loop (a small SQLite read; a damaged index is rebuilt, store/repair.py)."""
     segments = store.read_segments(doc.id)
     if segments is None:
         return None
-    ranked = integrity.rank_segments(store.dir(doc.id), question, history)
+    ranked = repair.rank_segments(store.dir(doc.id), question, history)
     scores = dict(ranked)
     picked = index.chosen(ranked, close)
     return Plan([segments[i] for i in picked], [scores[i] for i in picked], len(segments), paged(doc), doc.id)
@@ -171,52 +172,51 @@ class SegmentedAnswer:
             self._task.cancel()
 
     async def _pump(self) -> None:
-        def put(kind: EventKind, data: Any) -> None:
-            self.events.put_nowait(Event(kind, data))
-
+        put = self.events.put_nowait
         if not self.jobs:
-            put(EventKind.TOKEN, {"text": self.plan.not_found})
-            put(EventKind.CITATIONS, {"citations": []})
-            put(EventKind.STATS, {**_stats_zero(), "segments": []})
-            put(EventKind.DONE, {})
+            put(Token(self.plan.not_found))
+            put(Citations([]))
+            put(Stats({**_stats_zero(), "segments": []}))
+            put(Done())
             return
         many = len(self.jobs) > 1
         parts: list[dict[str, Any]] = []
         all_stats: list[dict[str, Any]] = []
         for i, (job, source) in enumerate(zip(self.jobs, self.plan.sources, strict=True)):
             where = source.where
-            put(EventKind.SEGMENT, where)
+            put(SegmentEvent(where))
             part: dict[str, Any] = {**where, "text": "", "citations": [], "quote": None}
             if many:
-                put(EventKind.TOKEN, {"text": f"{chr(10) * 2 if i else ''}From {where['label']}: "})
+                put(Token(f"{chr(10) * 2 if i else ''}From {where['label']}: "))
             while True:
-                event = await job.events.get()
-                if event.kind in (EventKind.TOKEN, EventKind.QUOTE):
-                    if event.kind is EventKind.TOKEN:
-                        part["text"] += event.data["text"]
-                    self.events.put_nowait(event)
-                elif event.kind is EventKind.CITATIONS:
-                    part["citations"] = [{**c, **source.cited} for c in event.data["citations"]]
-                    if (quote := event.data.get("quote")) is not None:
-                        cited = quote["citation"]
-                        part["quote"] = {**quote, "citation": {**cited, **source.cited} if cited else None}
-                elif event.kind is EventKind.STATS:
-                    all_stats.append(event.data)
-                elif event.kind is EventKind.ERROR:
-                    for other in self.jobs:
-                        other.cancel()
-                    self.events.put_nowait(event)
-                    return
-                elif event.kind is EventKind.DONE:
-                    break
+                match event := await job.events.get():
+                    case Token(text=text):
+                        part["text"] += text
+                        put(event)
+                    case Quote():
+                        put(event)
+                    case Citations(citations=cited, quote=quoted):
+                        part["citations"] = [{**c, **source.cited} for c in cited]
+                        if quoted is not None:
+                            at = quoted["citation"]
+                            part["quote"] = {**quoted, "citation": {**at, **source.cited} if at else None}
+                    case Stats(values=values):
+                        all_stats.append(dict(values))
+                    case Failed():
+                        for other in self.jobs:
+                            other.cancel()
+                        put(event)
+                        return
+                    case Done():
+                        break
             parts.append(part)
         quotes = [p["quote"] for p in parts if p["quote"] is not None]
         quote = next((q for q in quotes if q["verified"]), quotes[0] if quotes else None)
-        put(EventKind.CITATIONS, {"citations": [c for p in parts for c in p["citations"]], "quote": quote})
+        put(Citations([c for p in parts for c in p["citations"]], quote))
         if many:
-            put(EventKind.ANSWERS, {"answers": parts})
-        put(EventKind.STATS, self._stats(all_stats))
-        put(EventKind.DONE, {})
+            put(Answers(parts))
+        put(Stats(self._stats(all_stats)))
+        put(Done())
 
     def _stats(self, all_stats: list[dict[str, Any]]) -> dict[str, Any]:
         """The first answer's stats, its counts summed over all answers, and the segments used."""

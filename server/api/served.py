@@ -21,8 +21,8 @@ from urllib.parse import quote
 
 from fastapi import Response
 
-from ingest.store import INGESTING, DocRecord
 from server.config.errors import DocumentFailed, DocumentIngesting
+from store.docstore import INGESTING, DocRecord
 
 #: kind (ingest/extract.py KINDS) -> (media type, extension the served name must end with).
 MEDIA = {

@@ -13,14 +13,15 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from ingest import cut as cuts
-from ingest import disk, pipeline
+from ingest import pipeline
 from ingest.budget import Budget
 from ingest.extract import ExtractedText
 from ingest.pipeline import Prepared
-from ingest.store import INGESTING, DocRecord, DocStore
 from server.config.errors import InvalidRequest
 from server.config.settings import Settings
 from server.engine.engine import Engine
+from store import disk
+from store.docstore import INGESTING, DocRecord, DocStore
 
 
 def parse_cut(pages: str | None, chars: str | None) -> cuts.Cut | None:

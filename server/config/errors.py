@@ -92,7 +92,7 @@ class SnapshotRebuilding(ApiError):
 
 
 class DocumentDamaged(ApiError):
-    """A stored file of the document is damaged beyond what the server repairs (ingest/integrity.py)."""
+    """A stored file of the document is damaged beyond what the server repairs (store/checked.py, store/repair.py)."""
 
 
 class ReingestRunning(ApiError):

@@ -25,7 +25,7 @@ PRESETS = {
     "rtx3090-27b": {
         "shape": "qwen3.6-27b-q4_k_m",
         "vram_bytes": 24 * 1024**3,
-        "n_ctx": 139_264,  # 136 Ki tokens: the long-document target (notes §7)
+        "n_ctx": 139_264,  # 136 Ki tokens: the long-document target (4.5 GiB of q8_0 KV for a 27B hybrid)
         # One 139k-token document fills the card: a second one cannot be prefilled next to it.
         "fixed": {"type_k": "q8_0", "type_v": "q8_0", "flash_attn": "on", "parallel_ingest": False},
     },
@@ -42,9 +42,12 @@ def n_sequences(settings: Settings) -> int:
 def context_config(settings: Settings, recurrent: bool) -> ContextConfig:
     """The target context the engine creates for ``settings`` (its MTP context is the same with
     ``mtp=True, n_rs_seq=0``): one sequence holds the document and each of ``n_seq_max`` concurrent
-    questions gets its own, in one unified KV pool so the document prefix is stored once (notes §6).
-    Hybrid/recurrent models roll back through per-token recurrent snapshots: one per draft token of
-    the widest window (notes §5). :func:`plan_config` mirrors this mapping for the planner."""
+    questions gets its own, in one unified KV pool so the document prefix is stored once (with
+    ``kv_unified``, ``seq_cp`` only tags the prefix's cells with another sequence id; without it each
+    sequence has a stream of its own and a partial copy aborts). Hybrid/recurrent models roll back
+    through per-token recurrent snapshots (``n_rs_seq``): one per draft token of the widest window,
+    since a recurrent state can be rolled back by at most ``n_rs_seq`` tokens. :func:`plan_config`
+    mirrors this mapping for the planner."""
     s = settings
     return ContextConfig(
         n_ctx=s.n_ctx,

@@ -2,9 +2,10 @@
 kept while they still hold.
 
 The measured costs are kept in ``data_dir/calibration.json`` (or DOCQA_CALIBRATION_FILE, which
-several data directories on one machine may share), keyed by model fingerprint, threads,
-KV types, flash attention and MTP, with the time they were measured and the machine's load then. They
-seed spec/cost.py's ``CostModel``, which corrects them from the real verify calls of each run. A
+several data directories on one machine may share), keyed by model fingerprint, threads, KV
+types, flash attention and the model drafters timed (the MTP head), with the time they were
+measured and the machine's load then. They seed spec/cost.py's ``CostModel``, which corrects them
+from the real verify calls of each run. A
 calibration taken on a busy machine is not kept as the truth (issue 29: one measured 16-token drafts
 at 67x a one-row call and was reused at every later restart):
 
@@ -26,10 +27,9 @@ import statistics
 import time
 from pathlib import Path
 
-import numpy as np
-
 from runtime.atomic import write_atomic
 from runtime.llama import Context, Model
+from server.engine.contexts import Contexts
 from spec.cost import StepCosts, calibrate
 
 log = logging.getLogger("docqa.engine")
@@ -39,38 +39,29 @@ MAX_AGE_S = 7 * 24 * 3600.0  # a stored calibration older than this is measured 
 AGREE = 2.0  # the start-up check's one-row cost must be within this factor of the stored one
 
 
-def step_costs(ctx: Context, model: Model, mtp_ctx: Context | None, path: Path, seq_id: int = 0) -> StepCosts:
-    """Verify costs for 0..16 drafts (and one MTP step), from the calibration file ``path`` when they
-    still hold, else measured on ``seq_id``, which must be empty and is left empty, and stored there
-    when plausible. About 0.5-2 s to measure on a 2-core CPU (up to :data:`ATTEMPTS` times)."""
-    token = max(model.bos, 0)
-    mtp_step = None
-    if mtp_ctx is not None:
-        zeros = np.zeros((1, mtp_ctx.n_embd), dtype=np.float32)
-
-        def mtp_step() -> None:
-            mtp_ctx.decode([token], 0, seq_id=seq_id, outputs="all", embd=zeros)
-            mtp_ctx.logits()[0].argmax()
-            mtp_ctx.hidden()[0].copy()
-            mtp_ctx.seq_rm(seq_id, 0)
-
+def step_costs(contexts: Contexts, model: Model, path: Path, seq_id: int = 0) -> StepCosts:
+    """Verify costs for 0..16 drafts (and one draft step of each companion that can be timed alone:
+    the MTP head), from the calibration file ``path`` when they still hold, else measured on
+    ``seq_id``, which must be empty and is left empty, and stored there when plausible. About 0.5-2 s
+    to measure on a 2-core CPU (up to :data:`ATTEMPTS` times)."""
+    ctx, token = contexts.target, max(model.bos, 0)
+    steps = contexts.companions.calibration_steps(seq_id)
     cfg = ctx.config
-    key = "/".join(
-        map(str, (model.fingerprint, cfg.n_threads, cfg.type_k, cfg.type_v, cfg.flash_attn, mtp_step is not None))
-    )
+    timed = "+".join(sorted(steps)) or "-"
+    key = "/".join(map(str, (model.fingerprint, cfg.n_threads, cfg.type_k, cfg.type_v, cfg.flash_attn, timed)))
     stored = _stored(path, key)
     if stored is not None and still_holds(*stored, one_row_now(ctx, token, seq_id), time.time()):
         costs = stored[0]
     else:
-        costs, why = _measure(ctx, token, mtp_step)
+        costs, why = _measure(ctx, token, steps)
         if why is None:
             _store(path, key, costs)
         else:
             log.warning("verify costs measured under load (%s): used for this run only, not stored", why)
     log.info(
-        "verify cost per step: %s ms (windows 0/1/4/16), MTP step %.2f ms",
+        "verify cost per step: %s ms (windows 0/1/4/16)%s",
         "/".join(f"{costs.verify[k] * 1000:.1f}" for k in (0, 1, 4, 16)),
-        costs.mtp * 1000,
+        "".join(f", {name} step {s * 1000:.2f} ms" for name, s in costs.draft_steps.items()),
     )
     return costs
 
@@ -85,12 +76,12 @@ def implausible(costs: StepCosts) -> str | None:
     return None
 
 
-def _measure(ctx: Context, token: int, mtp_step) -> tuple[StepCosts, str | None]:
+def _measure(ctx: Context, token: int, steps) -> tuple[StepCosts, str | None]:
     """A calibration, and why it must not be stored (None: it may)."""
     why = None
     for _ in range(ATTEMPTS):
         load = os.getloadavg()[0]
-        costs = calibrate(ctx, token, mtp_step, repeats=3)
+        costs = calibrate(ctx, token, steps, repeats=3)
         why = implausible(costs)
         if why is None:
             cores = os.cpu_count() or 1
@@ -124,9 +115,9 @@ def _stored(path: Path, key: str) -> tuple[StepCosts, float] | None:
         entry = json.loads(path.read_text()).get(key)
         if not entry:
             return None
-        costs = StepCosts(tuple(entry["verify"]), entry["mtp"])
+        costs = StepCosts(tuple(entry["verify"]), dict(entry["drafts"]))
         return (costs, float(entry["measured_at"])) if implausible(costs) is None else None
-    except (OSError, ValueError, KeyError, TypeError):  # no file, or one written before measured_at
+    except (OSError, ValueError, KeyError, TypeError):  # no file, or one written before measured_at or drafts
         return None
 
 
@@ -135,7 +126,7 @@ def _store(path: Path, key: str, costs: StepCosts) -> None:
         table = json.loads(path.read_text()) if path.is_file() else {}
     except ValueError:
         table = {}
-    table[key] = {"verify": list(costs.verify), "mtp": costs.mtp, "measured_at": time.time()}
+    table[key] = {"verify": list(costs.verify), "drafts": dict(costs.draft_steps), "measured_at": time.time()}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(table, indent=1).encode())

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 from ingest.prompt import PromptLayout, is_not_said
 from ingest.segments import parse_key
-from ingest.store import DocStore
 from runtime.llama import Model
-from server.engine.events import EventKind
+from server.engine import events
 from server.engine.hot import HotDoc
 from server.engine.sequence import Sequence
 from spec.cite import CitationIndex, TokenOffsets
+from store.docstore import DocStore
 
 log = logging.getLogger("docqa.engine")
 
@@ -32,8 +32,9 @@ class DocumentGone(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Quote:
-    """A quote-first answer's quote as the worker cites it: the text the model wrote, whether it is
-    the document's, and its prefix token positions ``[a, b)`` (None: not a span of the document)."""
+    """A quote-first answer's quote as the worker cites it: its text, whether it stands (in the
+    document, and the answer did not refuse), and the prefix token positions ``[a, b)`` of its
+    sentence (None: nothing to cite)."""
 
     text: str
     verified: bool
@@ -47,16 +48,15 @@ class Citations:
 
     def finish(self, seq: Sequence, stats: dict) -> None:
         """Cite ``seq``'s answer off the model thread, then send citations, stats and done. A
-        quote-first answer is cited by its quote alone (its span of the document's tokens)."""
+        quote-first answer is cited by its quote alone (the sentence of the document it is in)."""
         copied = list(seq.lookup.copied)  # document token ranges of accepted lookup drafts
         quote = None
-        if (q := seq.answer.quote) is not None:  # cited by the sentence it is in, unless the answer refused
-            span = q.sentence() if q.done and not q.refuses else None
+        if (q := seq.answer.quote) is not None:  # cited by its sentence, unless the answer refused
+            stands = q.done and q.verified and not q.refuses
+            span = q.sentence() if stands else None
             at = seq.hot.quotes_at
-            stands = q.verified and not q.refuses
-            quote = Quote(
-                q.sentence_text() or q.quote_text(), stands, None if span is None else (at + span[0], at + span[1])
-            )
+            tokens = None if span is None else (at + span[0], at + span[1])
+            quote = Quote(q.sentence_text() or q.quote_text(), stands, tokens)
         text = "".join(seq.parts)
         self._pool.submit(self._cite_and_send, seq.job, seq.job.key, seq.hot, text, copied, stats, quote)
 
@@ -87,9 +87,9 @@ class Citations:
             quoted = {"text": quote.text, "verified": False}
         if quoted is not None:
             quoted["citation"] = citations[0] if citations else None
-        job.emit(EventKind.CITATIONS, {"citations": citations, "quote": quoted})
-        job.emit(EventKind.STATS, stats)
-        job.emit(EventKind.DONE, {})
+        job.emit(events.Citations(citations, quoted))
+        job.emit(events.Stats(stats))
+        job.emit(events.Done())
 
     def index(self, key: str, hot: HotDoc) -> tuple[CitationIndex, TokenOffsets, int]:
         """The citation index and token offsets of a document or segment (``key``: ingest/segments.key),

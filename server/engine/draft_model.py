@@ -15,6 +15,7 @@ its questions draft without the model.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import numpy as np
 from ingest import side_state
 from runtime.llama import Context, ContextConfig, Model
 from runtime.vocab import mismatch
+from server.engine.companions import Piece
 from spec.draft_model import DraftModelDrafter
 
 log = logging.getLogger("docqa.engine")
@@ -79,6 +81,12 @@ class DraftModel:
             )
             self._broken.add(seq_id)
 
+    def snapshot_part(self, seq_id: int) -> None:
+        """None: it keeps a side state of its own (:meth:`save`)."""
+
+    def snapshot_context(self) -> None:
+        """None: no part of the target's snapshot is its."""
+
     def save(self, seq_id: int, tokens: np.ndarray, directory: Path) -> None:
         """The prefilled sequence's side state, next to the target's snapshot (never fails the
         ingestion: a document without it is answered without the draft model)."""
@@ -101,7 +109,10 @@ class DraftModel:
         self.ctx.seq_rm(self.doc_seq, 0)
         self.loaded = None
 
-    def restore(self, key: str, tokens: np.ndarray, directory: Path) -> None:
+    def ram_state(self, seq_id: int) -> None:
+        """None: kept on disk only (its side state), so the RAM cache holds the target's bytes alone."""
+
+    def restore(self, key: str, tokens: np.ndarray, directory: Path, ram=None, hidden=None) -> None:
         """Bring the document sequence to ``key``'s prefix from its side state; when there is none
         (or it is unusable), the document's questions draft without the model."""
         if self.loaded == key:
@@ -128,9 +139,16 @@ class DraftModel:
         """The drafter of question sequence ``seq_id``, which holds the prefix (:meth:`share`)."""
         return DraftModelDrafter(self.ctx, seq_id, n_prefix, self.depth)
 
+    def decoded(self, pieces: list[Piece]) -> tuple[dict[int, Exception], int]:
+        """Nothing: a question's drafter decodes what it has not seen when it next drafts."""
+        return {}, 0
+
     def release(self, seq_id: int) -> None:
         self.ctx.seq_rm(seq_id, 0)
         self._broken.discard(seq_id)
+
+    def calibration_step(self, seq_id: int) -> Callable[[], None] | None:
+        """None: its price is learnt from its first drafts (spec/cost.py ``CostModel.draft_step``)."""
 
     def close(self) -> None:
         self.ctx.close()

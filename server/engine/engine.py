@@ -20,22 +20,23 @@ import threading
 import time
 
 from ingest.errors import StorageError
-from ingest.store import DocStore
 from server.config import errors
 from server.config.settings import Settings
-from server.engine.admission import Admission
+from server.engine.admission import Admission, Unusable
 from server.engine.citations import Citations
-from server.engine.events import EventKind
+from server.engine.events import Quote, Token
 from server.engine.finish import Finisher, Observer
 from server.engine.history import AnswerHistories
 from server.engine.hot import HotDocs
-from server.engine.ingestion import Ingestions, resume_interrupted
-from server.engine.jobs import AnswerJob, Deleted, IngestJob, Job, ingest_jobs
+from server.engine.ingestion import Ingestions
+from server.engine.jobs import AnswerJob, Deleted, DocStates, IngestJob, Job, ingest_jobs
 from server.engine.loading import Loaded, load
+from server.engine.recovery import resume_interrupted
 from server.engine.runner import Runner, StepReport
 from server.engine.scheduler import Scheduler
 from server.engine.sequence import DOC_SEQ, Sequence
 from server.engine.traffic import TrafficLog
+from store.docstore import DocStore
 
 log = logging.getLogger("docqa.engine")
 _WAKE = object()  # wakes the engine thread (a shutdown began) without a job
@@ -62,6 +63,7 @@ class Engine:
         self.ready = threading.Event()
         self.progress: dict[str, float] = {}  # doc id -> prefill progress 0..1 (engine writes, routes read)
         self.deleted = Deleted()  # documents deleted since the last step (routes add, the engine drops)
+        self.states = DocStates()  # what the engine knows of each document (admission reads it, not the row)
         self.evicted = Deleted()  # documents whose RAM state to free (a cluster replica gave them up)
         self._jobs: queue.Queue[Job | object | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="docqa-engine", daemon=True)
@@ -108,6 +110,7 @@ class Engine:
         """Queue the prefill of a stored document (``n_tokens``: its prefix length), or of each of its
         segments (a segment whose snapshot is complete is skipped when its turn comes)."""
         self.progress[doc_id] = 0.0
+        self.states.mark(doc_id, DocStates.INGESTING)
         for job in ingest_jobs(doc_id, n_tokens, self.store.read_segments(doc_id)):
             self._jobs.put(job)
 
@@ -123,7 +126,9 @@ class Engine:
         self._jobs.put(_WAKE)
 
     def forget(self, doc_id: str) -> None:
-        """A document was deleted: stop its ingestion and drop its RAM state at the next chance."""
+        """A document was deleted (or is re-ingested): stop its ingestion and drop its RAM state at the
+        next chance; its questions are refused until it is queued for prefill again."""
+        self.states.mark(doc_id, DocStates.DELETED)
         self.deleted.add(doc_id)
         self.progress.pop(doc_id, None)
 
@@ -141,28 +146,29 @@ class Engine:
         while self._pull(block=self.scheduler.idle, timeout=self.scheduler.wait_s()):
             self.step()
         self._close_down(force=True)
+        self.ingest.close()
         self.citations.close()
         self.histories.close()
         self.loaded.close()
 
     def _load(self) -> None:
-        s = self.settings
+        s, store = self.settings, self.store
         loaded = self.loaded = load(s, DOC_SEQ)
         self.scheduler = Scheduler(
             s.n_seq_max, loaded.ctx.n_ctx, s.answer_reserve, loaded.max_window, s.parallel_ingest
         )
-        self.histories = AnswerHistories(
-            self.store, s.answer_history, s.answer_history_tokens, s.min_ngram, s.max_ngram
-        )
-        self.docs = HotDocs(
-            s, self.store, loaded.model, loaded.ctx, loaded.mtp_ctx, DOC_SEQ, self.histories.load, loaded.companions
-        )
-        self.runner = Runner(loaded.ctx, loaded.mtp_ctx, DOC_SEQ, loaded.max_rows, loaded.costs, loaded.companions)
-        self.admission = Admission(self.store, self.docs, self.runner, loaded, self.deleted, self.submit_ingest)
-        self.citations = Citations(self.store, loaded.model, loaded.layout)
+        self.histories = AnswerHistories(store, s.answer_history, s.answer_history_tokens, s.min_ngram, s.max_ngram)
+        ram = dict(min_ngram=s.min_ngram, max_ngram=s.max_ngram, ram_bytes=s.snapshot_ram_bytes, hot_docs=s.hot_docs)
+        self.docs = HotDocs(loaded.contexts, store, loaded.model, DOC_SEQ, load_history=self.histories.load, **ram)
+        self.runner = Runner(loaded.contexts, DOC_SEQ, loaded.max_rows, loaded.costs)
+        self.admission = Admission(self.states, self.docs, self.runner, loaded)
+        self.citations = Citations(store, loaded.model, loaded.layout)
         self.finisher = Finisher(self.citations, self.histories, self.docs, self.replica, self.observer, self.traffic)
-        self.ingest = Ingestions(self.store, self.docs, self.progress, self.deleted, self.scheduler.ingest_seq,
-                                 self.submit_ingest)  # fmt: skip
+        keep = loaded.model.n_swa == 0 or s.swa_full  # server/engine/ingestion.py Ingestion.finish
+        seq, again, budget = self.scheduler.ingest_seq, self.submit_ingest, s.disk_budget_bytes
+        self.ingest = Ingestions(
+            store, self.docs, loaded.contexts, self.progress, self.states, seq, again, budget, keep, loaded.layout
+        )
 
     def _pull(self, block: bool, timeout: float | None = None) -> bool:
         """Move submitted jobs to the scheduler; wait for one (at most ``timeout`` s) if ``block``.
@@ -195,7 +201,7 @@ class Engine:
         if answering := sched.answering():
             report = self.runner.step(answering)  # one llama_decode for every answering question
             if self.observer is not None:
-                self.observer.observe_step(len(answering), report.mtp_batched)
+                self.observer.observe_step(len(answering), report.model_batched)
             self._postprocess(report)
         self._prefill_next_chunk()
 
@@ -233,17 +239,30 @@ class Engine:
                 if work is not None:
                     sched.begin_ingest(work)
             else:
-                seq_id, cells = sched.free_seq_id(), sched.cells_needed(job)
-                try:
-                    sched.start(self.admission.admit(job, seq_id, cells, sched.n_running))
-                except Exception:
-                    self.runner.release(seq_id)  # it may have shared the prefix before failing
-                    raise
+                sched.start(self._admit(job))
         except Exception as exc:  # keep serving; tell the waiting request what happened
             if not isinstance(exc, errors.ApiError):
                 log.exception("engine job failed")
             if isinstance(job, AnswerJob):
                 job.fail(errors.from_engine(exc))
+
+    def _admit(self, job: AnswerJob) -> Sequence:
+        """Admission of ``job`` (server/engine/admission.py); what it finds unusable the ingestion side
+        repairs (then it is admitted again, once) or rebuilds (then its client is told to retry)."""
+        sched = self.scheduler
+        seq_id, cells = sched.free_seq_id(), sched.cells_needed(job)
+        for repaired in (False, True):
+            try:
+                return self.admission.admit(job, seq_id, cells, sched.n_running)
+            except Unusable as why:
+                self.runner.release(seq_id)  # it may have shared the prefix before failing
+                error = self.ingest.recover(job, why, repaired)
+                if error is not None:
+                    raise error from None
+            except Exception:
+                self.runner.release(seq_id)
+                raise
+        raise AssertionError("unreachable: a second repair returns an error")
 
     def _prefill_next_chunk(self) -> None:
         """Decode one chunk of prefill (at most ``n_ubatch`` tokens): of the questions still prefilling,
@@ -282,10 +301,10 @@ class Engine:
     def _deliver(self, seq: Sequence, events) -> None:
         for event in events:
             if event.text and event.part == "quote":
-                seq.job.emit(EventKind.QUOTE, {"text": event.text})
+                seq.job.emit(Quote(event.text))
             elif event.text:
                 seq.parts.append(event.text)
-                seq.job.emit(EventKind.TOKEN, {"text": event.text})
+                seq.job.emit(Token(event.text, event.n_accepted))
 
     def _finish(self, seq: Sequence) -> None:
         """The answer is done: free its sequence, then report and cite it (server/engine/finish.py)."""

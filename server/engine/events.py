@@ -1,11 +1,14 @@
-"""The answer stream, typed: what a question's job sends back to the route that waits for it.
+"""The answer stream, typed: what a question's job sends back to the route that waits for it, one
+frozen dataclass per kind of event.
 
-Events, in order: ``QUOTE`` (a quote-first answer's quote, spec/quote.py) any number of times, then
-``TOKEN`` (text) any number of times, then ``CITATIONS``, ``STATS`` and ``DONE``; or
-``ERROR`` at any point (its data is the exception to raise or send). A segmented answer
-(server/api/segmented.py) adds ``SEGMENT`` before each segment's tokens and, when two segments were
-answered from, ``ANSWERS`` before ``STATS``. ``QUEUED`` (the first SSE event) and ``HEARTBEAT`` (an
-SSE comment while no token has come yet) are made by the route's stream, never by the engine.
+Events, in order: a quote-first answer's :class:`Quote` (spec/quote.py), :class:`Token` any number
+of times, then :class:`Citations`, :class:`Stats` and :class:`Done`; or :class:`Failed` at any point
+(its ``error`` is the exception to raise or send). A segmented answer (server/api/segmented.py) adds
+:class:`Segment` before each segment's tokens and, when two segments were answered from,
+:class:`Answers` before ``Stats``. :class:`Queued` (the first SSE event) and :class:`Heartbeat` (an
+SSE comment while no token has come yet) are made by the route's stream, never by the engine. The
+encoders (server/api/responses.py, the OpenAI route) ``match`` on these types and turn them into
+dicts (``dataclasses.asdict``) only there, at the edge.
 
 :class:`AnswerStream` is what a route reads: an engine job (server/engine/jobs.py ``AnswerJob``) and
 a segmented answer both implement it.
@@ -15,38 +18,100 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 
 class EventKind(StrEnum):
     """The kinds of answer events; their values are the SSE event names."""
 
-    QUEUED = "queued"  # {"position": jobs ahead}
-    TOKEN = "token"  # {"text": str}
-    QUOTE = "quote"  # {"text": str}: a quote-first answer's quote, as it is written (before its tokens)
-    SEGMENT = "segment"  # {"index", "pages"}: the segment the next tokens come from
-    CITATIONS = "citations"  # {"citations": [CitationPublic as dict]}
-    ANSWERS = "answers"  # {"answers": [SegmentAnswerPublic as dict]}
-    STATS = "stats"  # AnswerStatsPublic as dict
-    DONE = "done"  # {}
-    ERROR = "error"  # the exception (an ApiError, or one server/config/errors.STATUS maps)
-    HEARTBEAT = "heartbeat"  # None: no token yet
-
-
-#: Kinds after which a stream has ended.
-FINAL = frozenset({EventKind.DONE, EventKind.ERROR})
+    QUEUED = "queued"
+    QUOTE = "quote"
+    TOKEN = "token"
+    SEGMENT = "segment"
+    CITATIONS = "citations"
+    ANSWERS = "answers"
+    STATS = "stats"
+    DONE = "done"
+    ERROR = "error"
+    HEARTBEAT = "heartbeat"
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
-    kind: EventKind
-    data: Any = None
+class Queued:
+    kind: ClassVar[EventKind] = EventKind.QUEUED
+    position: int  # jobs waiting ahead of it
+
+
+@dataclass(frozen=True, slots=True)
+class Quote:
+    """A quote-first answer's quote, once it stands: the document's sentence it is in (spec/quote.py)."""
+
+    kind: ClassVar[EventKind] = EventKind.QUOTE
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    kind: ClassVar[EventKind] = EventKind.TOKEN
+    text: str  # the next piece of the answer (UTF-8 safe)
+    accepted: int = 0  # draft tokens accepted in the verify step that produced it
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """The part of the document (or the collection's document) the next tokens come from:
+    server/api/segmented.py ``describe`` (index, pages, part, parts, chars, label; a collection's
+    also its document's id and name)."""
+
+    kind: ClassVar[EventKind] = EventKind.SEGMENT
+    where: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Citations:
+    kind: ClassVar[EventKind] = EventKind.CITATIONS
+    citations: Sequence[Mapping[str, Any]]  # server/api/schemas.CitationPublic's fields
+    quote: Mapping[str, Any] | None = None  # a quote-first answer's: server/api/schemas.QuotePublic's fields
+
+
+@dataclass(frozen=True, slots=True)
+class Answers:
+    kind: ClassVar[EventKind] = EventKind.ANSWERS
+    answers: Sequence[Mapping[str, Any]]  # server/api/schemas.SegmentAnswerPublic's fields
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    kind: ClassVar[EventKind] = EventKind.STATS
+    values: Mapping[str, Any] = field(default_factory=dict)  # server/api/schemas.AnswerStatsPublic's fields
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    kind: ClassVar[EventKind] = EventKind.DONE
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    kind: ClassVar[EventKind] = EventKind.ERROR
+    error: Exception  # an ApiError, or one server/config/errors.STATUS maps
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    kind: ClassVar[EventKind] = EventKind.HEARTBEAT
+
+
+Event = Queued | Quote | Token | Segment | Citations | Answers | Stats | Done | Failed | Heartbeat
+#: Event types after which a stream has ended.
+FINAL = (Done, Failed)
 
 
 class AnswerStream(Protocol):
-    """What a route reads: ``events`` until DONE or ERROR; ``cancel()`` when its client goes away."""
+    """What a route reads: ``events`` until Done or Failed; ``cancel()`` when its client goes away."""
 
     events: asyncio.Queue[Event]
     cancelled: threading.Event

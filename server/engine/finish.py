@@ -24,7 +24,7 @@ class Observer(Protocol):
     thread; an implementation must not block it."""
 
     def observe_answer(self, stats: dict) -> None: ...
-    def observe_step(self, n_seqs: int, mtp_batched: int) -> None: ...
+    def observe_step(self, n_seqs: int, model_batched: int) -> None: ...
     def observe_rebuild(self) -> None: ...
 
 
@@ -47,7 +47,7 @@ class Finisher:
         """``seq``'s answer is done and its sequence released: count it, then cite it off-thread, so
         what the client asks next (/health, /metrics) already sees it."""
         seq.answer.close()
-        stats = asdict(seq.answer.run.stats) | {"replica": self.replica, "document_state": seq.document_state}
+        stats = asdict(seq.answer.stats) | {"replica": self.replica, "document_state": seq.document_state}
         if self.observer is not None:
             try:
                 self.observer.observe_answer(stats)

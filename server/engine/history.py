@@ -1,10 +1,10 @@
 """The earlier answers about each document, kept with it: loaded when the document becomes hot,
 extended by every finished answer, written next to its snapshot (``history.npy`` in the document's
-or segment's directory: ingest/files.py ``state_dir``).
+or segment's directory: store/files.py ``state_dir``).
 
 The history (spec/history.py) survives a restart, is deleted with its document (it lives in its
 directory), is bounded (oldest answers dropped first, ``DOCQA_ANSWER_HISTORY_TOKENS``), and starts
-empty again after a re-ingest (ingest/pipeline.py ``store_again`` removes it with the snapshots: its
+empty again after a re-ingest (store/writes.py ``store_again`` removes it with the snapshots: its
 questions were about the old text). ``DOCQA_ANSWER_HISTORY=false`` neither reads nor writes one (a
 multi-tenant server where one user's answers must not speed up another's).
 
@@ -20,11 +20,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ingest.files import HISTORY_FILE
 from ingest.segments import parse_key
-from ingest.store import DocStore
 from runtime.atomic import write_atomic
 from spec.history import AnswerHistory
+from store.docstore import DocStore
+from store.files import HISTORY_FILE
 
 log = logging.getLogger("docqa.engine")
 

@@ -13,20 +13,19 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ingest import snapshot
 from ingest.segments import parse_key
-from ingest.store import DocStore
-from runtime.llama import Context, Model
-from server.config.settings import Settings
-from server.engine.companions import NONE, Companions
+from runtime.llama import Model
+from server.engine.contexts import Contexts, RamState
 from spec.cite import CitationIndex, TokenOffsets
 from spec.history import AnswerHistory
 from spec.lookup import NgramIndex
 from spec.quote import QuoteIndex
+from store.docstore import DocStore
 
 
 @dataclass(slots=True)
@@ -35,9 +34,9 @@ class HotDoc:
 
     prefix: np.ndarray  # int32 [n_prefix]
     index: NgramIndex
-    state: bytes | None
-    mtp_state: bytes | None = None  # the MTP context's part (models drafting with MTP)
-    mtp_h: np.ndarray | None = None  # target hidden state of the last prefix token [n_embd]
+    state: bytes | None  # the target's state of the document sequence (None: not kept in RAM)
+    parts: dict[str, bytes] = field(default_factory=dict)  # the companions' states, by name (with ``state``)
+    last_hidden: np.ndarray | None = None  # the target's hidden state after the last prefix token [n_embd]
     citations: tuple[CitationIndex, TokenOffsets] | None = None  # built at the first answer
     prefilled: bool = False  # made by an ingestion here and not yet asked about
     history: AnswerHistory | None = None  # earlier answers about it (server/engine/history.py); None: off
@@ -46,30 +45,35 @@ class HotDoc:
 
     @property
     def ram_bytes(self) -> int:
-        return len(self.state or b"") + len(self.mtp_state or b"")
+        return len(self.state or b"") + sum(len(p) for p in self.parts.values())
 
 
 class HotDocs:
-    """The document sequence and the RAM cache. Engine thread only."""
+    """The document sequence and the RAM cache. Engine thread only.
+
+    ``min_ngram``/``max_ngram``: the lookup index's n-gram sizes; ``ram_bytes``: the RAM cache's
+    budget of state bytes (DOCQA_SNAPSHOT_RAM_BYTES); ``hot_docs``: the most documents kept (None:
+    :data:`MAX_ENTRIES`)."""
 
     MAX_ENTRIES = 64
 
     def __init__(
         self,
-        settings: Settings,
+        contexts: Contexts,
         store: DocStore,
         model: Model,
-        ctx: Context,
-        mtp_ctx: Context | None,
         seq_id: int,
+        *,
+        min_ngram: int = 2,
+        max_ngram: int = 4,
+        ram_bytes: int = 0,
+        hot_docs: int | None = None,
         load_history: Callable[[str], AnswerHistory | None] = lambda key: None,
-        companions: Companions = NONE,
     ) -> None:
-        """``load_history(key)``: a document's answer history, read when its entry is made;
-        ``companions``: contexts that follow the document sequence (server/engine/companions.py)."""
-        self.settings, self.store, self.model = settings, store, model
-        self.load_history, self.companions = load_history, companions
-        self.ctx, self.mtp_ctx, self.seq_id = ctx, mtp_ctx, seq_id
+        """``load_history(key)``: a document's answer history, read when its entry is made."""
+        self.contexts, self.store, self.model, self.seq_id = contexts, store, model, seq_id
+        self.min_ngram, self.max_ngram, self.ram_budget, self.hot_docs = min_ngram, max_ngram, ram_bytes, hot_docs
+        self.load_history = load_history
         self.loaded: str | None = None  # the document whose prefix the sequence holds, exactly (see hold())
         self.n_loaded = 0  # its prefix tokens (0: none)
         self._hot: OrderedDict[str, HotDoc] = OrderedDict()
@@ -83,19 +87,15 @@ class HotDocs:
         """Make the document sequence hold what ``seq_id`` holds (the prefix of ``doc_id``, just
         ingested there): its cells are shared, not copied (unified KV); ``seq_id`` keeps them too."""
         self.clear()
-        self.ctx.seq_cp(seq_id, self.seq_id, 0, -1)
-        if self.mtp_ctx is not None:
-            self.mtp_ctx.seq_cp(seq_id, self.seq_id, 0, -1)
-        self.companions.adopt(doc_id, seq_id)
+        self.contexts.target.seq_cp(seq_id, self.seq_id, 0, -1)
+        self.contexts.companions.adopt(doc_id, seq_id)
         self.hold(doc_id, len(self._hot[doc_id].prefix))
 
     def clear(self) -> None:
-        """Empty the document sequence in both contexts."""
+        """Empty the document sequence in every context."""
         self.hold(None)
-        self.ctx.seq_rm(self.seq_id, 0)
-        if self.mtp_ctx is not None:
-            self.mtp_ctx.seq_rm(self.seq_id, 0)
-        self.companions.clear()
+        self.contexts.target.seq_rm(self.seq_id, 0)
+        self.contexts.companions.clear()
 
     def get(self, doc_id: str) -> HotDoc | None:
         return self._hot.get(doc_id)
@@ -115,43 +115,37 @@ class HotDocs:
             del self._hot[key]
 
     def remember(
-        self,
-        doc_id: str,
-        prefix: np.ndarray,
-        state: bytes | None = None,
-        mtp_state: bytes | None = None,
-        mtp_h: np.ndarray | None = None,
+        self, doc_id: str, prefix: np.ndarray, ram: RamState | None = None, last_hidden: np.ndarray | None = None
     ) -> HotDoc:
         """Put a document in the RAM cache (LRU by state bytes, the newest kept)."""
-        s = self.settings
         hot = self._hot.pop(doc_id, None)
         if hot is None or not np.array_equal(hot.prefix, prefix):  # new, or re-ingested with new tokens
-            hot = HotDoc(prefix=prefix, index=NgramIndex(prefix, s.min_ngram, s.max_ngram), state=None)
+            hot = HotDoc(prefix=prefix, index=NgramIndex(prefix, self.min_ngram, self.max_ngram), state=None)
             hot.history = self.load_history(doc_id)
-        if state is not None and (self.mtp_ctx is None or mtp_state is not None):
-            hot.state, hot.mtp_state = state, mtp_state
-        if mtp_h is not None:
-            hot.mtp_h = mtp_h
+        if ram is not None:
+            hot.state, hot.parts = ram
+        if last_hidden is not None:
+            hot.last_hidden = last_hidden
         self._hot[doc_id] = hot
         total = sum(h.ram_bytes for h in self._hot.values())
         for old_id, old in list(self._hot.items())[:-1]:
-            if total <= s.snapshot_ram_bytes and len(self._hot) <= (s.hot_docs or self.MAX_ENTRIES):
+            if total <= self.ram_budget and len(self._hot) <= (self.hot_docs or self.MAX_ENTRIES):
                 break
             total -= old.ram_bytes
             del self._hot[old_id]
         return hot
 
     def restore(self, doc_id: str) -> tuple[HotDoc, str]:  # doc_id: a document or segment key
-        """The document's RAM entry, with the sequence holding exactly its prefix (in the MTP context
-        too): as it is if already loaded, else from the RAM state, else from the disk snapshot; and
-        where it was found, for the answer's stats: "hot" (the sequence or RAM), "restored" (the disk
-        snapshot) or "prefilled" (an ingestion here, and this is its first question).
+        """The document's RAM entry, with the sequence holding exactly its prefix (in every context):
+        as it is if already loaded, else from the RAM state, else from the disk snapshot; and where it
+        was found, for the answer's stats: "hot" (the sequence or RAM), "restored" (the disk snapshot)
+        or "prefilled" (an ingestion here, and this is its first question).
 
         Raises snapshot.SnapshotIncompatible / SnapshotMissing (ingest/snapshot.py).
         """
-        ctx, seq = self.ctx, self.seq_id
+        contexts, seq, directory = self.contexts, self.seq_id, self.store.state_dir(doc_id)
         source = "hot"
-        snapshot.touch(self.store.state_dir(doc_id))  # a use, for the disk budget's least-recently-used eviction
+        snapshot.touch(directory)  # a use, for the disk budget's least-recently-used eviction
         hot = self._hot.get(doc_id)
         if hot is None:
             hot = self.remember(doc_id, self.store.read_prefix(doc_id))
@@ -164,37 +158,32 @@ class HotDocs:
         n = len(hot.prefix)
         self.hold(None)
         if hot.state is not None:
-            ctx.state_set(hot.state, seq)
-            if self.mtp_ctx is not None and hot.mtp_state is not None:
-                self.mtp_ctx.state_set(hot.mtp_state, seq)
+            contexts.set_ram_state((hot.state, hot.parts), seq)
             if self.holds_prefix(n):
                 self.hold(doc_id, n)
-                self.companions.restore(doc_id, hot.prefix, self.store.state_dir(doc_id))
+                contexts.companions.restore(doc_id, hot.prefix, directory, hot.parts, hot.last_hidden)
                 return hot, source
-            hot.state = hot.mtp_state = None  # unusable; fall back to disk
+            hot.state, hot.parts = None, {}  # unusable; fall back to disk
         with self.store.holding(parse_key(doc_id)[0]):  # not evicted nor deleted while it loads
-            mtp_h = snapshot.load(ctx, seq, hot.prefix, self.store.state_dir(doc_id), self.mtp_ctx)
+            last_hidden = contexts.load(seq, hot.prefix, directory)
         if not self.holds_prefix(n):
             raise snapshot.SnapshotRefused("the restored state does not end at the document prefix")
-        self.remember(doc_id, hot.prefix, *self.states_for_ram(), mtp_h)
+        self.remember(doc_id, hot.prefix, self.ram_state(), last_hidden)
         self.hold(doc_id, n)
-        self.companions.restore(doc_id, hot.prefix, self.store.state_dir(doc_id))
+        contexts.companions.restore(doc_id, hot.prefix, directory, {}, last_hidden)
         return hot, "restored"
 
-    def states_for_ram(self, seq: int | None = None) -> tuple[bytes | None, bytes | None]:
-        """The state bytes (target, MTP) of ``seq`` (default: the document sequence) if they fit the
-        RAM budget (checked before copying: a 139k-token state of a 27B model is gigabytes)."""
-        seq = self.seq_id if seq is None else seq
-        size = self.ctx.state_size(seq) + (self.mtp_ctx.state_size(seq) if self.mtp_ctx else 0)
-        if size > self.settings.snapshot_ram_bytes:
-            return None, None
-        return self.ctx.state_get(seq), (self.mtp_ctx.state_get(seq) if self.mtp_ctx else None)
+    def ram_state(self, seq: int | None = None) -> RamState | None:
+        """The state of ``seq`` (default: the document sequence) in every context, if it fits the RAM
+        budget."""
+        return self.contexts.ram_state(self.seq_id if seq is None else seq, self.ram_budget)
 
     def holds_prefix(self, n: int) -> bool:
         """The sequence ends at position n - 1 and still holds the cells the next token attends to."""
-        if self.ctx.pos_max(self.seq_id) != n - 1:
+        ctx = self.contexts.target
+        if ctx.pos_max(self.seq_id) != n - 1:
             return False
-        pos_min = self.ctx.pos_min(self.seq_id)
+        pos_min = ctx.pos_min(self.seq_id)
         if self.model.n_swa > 0:  # the sliding window must still reach back n_swa positions
             return 0 <= pos_min <= max(0, n - self.model.n_swa + 1)
         # A recurrent state reports only its last position; attention caches must start at 0.

@@ -6,7 +6,7 @@ run; this is the part that needs the model. Between chunks the engine decodes th
 so a long document never stalls their streams (server/engine/engine.py). A document is ``ready`` only once
 its snapshot manifest is on disk, so a crash never leaves a half-written document marked ready; an
 ingestion that is stopped (deleted, server shutdown) leaves no snapshot, and one interrupted by a
-restart is resumed (:func:`resume_interrupted`).
+restart is resumed (server/engine/recovery.py ``resume_interrupted``).
 
 A segmented document (ingest/segments.py) is ingested one segment after another, each as an
 ingestion of its own (one IngestJob per segment, keyed by ingest/segments.key), with its snapshot in
@@ -25,14 +25,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ingest import disk, snapshot
-from ingest.errors import DocumentFilesDamaged, StorageError
-from ingest.store import FAILED, INGESTING, READY, DocStore
+from ingest import snapshot
+from ingest.errors import DocumentFilesDamaged, PrefixDamaged, StorageError
+from ingest.prompt import PromptLayout
+from server.config import errors
+from server.engine import recovery
+from server.engine.admission import Unusable, deleted
+from server.engine.contexts import Contexts
 from server.engine.hot import HotDocs
-from spec.mtp import MtpDrafter
+from server.engine.jobs import AnswerJob, DocStates
+from store import disk
+from store.docstore import FAILED, INGESTING, READY, DocStore
+from store.repair import repair_prefix
 
 log = logging.getLogger("docqa.engine")
 
@@ -40,7 +48,9 @@ log = logging.getLogger("docqa.engine")
 class Ingestion:
     """Document ``doc_id`` (or its segment ``key``) being prefilled into ``seq_id`` (its own sequence,
     or the document sequence when ingestion cannot run next to the answers). ``counted``: (prefix
-    tokens of the segments before it, of all segments), for the document's progress."""
+    tokens of the segments before it, of all segments), for the document's progress. ``keep``: the
+    prefilled sequence may serve questions as it is (not on a sliding-window cache without
+    ``swa_full``: see :meth:`finish`)."""
 
     def __init__(
         self,
@@ -48,24 +58,22 @@ class Ingestion:
         prefix: np.ndarray,
         seq_id: int,
         docs: HotDocs,
+        contexts: Contexts,
         progress: dict[str, float],
         key: str | None = None,
         counted: tuple[int, int] | None = None,
+        keep: bool = True,
     ):
         self.doc_id, self.prefix, self.seq_id = doc_id, prefix, seq_id
         self.key = key or doc_id
-        self.docs, self.progress = docs, progress
+        self.docs, self.contexts, self.progress, self.keep = docs, contexts, progress, keep
         self.before, self.total = counted or (0, len(prefix))
         self.n_done = 0
         self.missing = False  # finished last, with another segment's snapshot missing (finish())
-        ctx, mtp_ctx = docs.ctx, docs.mtp_ctx
+        self.ready = False  # finish() marked the document ready
         if seq_id == docs.seq_id:
             docs.clear()
-        ctx.seq_rm(seq_id, 0)
-        self.mtp = None
-        if mtp_ctx is not None:
-            mtp_ctx.seq_rm(seq_id, 0)
-            self.mtp = MtpDrafter(ctx, mtp_ctx, seq_id)
+        self.contexts.release(seq_id)
         progress[doc_id] = self.before / max(1, self.total)
 
     @property
@@ -73,13 +81,11 @@ class Ingestion:
         return len(self.prefix)
 
     def step(self, n_max: int) -> bool:
-        """Decode the next chunk of at most ``n_max`` tokens (with the MTP catch-up); True once the
+        """Decode the next chunk of at most ``n_max`` tokens (and the companions'); True once the
         whole prefix is in."""
         chunk = self.prefix[self.n_done : self.n_done + n_max]
-        self.docs.ctx.decode(chunk, self.n_done, seq_id=self.seq_id, outputs="none")
-        if self.mtp is not None:
-            self.mtp.process(chunk, self.n_done)
-        self.docs.companions.prefill(chunk, self.n_done, self.seq_id)
+        self.contexts.target.decode(chunk, self.n_done, seq_id=self.seq_id, outputs="none")
+        self.contexts.companions.prefill(chunk, self.n_done, self.seq_id)
         self.n_done += len(chunk)
         self.progress[self.doc_id] = (self.before + self.n_done) / max(1, self.total)
         return self.n_done >= self.n_tokens
@@ -89,27 +95,24 @@ class Ingestion:
         nothing written) when the document was deleted meanwhile. ``idle``: no question is running, so
         a document prefilled next to the document sequence may move into it (the first question then
         needs no restore). Raises OSError when the snapshot cannot be written."""
-        docs, seq = self.docs, self.seq_id
-        mtp_h = self.mtp.pending_h.copy() if self.mtp is not None else None
+        docs, seq, keep = self.docs, self.seq_id, self.keep
         with store.holding(self.doc_id) as directory:
             if not directory.is_dir():  # deleted: its files went first, and so does its snapshot
                 return False
-            snapshot.save(docs.ctx, seq, self.prefix, store.state_dir(self.key), docs.mtp_ctx, mtp_h)
-            docs.companions.save(seq, self.prefix, store.state_dir(self.key))
-        docs.remember(self.key, self.prefix, *docs.states_for_ram(seq), mtp_h).prefilled = True
+            last_hidden = self.contexts.save(seq, self.prefix, store.state_dir(self.key))
+        docs.remember(self.key, self.prefix, docs.ram_state(seq), last_hidden).prefilled = True
         # A sliding-window cache (without swa_full) still holds every cell the prefill cycled through;
         # shared into a question's sequence by seq_cp, cells of two sequences can never be reused
         # (llama-kv-cache.cpp find_slot), and the window cache fills up. The snapshot holds only the
         # last n_swa cells, so the first question restores it instead.
-        keep = docs.model.n_swa == 0 or docs.settings.swa_full
         if seq == docs.seq_id:
             docs.hold(self.key, self.n_tokens) if keep else docs.hold(None)
             if keep:
-                docs.companions.adopt(self.key, seq)
+                self.contexts.companions.adopt(self.key, seq)
         elif idle and keep:
             docs.adopt(self.key, seq)
         self.release()
-        if not complete(store, self.doc_id):
+        if not recovery.complete(store, self.doc_id):
             self.progress[self.doc_id] = (self.before + self.n_done) / max(1, self.total)
             log.info("ingested %s: %d tokens", self.key, self.n_tokens)
             # The last segment, and still not complete: an earlier segment's snapshot went meanwhile
@@ -125,18 +128,13 @@ class Ingestion:
             )
             return True
         log.info("ingested %s: %d tokens", self.key, self.n_tokens)
-        if docs.settings.disk_budget_bytes is not None:
-            ingesting = {d.id for d in store.list() if d.status == INGESTING}  # never evicted mid-prefill
-            disk.evict(store, docs.settings.disk_budget_bytes, keep=frozenset({self.doc_id, *ingesting}))
+        self.ready = True
         return True
 
     def release(self) -> None:
         """Free the ingestion's own sequence (the document sequence is left to what it holds)."""
         if self.seq_id != self.docs.seq_id:
-            self.docs.ctx.seq_rm(self.seq_id, 0)
-            if self.docs.mtp_ctx is not None:
-                self.docs.mtp_ctx.seq_rm(self.seq_id, 0)
-            self.docs.companions.release(self.seq_id)
+            self.contexts.release(self.seq_id)
 
     def abandon(self) -> None:
         """Stop without a snapshot (the document was deleted, or the server is stopping)."""
@@ -146,27 +144,36 @@ class Ingestion:
         self.release()
 
 
-def complete(store: DocStore, doc_id: str) -> bool:
-    """Every snapshot the document needs is on disk: its own, or each of its segments'."""
-    return all(snapshot.describes(store.state_dir(k), store.read_prefix(k)) for k in store.keys(doc_id))
-
-
 class Ingestions:
     """The engine's ingestions: they start in ``seq_id`` (the scheduler's ingest sequence), one at a
-    time in the scheduler's ingest slot, a chunk per engine step."""
+    time in the scheduler's ingest slot, a chunk per engine step. They own what changes a document's
+    row and files on the engine thread: its status, its snapshot under its file lock, the prefill
+    queued again, and the repairs of what admission found unusable (:meth:`recover`)."""
 
     def __init__(
         self,
         store: DocStore,
         docs: HotDocs,
+        contexts: Contexts,
         progress: dict[str, float],
-        deleted,
+        states: DocStates,
         seq_id: int,
         resubmit: Callable[[str, int], None] = lambda doc_id, n: None,
+        disk_budget: int | None = None,
+        keep: bool = True,
+        layout: PromptLayout | None = None,
     ) -> None:
-        """``resubmit(doc_id, tokens)``: queue a document's prefill again (its missing segments)."""
-        self.store, self.docs, self.progress, self.deleted, self.seq_id = store, docs, progress, deleted, seq_id
-        self.resubmit = resubmit
+        """``states``: what the engine knows of each document, kept here as ingestions end;
+        ``resubmit(doc_id, tokens)``: queue a document's prefill again (its missing segments);
+        ``disk_budget``: DOCQA_DISK_BUDGET_BYTES, kept after each document that becomes ready, on a
+        worker thread of its own (server/engine/recovery.py ``keep_disk_budget``: it reads every row
+        and stats the snapshots, which must not hold up the running answers); ``keep``: a prefilled
+        sequence may serve questions as it is (Ingestion); ``layout``: the prompt layout a damaged
+        prefix is made again with."""
+        self.store, self.docs, self.contexts, self.progress = store, docs, contexts, progress
+        self.states, self.seq_id = states, seq_id
+        self.resubmit, self.disk_budget, self.keep, self.layout = resubmit, disk_budget, keep, layout
+        self._disk = ThreadPoolExecutor(1, thread_name_prefix="docqa-disk")
 
     def start(self, job, idle: bool) -> Ingestion | None:
         """Begin ``job``'s document; None if there is nothing to prefill (it is gone, no longer
@@ -174,6 +181,10 @@ class Ingestions:
         document sequence is emptied when the new document needs its room."""
         doc = self.store.get(job.doc_id)
         if doc is None or doc.status != INGESTING:
+            if doc is None:
+                self.states.mark(job.doc_id, DocStates.DELETED)
+            elif doc.status == READY:
+                self.states.ready(doc.id)  # the last of its segments made it ready meanwhile
             return None
         docs = self.docs
         try:
@@ -182,25 +193,30 @@ class Ingestions:
             self._fail(doc.id, f"{exc}; {exc.action.format(id=doc.id)}")
             return None
         if job.key != doc.id and snapshot.describes(self.store.state_dir(job.key), prefix):
-            if complete(self.store, doc.id):  # the segment was kept; the last one makes the document ready
+            if recovery.complete(self.store, doc.id):  # the segment was kept; the last one makes the document ready
                 self.progress.pop(doc.id, None)
                 self.store.set_status(doc.id, READY)
+                self.states.ready(doc.id)
             return None
-        if idle and docs.n_loaded + job.n_tokens > docs.ctx.n_ctx:
+        if idle and docs.n_loaded + job.n_tokens > self.contexts.target.n_ctx:
             docs.clear()
         counted = (job.tokens_before, job.tokens_total)
-        return Ingestion(doc.id, prefix, self.seq_id, docs, self.progress, job.key, counted)
+        return Ingestion(doc.id, prefix, self.seq_id, docs, self.contexts, self.progress, job.key, counted, self.keep)
 
     def step(self, work: Ingestion, n_max: int, idle: bool) -> bool:
         """One chunk of ``work``; at its end, its snapshot (or its failure). True once the ingestion is
         over (done, failed or abandoned) and leaves the ingest slot. ``idle``: no question is running."""
         try:
-            if work.doc_id in self.deleted:
+            if self.states.get(work.doc_id) == DocStates.DELETED:
                 work.abandon()
             elif not work.step(n_max):
                 return False
             elif not work.finish(self.store, idle=idle):
                 work.abandon()
+            elif work.ready:
+                self.states.ready(work.doc_id)
+                if self.disk_budget is not None:
+                    self._disk.submit(recovery.keep_disk_budget, self.store, self.disk_budget, work.doc_id)
             elif work.missing:
                 log.warning(
                     "%s: a segment's snapshot went missing during its ingestion; prefilling it again", work.doc_id
@@ -215,52 +231,51 @@ class Ingestions:
             self._fail(work.doc_id, f"prefill failed ({type(exc).__name__}); see the server log")
         return True
 
+    def recover(self, job: AnswerJob, why: Unusable, repaired: bool = False) -> errors.ApiError | None:
+        """Repair or rebuild what admission found unusable for ``job`` (``repaired``: the prefix was
+        repaired for it already). A damaged ``prefix.npy`` is laid out and tokenized again from the
+        stored text (store/repair.py ``repair_prefix``): None, admit the question again. A snapshot that
+        cannot be used is removed and the document prefilled again (its complete segments are kept):
+        the error its client gets (SnapshotRebuilding: retry soon)."""
+        cause, doc_id = why.cause, job.doc_id
+        if isinstance(cause, PrefixDamaged):
+            if repaired:
+                return errors.damaged(cause, doc_id)
+            log.warning("%s: %s; rebuilding it from the stored text", job.key, cause)
+            try:
+                text = self.store.read_text(doc_id).text
+                if job.segment is not None:
+                    segment = self.store.read_segments(doc_id)[job.segment]
+                    text = text[segment.start : segment.end]
+                repair_prefix(self.store.state_dir(job.key), text, self.layout, self.docs.model, job.n_prefix)
+            except DocumentFilesDamaged as exc:
+                return errors.damaged(exc, doc_id)
+            return None
+        reason = getattr(cause, "reason", None) or str(cause)
+        if isinstance(cause, snapshot.SnapshotDamaged):
+            log.warning("%s: the saved state is damaged (%s); prefilling it again", job.key, reason)
+            how = f"was damaged ({reason})"
+        elif isinstance(cause, snapshot.SnapshotRefused):
+            log.warning("%s: llama.cpp refused the saved state (%s); prefilling it again", job.key, reason)
+            how = f"was refused by llama.cpp ({reason})"
+        else:
+            how = "was missing"
+        doc = self.store.get(doc_id)
+        if doc is None:
+            return deleted(doc_id)
+        with self.store.holding(doc.id):
+            snapshot.remove(self.store.state_dir(job.key))
+        self.store.set_status(doc.id, INGESTING)
+        self.resubmit(doc.id, doc.tokens)
+        return errors.SnapshotRebuilding(f"document {doc.id}'s saved state {how}; it is prefilled again, retry soon")
+
+    def close(self) -> None:
+        """Wait for the disk worker."""
+        self._disk.shutdown(wait=True)
+
     def _fail(self, doc_id: str, reason: str) -> None:
+        self.states.mark(doc_id, DocStates.FAILED)
         try:
             self.store.set_status(doc_id, FAILED, reason)
         except StorageError as exc:  # still ``ingesting``: the next start prefills it again
             log.error("%s: could not record the failure %r: %s", doc_id, reason, exc)
-
-
-_quiet: dict[str, bool] = {}  # the store's last check failed (its error is then logged once)
-
-
-def resume_interrupted(
-    store: DocStore, submit: Callable[[str, int], None], skip: Callable[[str], bool] = lambda doc_id: False
-) -> None:
-    """After a restart, and now and then (server/engine/lease.py): mark ready the documents whose
-    snapshot was complete (ready could not be recorded), re-queue those that were mid-ingestion, or
-    fail them with a reason; ``skip(doc_id)``: one whose prefill is queued or running here. Servers
-    sharing the database (``store.owner``) take only the ingestions whose owner's lease ran out (it
-    died): the others are still being prefilled by a live server."""
-    try:
-        if store.owner:
-            interrupted = store.claim_stale(store.owner, store.lease_s)
-        else:
-            interrupted = [doc for doc in store.list() if doc.status == INGESTING]
-    except StorageError as exc:  # the periodic check meets the outage every time: once in the log is enough
-        (log.error if not _quiet.get("store") else log.debug)("could not look for interrupted ingestions: %s", exc)
-        _quiet["store"] = True
-        return
-    _quiet["store"] = False
-    for doc in interrupted:
-        if skip(doc.id):
-            continue
-        try:
-            keys = store.keys(doc.id)
-            if not all((store.state_dir(k) / "prefix.npy").is_file() for k in keys):
-                store.set_status(doc.id, FAILED, "the server stopped before the upload was stored; upload again")
-            elif complete(store, doc.id):
-                log.info("%s: its snapshot is complete; marked ready", doc.id)
-                store.set_status(doc.id, READY)
-            else:
-                log.info("resuming ingestion of %s", doc.id)
-                submit(doc.id, doc.tokens)
-        except StorageError as exc:  # a locked or full database: it stays as it is until the next start
-            log.error("%s: could not record its state at start-up: %s", doc.id, exc)
-        except DocumentFilesDamaged as exc:  # never a crash at start-up over one document's files
-            log.error("%s: %s; marked failed", doc.id, exc)
-            try:
-                store.set_status(doc.id, FAILED, f"{exc}; {exc.action.format(id=doc.id)}")
-            except StorageError:
-                pass

@@ -9,12 +9,11 @@ import asyncio
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from ingest.segments import key as segment_key
-from server.engine.events import Event, EventKind
+from server.engine.events import Event, Failed
 from spec.loop import AnswerParams
 
 
@@ -79,14 +78,14 @@ class AnswerJob:
     def __post_init__(self) -> None:
         self.key = self.doc_id if self.segment is None else segment_key(self.doc_id, self.segment)
 
-    def emit(self, kind: EventKind, data: dict[str, Any]) -> None:
+    def emit(self, event: Event) -> None:
         """Called from the engine thread (or the citation worker)."""
-        self.loop.call_soon_threadsafe(self.events.put_nowait, Event(kind, data))
+        self.loop.call_soon_threadsafe(self.events.put_nowait, event)
 
     def fail(self, error: Exception) -> None:
         """End the job with ``error`` (an ApiError, or an error server/config/errors.STATUS maps: a full
         disk); the route raises it, or sends it as an SSE ``error`` event."""
-        self.loop.call_soon_threadsafe(self.events.put_nowait, Event(EventKind.ERROR, error))
+        self.emit(Failed(error))
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -115,3 +114,31 @@ class Deleted:
         with self._lock:
             ids, self._ids = self._ids, set()
         return ids
+
+
+class DocStates:
+    """What the engine knows of each document from the signals it receives, in the order they come:
+    deleted (``Engine.forget``: a DELETE, or a re-ingest dropping the old state), queued for prefill
+    (``Engine.submit_ingest``), failed here, or ready again (its ingestion ended here). A document it
+    has had no word of is as its row was when the route read it. Admission reads it instead of the
+    row (server/engine/admission.py). Thread-safe."""
+
+    DELETED, INGESTING, FAILED = "deleted", "ingesting", "failed"
+
+    def __init__(self) -> None:
+        self._states: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def mark(self, doc_id: str, state: str) -> None:
+        with self._lock:
+            self._states[doc_id] = state
+
+    def ready(self, doc_id: str) -> None:
+        """Its ingestion ended and it is ready (nothing to say of it any more), unless it was deleted."""
+        with self._lock:
+            if self._states.get(doc_id) != self.DELETED:
+                self._states.pop(doc_id, None)
+
+    def get(self, doc_id: str) -> str | None:
+        with self._lock:
+            return self._states.get(doc_id)

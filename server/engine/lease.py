@@ -7,7 +7,7 @@ snapshot is complete), or by an ingestion given up on for a reason a retry would
 a document stayed ``ingesting`` at 41 % until a restart). Servers sharing one database and data
 directory (a cluster's reader replicas, several docqa processes behind one load balancer;
 ``DOCQA_INGEST_LEASE_S``) also renew their leases here: each document a server ingests names it as
-``owner`` with a lease (ingest/store.py), and the ingestions whose owner's lease ran out (a server
+``owner`` with a lease (store/docstore.py), and the ingestions whose owner's lease ran out (a server
 that died mid-prefill) are taken over the same way.
 """
 
@@ -20,8 +20,8 @@ import threading
 from collections.abc import Callable
 
 from ingest.errors import StorageError
-from ingest.store import DocStore
-from server.engine.ingestion import resume_interrupted
+from server.engine.recovery import resume_interrupted
+from store.docstore import DocStore
 
 log = logging.getLogger("docqa.lease")
 

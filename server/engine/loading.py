@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ingest.prompt import PromptLayout, layout_for
@@ -13,12 +13,12 @@ from runtime.numerics import PROBE_TEXT, TILED_ENV, restore_kernels_env, rows_ag
 from server.config.memory import check_fits, context_config
 from server.config.settings import Settings
 from server.engine.calibration import step_costs
-from server.engine.companions import NONE, Companions
-from server.engine.draft_model import DraftModel, DraftModelError
+from server.engine.contexts import Contexts
+from server.engine.draft_model import DraftModelError
+from server.engine.drafters import load_companions, why_off
 from spec.cost import CostModel
 from spec.limits import INVARIANT_MAX_ROWS, MAX_WINDOW
 from spec.quote import QuoteTokens
-from spec.sources import REGISTRY
 
 log = logging.getLogger("docqa.engine")
 
@@ -30,24 +30,24 @@ class LoadError(Exception):
 @dataclass(slots=True)
 class Loaded:
     model: Model
-    ctx: Context  # the target context: the document sequence plus one per question
-    mtp_ctx: Context | None  # the MTP draft context, when the model drafts with its MTP head
+    contexts: Contexts  # the target's (the document sequence plus one per question) and its companions'
     max_window: int  # widest draft window: rollback limit (n_rs_seq on hybrid models), batch-invariant cap
     max_rows: int  # rows per decode call (n_batch; INVARIANT_MAX_ROWS under DOCQA_BATCH_INVARIANT's fallback)
-    costs: CostModel  # verify and MTP step costs (adaptive window): calibrated, corrected by real steps
+    costs: CostModel  # verify and draft step costs (adaptive window): calibrated, corrected by real steps
     layout: PromptLayout
-    companions: Companions = NONE  # contexts that follow the target's sequences (a draft model)
     drafters: dict[str, str | None] = field(default_factory=dict)  # source -> None (active) or why it is off
-    quote_tokens: QuoteTokens = field(init=False)  # line-break and "none" tokens, for quote-first answers
+    quote_tokens: QuoteTokens = field(init=False)  # line-break, "none" and yes/no tokens, for quote-first answers
 
     def __post_init__(self) -> None:
         self.quote_tokens = QuoteTokens.of(lambda text: self.model.tokenize(text, parse_special=False))
 
+    @property
+    def ctx(self) -> Context:
+        """The target context."""
+        return self.contexts.target
+
     def close(self) -> None:
-        self.companions.close()
-        if self.mtp_ctx is not None:
-            self.mtp_ctx.close()
-        self.ctx.close()
+        self.contexts.close()
         self.model.close()
 
 
@@ -84,11 +84,14 @@ def _load(s: Settings, path: Path, doc_seq: int) -> Loaded:
         log.warning(
             "DOCQA_N_CTX %d is more than %s was trained for (%d tokens): answers about text past that length "
             "may degrade; DOCQA_N_CTX=%d is the most it supports as trained",
-            s.n_ctx, path.name, model.n_ctx_train, model.n_ctx_train,
-        )  # fmt: skip
+            s.n_ctx,
+            path.name,
+            model.n_ctx_train,
+            model.n_ctx_train,
+        )
     config = context_config(s, model.is_recurrent)
     ctx = Context(model, config)
-    # The effective n_rs_seq: some architectures clamp it to 0 (notes §5).
+    # The effective n_rs_seq: llama.cpp clamps it to 0 on architectures without recurrent rollback (qwen3next).
     max_window = ctx.n_rs_seq if model.is_recurrent else MAX_WINDOW
     max_rows = config.n_batch
     if s.batch_invariant and not rows_agree(
@@ -100,30 +103,22 @@ def _load(s: Settings, path: Path, doc_seq: int) -> Loaded:
             "DOCQA_BATCH_INVARIANT: a row's logits differ between calls of 1 and of 8+ rows in this process "
             "(%s=0 was set too late, or this llama.cpp has another kernel switch); decode calls are capped "
             "at %d rows and the draft window at %d, which costs speed",
-            TILED_ENV, INVARIANT_MAX_ROWS, INVARIANT_MAX_ROWS - 1,
-        )  # fmt: skip
+            TILED_ENV,
+            INVARIANT_MAX_ROWS,
+            INVARIANT_MAX_ROWS - 1,
+        )
         max_rows = min(max_rows, INVARIANT_MAX_ROWS)
         max_window = min(max_window, INVARIANT_MAX_ROWS - 1)
-    mtp_ctx = None
-    if model.mtp_loaded:
-        mtp_ctx = Context(model, replace(config, mtp=True, n_rs_seq=0))
-        ctx.export_hidden(masked=False)  # the target's h for every row feeds the MTP head (notes §2.2)
-        mtp_ctx.export_hidden(masked=True)  # the MTP's own h of its output rows chains its drafts
-    companions = NONE
-    if s.draft_model_path is not None:
-        try:
-            draft = DraftModel.load(
-                s.draft_model_path, model, config, doc_seq, s.draft_model_tokens,
-                n_gpu_layers=s.n_gpu_layers, extra_bufts=s.extra_bufts,
-            )  # fmt: skip
-        except DraftModelError as exc:
-            ctx.close()
-            model.close()
-            raise LoadError(str(exc)) from None
-        companions = Companions((draft,))
-    costs = CostModel(step_costs(ctx, model, mtp_ctx, s.calibration_file or s.data_dir / "calibration.json", doc_seq))
-    drafters = _drafters(s, model, mtp_ctx is not None, bool(companions))
-    loaded = Loaded(model, ctx, mtp_ctx, max_window, max_rows, costs, layout_for(model), companions, drafters)
+    try:
+        companions, models_off = load_companions(s, model, ctx, config, doc_seq)
+    except DraftModelError as exc:
+        ctx.close()
+        model.close()
+        raise LoadError(str(exc)) from None
+    contexts = Contexts(ctx, companions)
+    costs = CostModel(step_costs(contexts, model, s.calibration_file or s.data_dir / "calibration.json", doc_seq))
+    off = why_off(s, models_off)
+    loaded = Loaded(model, contexts, max_window, max_rows, costs, layout_for(model), off)
     log.info(
         "model %s loaded (%s layout, n_ctx %d, %d concurrent questions, max window %d); drafters: %s",
         model.description,
@@ -131,21 +126,6 @@ def _load(s: Settings, path: Path, doc_seq: int) -> Loaded:
         ctx.n_ctx,
         s.n_seq_max,
         max_window,
-        "; ".join(f"{n} {'on' if why is None else 'off (' + why + ')'}" for n, why in drafters.items()),
+        "; ".join(f"{n} {'on' if why is None else 'off (' + why + ')'}" for n, why in off.items()),
     )
     return loaded
-
-
-def _drafters(s: Settings, model: Model, mtp: bool, draft: bool) -> dict[str, str | None]:
-    """Each draft source (spec/sources.py), and why it is off (None: on): said at start-up and in /health."""
-    off = {
-        "lookup": None,
-        "history": None if s.answer_history else "DOCQA_ANSWER_HISTORY=false",
-        "mtp": None
-        if mtp
-        else "DOCQA_MTP=off"
-        if s.mtp == "off"
-        else f"the model has no MTP layers (nextn_predict_layers = {model.n_layer_nextn})",
-        "draft": None if draft else "no draft model (DOCQA_DRAFT_MODEL_PATH is not set)",
-    }
-    return {source.name: off.get(source.name) for source in REGISTRY}

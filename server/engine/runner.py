@@ -1,11 +1,12 @@
 """The decode calls of the running batch: one ``llama_decode`` per step over every running sequence.
 
 Each step, every running question adds its verify rows ``[last, *draft]`` to one batch (per-row
-seq ids; notes §4.1), and reads its own slice of the logits. With an MTP head, the drafts of several
-questions come from one MTP decode per depth, and their catch-up after the verify call from one MTP
-decode (spec/mtp.py ``draft_many`` / ``process_many``): n_mtp + 1 MTP calls per step instead of
-(n_mtp + 1) x questions. A question's sequence shares the document prefix by ``seq_cp`` (unified KV;
-a recurrent state is shared copy-on-write, notes §6). Engine thread only.
+seq ids, logits on every row), and reads its own slice of the logits. A model source's drafts for
+several questions come from one decode per depth of its context (spec/sources.py
+``ModelDrafter.propose_many``), and after every target decode the companions catch up on the rows it
+decoded in one call of theirs (server/engine/companions.py ``decoded``: the MTP head's n + 1 MTP
+calls per step instead of (n + 1) x questions). A question's sequence shares the document prefix by
+``seq_cp`` (unified KV; a recurrent state is shared copy-on-write). Engine thread only.
 """
 
 from __future__ import annotations
@@ -16,15 +17,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from runtime.llama import Context, DecodeError
-from server.engine.companions import NONE, Companions
-from server.engine.hot import HotDoc
+from runtime.llama import DecodeError
+from server.engine.contexts import Contexts
 from server.engine.sequence import Sequence
+from spec import sources
 from spec.cost import CostModel
 from spec.draft import Plan
 from spec.loop import RollbackFailed, Step
-from spec.mtp import MtpDrafter, process_many
-from spec.sources import REGISTRY
+from spec.sources import Drafter
 
 log = logging.getLogger("docqa.engine")
 
@@ -33,52 +33,44 @@ Outcome = Step | Exception  # what a step did for one sequence
 
 @dataclass(slots=True)
 class StepReport:
-    """One step's outcome per sequence, and how many MTP decodes served several sequences at once."""
+    """One step's outcome per sequence, and how many decodes of a model drafter's context served
+    several sequences at once."""
 
     outcomes: list[tuple[Sequence, Outcome]] = field(default_factory=list)
-    mtp_batched: int = 0
+    model_batched: int = 0
 
 
 class Runner:
     def __init__(
-        self,
-        ctx: Context,
-        mtp_ctx: Context | None,
-        doc_seq: int,
-        max_rows: int | None = None,
-        costs: CostModel | None = None,
-        companions: Companions = NONE,
+        self, contexts: Contexts, doc_seq: int, max_rows: int | None = None, costs: CostModel | None = None
     ) -> None:
         """``max_rows``: rows per verify call (default ``n_batch``); DOCQA_BATCH_INVARIANT's fallback
         (server/engine/loading.py) sets spec/limits.py ``INVARIANT_MAX_ROWS``, so a row's logits do not depend
-        on how many other sequences share the step. ``costs``: told the wall time of every verify call (decode, MTP
-        catch-up and accept), which the adaptive window prices its drafts with."""
-        self.ctx, self.mtp_ctx, self.doc_seq, self.costs = ctx, mtp_ctx, doc_seq, costs
-        self.companions = companions  # contexts that follow each question's sequence (a draft model)
-        self.max_rows = min(max_rows or ctx.n_batch, ctx.n_batch)
-        self.invariant = self.max_rows < ctx.n_batch  # DOCQA_BATCH_INVARIANT's row-cap fallback is on
+        on how many other sequences share the step. ``costs``: told the wall time of every verify call (decode,
+        the companions' catch-up and accept), which the adaptive window prices its drafts with."""
+        self.contexts, self.doc_seq, self.costs = contexts, doc_seq, costs
+        self.ctx, self.companions = contexts.target, contexts.companions
+        self.max_rows = min(max_rows or self.ctx.n_batch, self.ctx.n_batch)
+        self.invariant = self.max_rows < self.ctx.n_batch  # DOCQA_BATCH_INVARIANT's row-cap fallback is on
 
     # -- a sequence's life --------------------------------------------------------------------------
-    def share_prefix(self, seq_id: int, hot: HotDoc, mtp: MtpDrafter | None = None) -> MtpDrafter | None:
-        """Make ``seq_id`` hold exactly the document prefix (shared cells of the document sequence), in
-        the MTP context too; returns the sequence's MTP drafter (``mtp``, or a new one), reset to the
-        prefix's last hidden state."""
-        n = len(hot.prefix)
+    def share_prefix(self, seq_id: int, key: str, n_prefix: int) -> dict[str, Drafter]:
+        """Make ``seq_id`` hold exactly the document prefix ``key`` (``n_prefix`` shared cells of the
+        document sequence), in every context that holds it; the companions' drafters for it, by source
+        name (a rebuild's drafters are started again at the prefix)."""
         self.ctx.seq_rm(seq_id, 0)
-        self.ctx.seq_cp(self.doc_seq, seq_id, 0, n)
-        if self.mtp_ctx is None:
-            return None
-        self.mtp_ctx.seq_rm(seq_id, 0)
-        self.mtp_ctx.seq_cp(self.doc_seq, seq_id, 0, n)
-        mtp = mtp or MtpDrafter(self.ctx, self.mtp_ctx, seq_id)
-        mtp.reset(hot.mtp_h)
-        return mtp
+        self.ctx.seq_cp(self.doc_seq, seq_id, 0, n_prefix)
+        return self.companions.share(key, seq_id, n_prefix)
+
+    def _decoded(self, pieces: list[tuple[int, np.ndarray, int]]) -> tuple[dict[int, Exception], int]:
+        """The companions' catch-up after a target decode of ``pieces`` (seq id, tokens, first position)."""
+        return self.companions.decoded(pieces) if self.companions else ({}, 0)
 
     def prefill_chunks(self, seqs: list[Sequence], budget: int) -> list[tuple[Sequence, np.ndarray | None]]:
         """Decode the next pieces of the questions' suffixes in one call, oldest first, ``budget``
-        tokens in all (a long question takes the whole budget; short ones share it), with the MTP
-        catch-up. Returns each sequence decoded with the logits row of its first answer token (a copy)
-        once its whole suffix is in, else None."""
+        tokens in all (a long question takes the whole budget; short ones share it), with the
+        companions' catch-up. Returns each sequence decoded with the logits row of its first answer
+        token (a copy) once its whole suffix is in, else None."""
         pieces, full = [], budget
         for seq in seqs:
             if budget <= 0:
@@ -98,10 +90,9 @@ class Runner:
         outputs = np.zeros(len(tokens), dtype=np.int8)
         outputs[[offsets[i + 1] - 1 for i, end in enumerate(ends) if end]] = 1  # each finished suffix's last row
         self.ctx.decode_rows(tokens, pos, seq_ids, outputs)
-        if self.mtp_ctx is not None:
-            hidden = self.ctx.hidden()
-            slices = [hidden[offsets[i] : offsets[i + 1]] for i in range(len(pieces))]
-            process_many([s.mtp for s, _, _ in pieces], [c for _, c, _ in pieces], [p for _, _, p in pieces], slices)
+        failed, _ = self._decoded([(s.seq_id, c, p) for s, c, p in pieces])
+        if failed:
+            raise next(iter(failed.values()))
         logits = self.ctx.logits() if any(ends) else None
         out, row = [], 0
         for (seq, chunk, _), end in zip(pieces, ends, strict=True):
@@ -111,20 +102,26 @@ class Runner:
         return out
 
     def prefill(self, seq: Sequence, tokens: np.ndarray, should_stop=None) -> bool:
-        """Decode ``tokens`` after the prefix of ``seq`` (the question, or a replay), with the MTP
-        catch-up; the last row's logits are then ready. False if ``should_stop()`` turned true."""
-        on_chunk = seq.mtp.process if seq.mtp is not None else None
+        """Decode ``tokens`` after the prefix of ``seq`` (the question, or a replay), with the
+        companions' catch-up; the last row's logits are then ready. False if ``should_stop()`` turned
+        true."""
+
+        def catch_up(chunk: np.ndarray, pos0: int) -> None:
+            failed, _ = self._decoded([(seq.seq_id, chunk, pos0)])
+            if failed:
+                raise failed[seq.seq_id]
+
+        on_chunk = catch_up if self.companions else None
         return self.ctx.prefill(tokens, seq.n_prefix, seq_id=seq.seq_id, should_stop=should_stop, on_chunk=on_chunk)
 
     def rebuild(self, seq: Sequence) -> None:
-        """A rollback failed (a recurrent state refuses rollbacks past n_rs_seq, notes §6): share the
-        prefix again and decode the question and the answer so far. Raises RollbackFailed unless the
+        """A rollback failed (a recurrent state refuses rollbacks past n_rs_seq): share the prefix
+        again and decode the question and the answer so far. Raises RollbackFailed unless the
         sequence then ends exactly where the answer expects it (``n_past - 1``)."""
         log.warning("rollback failed on %s (seq %d); rebuilding it from the prefix", seq.job.doc_id, seq.seq_id)
-        self.share_prefix(seq.seq_id, seq.hot, seq.mtp)
-        self.companions.share(seq.job.key, seq.seq_id, seq.n_prefix)  # they catch up again lazily
-        for name in self.companions_names:
-            if (drafter := seq.answer.run.drafters.get(name)) is not None:
+        self.share_prefix(seq.seq_id, seq.job.key, seq.n_prefix)  # the companions catch up again
+        for name in self.companions.names:
+            if (drafter := seq.answer.drafters.get(name)) is not None:
                 drafter.rollback(seq.n_prefix)
         replay = np.concatenate([seq.suffix, np.asarray(seq.answer.replay_ids(), dtype=np.int32)])
         self.prefill(seq, replay)
@@ -135,14 +132,7 @@ class Runner:
 
     def release(self, seq_id: int) -> None:
         """Free a question's own cells (the shared prefix stays in the document sequence)."""
-        self.ctx.seq_rm(seq_id, 0)
-        if self.mtp_ctx is not None:
-            self.mtp_ctx.seq_rm(seq_id, 0)
-        self.companions.release(seq_id)
-
-    @property
-    def companions_names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.companions)
+        self.contexts.release(seq_id)
 
     # -- the batched step ---------------------------------------------------------------------------
     def step(self, seqs: list[Sequence]) -> StepReport:
@@ -176,32 +166,32 @@ class Runner:
 
     def _draft_models_together(self, plans: list[tuple[Sequence, Plan]], report: StepReport) -> dict[int, list[int]]:
         """The drafts of each model source for every sequence whose plan chose it, in one call per
-        depth for all of them (spec/sources.py ``Source.propose_many``; only worth it for two or
+        depth for all of them (spec/sources.py ``ModelDrafter.propose_many``; only worth it for two or
         more, and only for the sequences that asked: none is drafted to be thrown away). {}: each
         sequence drafts on its own."""
         made: dict[int, list[int]] = {}
-        for source in REGISTRY:
-            want = [(s, p) for s, p in plans if p.model == source.name and p.n_model > 0]
-            if source.propose_many is None or len(want) < 2:
+        for name in [n for n in sources.NAMES if sources.KINDS[n] == "model"]:
+            want = [(s, p) for s, p in plans if p.model == name and p.n_model > 0]
+            if len(want) < 2:
                 continue
-            drafters = [s.answer.run.drafters[source.name] for s, _ in want]
+            drafters = [s.answer.drafters[name] for s, _ in want]
             depth = max(p.n_model for _, p in want)
             t0 = time.perf_counter()
             try:
-                drafts = source.propose_many(
+                drafts = type(drafters[0]).propose_many(
                     drafters, [s.answer.last for s, _ in want], [s.answer.n_past for s, _ in want], depth
                 )
             except Exception:
-                log.exception("batched %s drafting failed; drafting per sequence", source.name)
+                log.exception("batched %s drafting failed; drafting per sequence", name)
                 continue
             if self.costs is not None:
-                self.costs.observe_draft(source.name, time.perf_counter() - t0, depth, len(want))
-            report.mtp_batched += depth
+                self.costs.observe_draft(name, time.perf_counter() - t0, depth, len(want))
+            report.model_batched += depth
             made.update({s.seq_id: d for (s, _), d in zip(want, drafts, strict=True)})
         return made
 
     def _verify(self, group: list[tuple[Sequence, list[int]]], report: StepReport) -> None:
-        """Decode the rows of ``group`` in one call, feed them to the MTP context, accept per sequence."""
+        """Decode the rows of ``group`` in one call, let the companions catch up, accept per sequence."""
         tokens = np.concatenate([np.asarray(rows, dtype=np.int32) for _, rows in group])
         pos = np.concatenate([np.arange(s.answer.n_past, s.answer.n_past + len(r), dtype=np.int32) for s, r in group])
         seq_ids = np.concatenate([np.full(len(r), s.seq_id, dtype=np.int32) for s, r in group])
@@ -217,7 +207,8 @@ class Runner:
             return
         logits = self.ctx.logits()
         offsets = np.cumsum([0] + [len(rows) for _, rows in group]).tolist()
-        failed = self._catch_up_mtp(group, offsets, report)
+        failed, shared = self._decoded([(s.seq_id, rows, s.answer.n_past) for s, rows in group])
+        report.model_batched += shared
         for i, (seq, _) in enumerate(group):
             try:
                 if seq.seq_id in failed:
@@ -227,25 +218,3 @@ class Runner:
                 report.outcomes.append((seq, exc))
         if self.costs is not None:
             self.costs.observe(len(tokens), time.perf_counter() - t0)
-
-    def _catch_up_mtp(self, group, offsets: list[int], report: StepReport) -> dict[int, Exception]:
-        """Feed the verified rows with the target's hidden states to the MTP context: one decode for
-        the whole group, or per sequence if that fails. Returns the sequences it failed for."""
-        if self.mtp_ctx is None:
-            return {}
-        hidden = self.ctx.hidden()
-        slices = [hidden[offsets[i] : offsets[i + 1]] for i in range(len(group))]
-        args = ([s.mtp for s, _ in group], [r for _, r in group], [s.answer.n_past for s, _ in group], slices)
-        try:
-            process_many(*args)
-            report.mtp_batched += int(len(group) > 1)
-            return {}
-        except Exception:
-            log.exception("batched MTP catch-up failed; processing per sequence")
-        failed: dict[int, Exception] = {}
-        for (seq, rows), h in zip(group, slices, strict=True):
-            try:
-                seq.mtp.process(rows, seq.answer.n_past, h)
-            except Exception as exc:
-                failed[seq.seq_id] = exc
-        return failed

@@ -8,7 +8,8 @@ MTP step when the model drafts with MTP). Then:
 * it dies by a signal (or hangs past ``selftest_timeout_s``) with llama.cpp's extra CPU buffer types
   on: once more without them (``use_extra_bufts = False``, llama-server's ``--no-repack``), and, if that
   works, the server runs that way and logs a warning naming the CPU feature (the AMX crash of
-  llama.cpp issue 20824 on Xeon Sapphire Rapids and later; notes §15);
+  llama.cpp issue 20824 on Xeon Sapphire Rapids and later: a general-protection fault at
+  ``ldtilecfg`` in ``ggml_backend_amx_mul_mat`` on the first decode);
 * it dies again: :class:`SelfTestFailed`, whose message names the model, the settings and the signal.
 
 A Python-level failure in the child (a missing file, a context that does not fit) is not a crash:

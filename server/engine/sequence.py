@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ingest.prompt import NOT_SAID
+from server.engine import drafters
 from server.engine.hot import HotDoc
 from server.engine.jobs import AnswerJob
-from spec.history import HistoryDrafter
 from spec.lookup import LookupDrafter
 from spec.loop import Answer, AnswerRun, AnswerStats
-from spec.mtp import MtpDrafter
 from spec.quote import QuoteIndex, Quoting
+from spec.sources import Drafter
 
 #: The sequence that holds the prefix of the document in use (server/engine/hot.py); questions get
 #: sequences 1..n_seq_max, and a parallel ingestion the one after them (server/engine/scheduler.py).
@@ -33,8 +33,6 @@ class Sequence:
     hot: HotDoc  # the document: prefix ids, lookup index, citation index
     n_prefix: int  # the document prefix's tokens, shared from the document sequence
     suffix: np.ndarray  # int32 [n_suffix]: the question's token ids after the prefix (job.suffix)
-    lookup: LookupDrafter
-    mtp: MtpDrafter | None
     answer: Answer
     cells: int  # KV cells reserved beyond the shared prefix (question + answer + a window)
     parts: list[str] = field(default_factory=list)  # the answer's text, as sent
@@ -46,36 +44,49 @@ class Sequence:
     def prefilling(self) -> bool:
         return self.n_prefilled < len(self.suffix)
 
+    @property
+    def lookup(self) -> LookupDrafter:
+        """The prompt-lookup drafter: its accepted copies are the answer's ``lookup`` citations."""
+        return self.answer.drafters["lookup"]
+
 
 def open_sequence(
-    job: AnswerJob, hot: HotDoc, seq_id: int, loaded, mtp: MtpDrafter | None, cells: int, others=None
+    job: AnswerJob, hot: HotDoc, seq_id: int, loaded, cells: int, shared: dict[str, Drafter] | None = None
 ) -> Sequence:
     """The Sequence of question ``job`` in ``seq_id``, which holds ``hot``'s prefix; its suffix is
     still to be prefilled. ``loaded``: the engine's model and contexts (server/engine/loading.py);
-    ``others``: more drafters by source name (the companions', server/engine/companions.py)."""
+    ``shared``: the model sources' drafters, from the companions that shared the prefix
+    (server/engine/runner.py ``Runner.share_prefix``)."""
     model = loaded.model
-    lookup = LookupDrafter(hot.index, model.piece, model.unspaced)
     stats = AnswerStats(prompt_tokens=len(job.suffix), cached_tokens=len(hot.prefix))
-    history = None
-    if hot.history is not None and (len(hot.history) or job.earlier):
-        history = HistoryDrafter(hot.history, model.piece, model.unspaced, earlier=job.earlier)
-    drafters = {"lookup": lookup, "history": history, "mtp": mtp, **(others or {})}
+    made = drafters.for_sequence(job, hot, model, shared or {})
+    n_past = len(hot.prefix) + len(job.suffix)
     run = AnswerRun(
-        loaded.ctx, model, {n: d for n, d in drafters.items() if d is not None},
-        len(hot.prefix) + len(job.suffix), stats, job.t_start, seq_id, loaded.max_window, loaded.costs,
+        loaded.ctx,
+        model,
+        made,
+        n_past,
+        stats,
+        job.t_start,
+        seq_id,
+        loaded.max_window,
+        loaded.costs,
         job.cancelled.is_set,
-    )  # fmt: skip
-    if job.params.quote is not None:
+    )
+    if (params := job.params.quote) is not None:
         scaffold = job.scaffold if job.scaffold is not None else np.empty(0, np.int32)
-        index, params = quote_index(hot, loaded), job.params.quote
-        run.quote = Quoting(index, loaded.quote_tokens, params, scaffold, model.piece, NOT_SAID)
-    return Sequence(job, seq_id, hot, len(hot.prefix), job.suffix, lookup, mtp, Answer(run, job.params), cells)
+        gate = loaded.layout.quote_gate(model) if params.gate else ()
+        index = quote_index(hot, loaded)
+        run.quote = Quoting(
+            index, loaded.quote_tokens, params, scaffold, model.piece, NOT_SAID, question=job.question, gate=gate
+        )
+    return Sequence(job, seq_id, hot, len(hot.prefix), job.suffix, Answer(run, job.params), cells)
 
 
 def quote_index(hot: HotDoc, loaded) -> QuoteIndex:
     """``hot``'s quote index (spec/quote.py), built at its first quote-first answer: its document's
     tokens, located in the prefix by the prompt layout (the whole prefix past the head for one the
-    layout does not frame, a document prefilled before a change of wording)."""
+    layout does not frame: a document prefilled before a change of wording)."""
     if hot.quotes is None:
         span = loaded.layout.document_span(loaded.model, hot.prefix)
         n_head, n_doc = span if span is not None else (loaded.layout.n_head(loaded.model), len(hot.prefix))

@@ -69,7 +69,6 @@ class TrafficLog:
             "window": params.window,
             "window_by": "server" if params.window == self.default_window else "request",
             "sources": list(params.sources),
-            "n_mtp": params.n_mtp,
             "temperature": params.sampling.temperature,
             "top_k": params.sampling.top_k,
             "top_p": params.sampling.top_p,

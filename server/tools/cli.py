@@ -59,8 +59,14 @@ def main(ctx: click.Context, url: str | None, api_key: str | None) -> None:
 @main.command()
 @click.option("--host", default=None, help="bind address [default: DOCQA_HOST, else 127.0.0.1]")
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="bind port [default: DOCQA_PORT, else 8000]")
-@click.option("--cluster", "readers", type=click.IntRange(1, 64), default=None, metavar="N",
-              help="serve with N reader replicas on a local Ray (Ray Serve; the `cluster` extra)")  # fmt: skip
+@click.option(
+    "--cluster",
+    "readers",
+    type=click.IntRange(1, 64),
+    default=None,
+    metavar="N",
+    help="serve with N reader replicas on a local Ray (Ray Serve; the `cluster` extra)",
+)
 def serve(host: str | None, port: int | None, readers: int | None) -> None:
     """Run the server: the web page and the API. Other settings come from DOCQA_* environment variables."""
     from server.api.serve import main as serve_main

@@ -52,10 +52,16 @@ def segment_lines(doc: dict, budget: int | None = None) -> list[str]:
 @click.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--password", default=None, help="password of an encrypted PDF")
-@click.option("--pages", default=None, callback=_range("pages"), metavar="A-B",
-              help="ingest only pages A-B (as printed, from 1), e.g. the part of a long PDF that fits")  # fmt: skip
-@click.option("--chars", default=None, callback=_range("chars"), metavar="A-B",
-              help="ingest only characters [A, B) of the text")  # fmt: skip
+@click.option(
+    "--pages",
+    default=None,
+    callback=_range("pages"),
+    metavar="A-B",
+    help="ingest only pages A-B (as printed, from 1), e.g. the part of a long PDF that fits",
+)
+@click.option(
+    "--chars", default=None, callback=_range("chars"), metavar="A-B", help="ingest only characters [A, B) of the text"
+)
 @server_options
 @click.pass_context
 def ingest(ctx, file: Path, password: str | None, pages: str | None, chars: str | None, url, api_key) -> None:
@@ -95,8 +101,12 @@ def ingest(ctx, file: Path, password: str | None, pages: str | None, chars: str 
 @click.command()
 @click.argument("doc", required=False)
 @click.argument("question", required=False)
-@click.option("--collection", default=None, metavar="ID",
-              help="ask the documents of collection ID together (then give only QUESTION)")  # fmt: skip
+@click.option(
+    "--collection",
+    default=None,
+    metavar="ID",
+    help="ask the documents of collection ID together (then give only QUESTION)",
+)
 @click.option("--max-tokens", type=int, default=None)
 @click.option("--temperature", type=float, default=0.0, show_default=True)
 @click.option("--verify16", is_flag=True, help="16-token verification: the model checks 16 drafted tokens a step")

@@ -23,10 +23,10 @@ import httpx
 import numpy as np
 
 from ingest.prompt import PromptLayout
-from ingest.store import READY, DocStore
 from server.api.schemas import MAX_QUESTION_CHARS
 from server.engine.traffic import TrafficRecord
 from server.tools.candidate import CandidateServer
+from store.docstore import READY, DocStore
 
 log = logging.getLogger("docqa.tune")
 MAX_WORKERS = 256  # questions in flight at once, at most (the rest wait in the replay, not the server)

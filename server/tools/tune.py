@@ -188,15 +188,15 @@ class Tuner:
 @click.option("--max-gap-s", type=click.FloatRange(min=0), default=5.0, show_default=True, help="longest idle gap kept")
 @click.option("--tolerance", type=click.FloatRange(0, 1), default=0.05, show_default=True, help=TOLERANCE_HELP)
 @click.option("--write/--no-write", default=True, show_default=True, help="write the winner to DATA_DIR/settings.json")
-def tune(data_dir, log_path, candidates, last, speed, max_gap_s, tolerance, write) -> None:  # fmt: skip
+def tune(data_dir, log_path, candidates, last, speed, max_gap_s, tolerance, write) -> None:
     """Replay recorded traffic against candidate settings; print throughput and TTFT; keep the winner."""
     from ingest.prompt import layout_for
-    from ingest.stores import open_store
     from runtime.llama import Model
     from runtime.models import model_path as embedded_path
     from server.config.settings import Settings
     from server.engine.traffic import LOG_FILE, read_log_counted
     from server.tools.replay import build_workload
+    from store.stores import open_store
 
     try:
         settings = Settings(**({"data_dir": data_dir} if data_dir else {}))

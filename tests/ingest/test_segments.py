@@ -1,5 +1,5 @@
 """Splitting a long document into segments (ingest/segments.py) and ranking them for a question
-(ingest/index.py): table tests with words as tokens, then the embedded model's tokenizer on a
+(store/index.py): table tests with words as tokens, then the embedded model's tokenizer on a
 Gutenberg novel from ../shared/cases."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ingest import index
 from ingest.budget import Budget
 from ingest.extract import ExtractedText
 from ingest.pipeline import Segmenting, prepare
 from ingest.prompt import plain_layout
 from ingest.segments import PAGE, PARAGRAPH, PIECE, SENTENCE, cuts, key, parse_key, plan, split
+from store import index
 
 AROUND = "text/gutenberg/around-the-world-in-80-days-pg103.txt"
 

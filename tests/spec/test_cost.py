@@ -73,11 +73,11 @@ def test_draft_acceptance_is_learnt_per_position():
     for _ in range(10):
         rate.observe(4, 1)  # the first token accepted, the second never
     assert rate.rates[0].value > 0.99 and rate.rates[1].value < 0.01
-    assert rate.expected(1) == pytest.approx(rate.rates[0].value)
-    assert rate.expected(16) < 1.01  # a long draft gains nothing past the first token
+    assert rate.expected_upto(1)[-1] == pytest.approx(rate.rates[0].value)
+    assert rate.expected_upto(16)[-1] < 1.01  # a long draft gains nothing past the first token
     copy = DraftAcceptance(0.5, weight=0.001)
     copy.observe(16, 16)  # a whole window accepted: every position succeeded
-    assert copy.expected(16) > 15
+    assert copy.expected_upto(16)[-1] > 15
     later = DraftAcceptance(0.5)
     later.observe(1, 0)  # a failed first token says nothing about later positions
     assert later.rates[1].value == 0.5

@@ -70,7 +70,7 @@ def test_adaptive_mode_equals_plain_and_uses_both_sources(tiny, prompts, plain_o
     """Fixed GPU-like costs (rows nearly free, an MTP step 5 % of a verify call), so which source pays
     does not depend on this machine's timing: the policy then mixes both."""
     used = {"mtp": 0, "lookup": 0}
-    flat = FixedCosts(StepCosts(tuple([1.0] * 17), 0.05))
+    flat = FixedCosts(StepCosts(tuple([1.0] * 17), {"mtp": 0.05}))
     for prompt, plain in zip(prompts, plain_outputs, strict=True):
         out, stats = tiny.speculative(prompt, None, costs=flat)
         assert out == plain

@@ -8,28 +8,15 @@ import asyncio
 
 from fastapi import APIRouter, Request, Response
 
-from ingest.store import READY, CollectionRecord, DocStore, DocumentsMissing, DuplicateCollection
 from server.api import collection
 from server.api.answering import answer_params, submit_collection
-from server.api.deps import EngineDep, SettingsDep, StoreDep, find_document
-from server.api.routes.answers import respond
+from server.api.deps import CollectionDep, EngineDep, SettingsDep, StoreDep, find_document
+from server.api.responses import respond
 from server.api.schemas import AnswerRequest, AnswerResponse, CollectionList, CollectionPublic, CollectionRequest
-from server.config.errors import CollectionDocumentsInvalid, CollectionExists, CollectionNotFound, InvalidRequest
+from server.config.errors import CollectionDocumentsInvalid, CollectionExists, InvalidRequest
+from store.docstore import READY, DocumentsMissing, DuplicateCollection
 
 router = APIRouter(prefix="/v1")
-
-
-def find_collection(store: DocStore, collection_id: str) -> CollectionRecord | None:
-    """The collection with this id, or None (an id is alphanumeric: anything else is no id of ours)."""
-    return store.collection(collection_id) if collection_id.isalnum() else None
-
-
-def existing_collection(store: DocStore, collection_id: str) -> CollectionRecord:
-    """The collection with this id; CollectionNotFound (404) naming how to list them otherwise."""
-    found = find_collection(store, collection_id)
-    if found is None:
-        raise CollectionNotFound(f"no collection with id {collection_id!r}; list them with GET /v1/collections")
-    return found
 
 
 def _refuse(unknown: list[str], not_ready: list[tuple[str, str]]) -> CollectionDocumentsInvalid:
@@ -69,34 +56,31 @@ async def create_collection(req: CollectionRequest, store: StoreDep) -> Collecti
 
 
 @router.get("/collections", response_model=CollectionList)
-async def list_collections(store: StoreDep) -> CollectionList:
-    def read() -> CollectionList:
-        return CollectionList(
-            collections=[collection.public(c, collection.members(store, c)) for c in store.collections()]
-        )
-
-    return await asyncio.to_thread(read)
+def list_collections(store: StoreDep) -> CollectionList:
+    return CollectionList(collections=[collection.public(c, collection.members(store, c)) for c in store.collections()])
 
 
 @router.get("/collections/{collection_id}", response_model=CollectionPublic)
-async def get_collection(collection_id: str, store: StoreDep) -> CollectionPublic:
-    found = existing_collection(store, collection_id)
-    return collection.public(found, await asyncio.to_thread(collection.members, store, found))
+def get_collection(found: CollectionDep, store: StoreDep) -> CollectionPublic:
+    return collection.public(found, collection.members(store, found))
 
 
 @router.delete("/collections/{collection_id}", status_code=204)
-async def delete_collection(collection_id: str, store: StoreDep) -> Response:
+def delete_collection(found: CollectionDep, store: StoreDep) -> Response:
     """Remove the collection (its index, then its row); its documents stay."""
-    found = existing_collection(store, collection_id)
-    await asyncio.to_thread(store.delete_collection, found.id)
+    store.delete_collection(found.id)
     return Response(status_code=204)
 
 
 @router.post("/collections/{collection_id}/answers", response_model=AnswerResponse)
 async def answer(
-    collection_id: str, req: AnswerRequest, request: Request, store: StoreDep, engine: EngineDep, settings: SettingsDep
+    found: CollectionDep,
+    req: AnswerRequest,
+    request: Request,
+    store: StoreDep,
+    engine: EngineDep,
+    settings: SettingsDep,
 ):
-    found = existing_collection(store, collection_id)
     docs = await asyncio.to_thread(collection.members, store, found)
     collection.check_answerable(found, docs, engine.progress)
     params = answer_params(req, settings, engine)

@@ -11,9 +11,8 @@ from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 from ingest import pipeline
 from ingest.errors import DocumentError, DocumentFilesDamaged, TextDamaged
 from ingest.reingest import reextract_async
-from ingest.store import FAILED, INGESTING, READY, DocRecord
 from server.api import segmented, uploads
-from server.api.deps import EngineDep, ExtractorDep, SettingsDep, StoreDep, existing_document
+from server.api.deps import DocumentDep, EngineDep, ExtractorDep, SettingsDep, StoreDep
 from server.api.schemas import (
     DocumentCreated,
     DocumentList,
@@ -27,6 +26,8 @@ from server.api.schemas import (
 from server.api.served import served_file
 from server.config.errors import DocumentFailed, DocumentIngesting, ReingestRunning, damaged
 from server.engine.engine import Engine
+from store import writes
+from store.docstore import FAILED, INGESTING, READY, DocRecord
 
 router = APIRouter(prefix="/v1")
 log = logging.getLogger("docqa.http")
@@ -67,11 +68,17 @@ def _segments(doc: DocRecord, engine: Engine | None) -> list[SegmentPublic] | No
     n, by_pages = len(segments), segmented.paged(doc)
     return [
         SegmentPublic(
-            index=s.index, pages=s.pages, start=s.start, end=s.end, tokens=s.n_tokens, part=s.index + 1, parts=n,
+            index=s.index,
+            pages=s.pages,
+            start=s.start,
+            end=s.end,
+            tokens=s.n_tokens,
+            part=s.index + 1,
+            parts=n,
             label=segmented.label(s, n, by_pages),
         )
         for s in segments
-    ]  # fmt: skip
+    ]
 
 
 @router.post("/documents", status_code=202, response_model=DocumentCreated)
@@ -92,42 +99,46 @@ async def upload(
     # uploads (and their bytes) wait for extraction; the next gets 503 with Retry-After at once.
     async with extractor.slot(file.size or 0) as slot:
         data = await file.read()
-        digest = pipeline.sha256(data, cut)
-        known = store.by_sha256(digest)
+        digest = await asyncio.to_thread(pipeline.sha256, data, cut)
+        known = await asyncio.to_thread(store.by_sha256, digest)
         if known is not None and known.status != FAILED:
             response.status_code = 200
             return DocumentCreated(id=known.id, name=known.name, status=known.status)
 
         def store_doc(prepared: pipeline.Prepared) -> tuple[DocRecord, bool]:
             name = uploads.display_name(file.filename, prepared.extracted)
-            return pipeline.store_new(store, data, digest, name, prepared)  # False: the same bytes came meanwhile
+            return writes.store_new(store, data, digest, name, prepared)  # False: the same bytes came meanwhile
 
         doc, _, created = await uploads.run(
-            engine, store, settings, request.app.state.snapshot_bytes,
-            lambda cap: slot.extract(data, password or None, cut, cap), len(data), store_doc,
+            engine,
+            store,
+            settings,
+            request.app.state.snapshot_bytes,
+            lambda cap: slot.extract(data, password or None, cut, cap),
+            len(data),
+            store_doc,
             replaces=known.id if known is not None else None,
-        )  # fmt: skip
+        )
     if not created:
         response.status_code = 200
     return DocumentCreated(id=doc.id, name=doc.name, status=doc.status)
 
 
 @router.get("/documents", response_model=DocumentList)
-async def list_documents(store: StoreDep, engine: EngineDep) -> DocumentList:
+def list_documents(store: StoreDep, engine: EngineDep) -> DocumentList:
     return DocumentList(documents=[public(d, engine) for d in store.list()])
 
 
 @router.get("/documents/{doc_id}", response_model=DocumentPublic)
-async def get_document(doc_id: str, store: StoreDep, engine: EngineDep) -> DocumentPublic:
-    return public(existing_document(store, doc_id), engine)
+def get_document(doc: DocumentDep, engine: EngineDep) -> DocumentPublic:
+    return public(doc, engine)
 
 
 @router.get("/documents/{doc_id}/text", response_model=DocumentText)
-async def get_text(doc_id: str, store: StoreDep, extractor: ExtractorDep) -> DocumentText:
+async def get_text(doc: DocumentDep, store: StoreDep, extractor: ExtractorDep) -> DocumentText:
     """The stored text and its page map, numbered as in the upload (a part keeps its page numbers).
     A damaged ``text.json`` is extracted again from the stored upload when that gives the same text
     length and pages (then written back); otherwise 409 with the action that repairs it."""
-    doc = existing_document(store, doc_id)
     try:
         extracted = await asyncio.to_thread(store.read_text, doc.id)
     except FileNotFoundError:
@@ -158,19 +169,17 @@ async def _text_again(store, extractor, doc: DocRecord, exc: TextDamaged):
 
 
 @router.get("/documents/{doc_id}/file", response_class=Response)
-async def get_file(doc_id: str, request: Request, store: StoreDep) -> Response:
+async def get_file(doc: DocumentDep, request: Request, store: StoreDep) -> Response:
     """The upload as it was sent (server/api/served.py): the page shows a PDF with PDF.js from it.
     A part (``pages=`` / ``chars=``) gets the whole file: its page numbers are the file's own."""
-    doc = existing_document(store, doc_id)
     data = await asyncio.to_thread(store.read_upload, doc.id)
     return served_file(doc, data, request.headers.get("if-none-match"))
 
 
 @router.delete("/documents/{doc_id}", status_code=204)
-async def delete_document(doc_id: str, store: StoreDep, engine: EngineDep) -> Response:
+async def delete_document(doc: DocumentDep, store: StoreDep, engine: EngineDep) -> Response:
     """Remove the document: its files first (that works on a full disk, and waits for a snapshot
     being written), then its row."""
-    doc = existing_document(store, doc_id)
     engine.forget(doc.id)
     await asyncio.to_thread(store.delete, doc.id)
     return Response(status_code=204)
@@ -179,7 +188,7 @@ async def delete_document(doc_id: str, store: StoreDep, engine: EngineDep) -> Re
 @router.post("/documents/{doc_id}/reingest", status_code=202, response_model=DocumentCreated)
 async def reingest(
     request: Request,
-    doc_id: str,
+    doc: DocumentDep,
     store: StoreDep,
     engine: EngineDep,
     settings: SettingsDep,
@@ -188,7 +197,6 @@ async def reingest(
 ) -> DocumentCreated:
     """Extract the stored upload again with the current text rules (ingest/reingest.py), then
     prefill with the current model (after an upgrade, or a model or cache-type change)."""
-    doc = existing_document(store, doc_id)
     if doc.status == INGESTING:
         raise DocumentIngesting(f"document {doc.id} is already being ingested")
     running: set[str] = request.app.state.reingesting  # one re-ingest per document at a time
@@ -220,7 +228,7 @@ async def _reingest(request, doc: DocRecord, store, engine, settings, extractor,
         return extracted
 
     def store_doc(prepared: pipeline.Prepared) -> tuple[DocRecord, bool]:
-        pipeline.store_again(store, doc, prepared)
+        writes.store_again(store, doc, prepared)
         return doc, True
 
     await uploads.run(engine, store, settings, request.app.state.snapshot_bytes, extract, 0, store_doc, doc.id)

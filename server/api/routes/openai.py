@@ -24,6 +24,7 @@ Differences, by design:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -33,16 +34,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
-from ingest.store import CollectionRecord, DocRecord, DocStore
 from server.api import collection
 from server.api.answering import answer_params, check_answerable, collect, events, submit, submit_collection
 from server.api.chat import ChatCompletionRequest, answer_request, conversation
-from server.api.deps import EngineDep, SettingsDep, StoreDep, find_document
-from server.api.routes.answers import SSE_HEADERS
-from server.api.routes.collections import find_collection
+from server.api.deps import EngineDep, SettingsDep, StoreDep, find_collection, find_document
+from server.api.responses import SSE_HEADERS
 from server.api.schemas import QuotePublic
 from server.config.errors import AmbiguousModel, CollectionNotFound, DocumentNotFound, DocumentRequired, payload
-from server.engine.events import AnswerStream, EventKind
+from server.engine.events import AnswerStream, Citations, Failed, Heartbeat, Quote, Stats, Token
+from store.docstore import CollectionRecord, DocRecord, DocStore
 
 router = APIRouter(prefix="/v1")
 
@@ -71,13 +71,16 @@ COLLECTION = "collection:"
 
 def _collection_card(found: CollectionRecord, docs: list[DocRecord]) -> ModelCard:
     return ModelCard(
-        id=f"{COLLECTION}{found.id}", created=int(found.created_at), name=found.name,
-        status=collection.status(docs), documents=[d.id for d in docs],
-    )  # fmt: skip
+        id=f"{COLLECTION}{found.id}",
+        created=int(found.created_at),
+        name=found.name,
+        status=collection.status(docs),
+        documents=[d.id for d in docs],
+    )
 
 
 @router.get("/models", response_model=ModelList)
-async def models(store: StoreDep) -> ModelList:
+def models(store: StoreDep) -> ModelList:
     """Every loaded document as a model id ``doc:<id>``, then every collection as ``collection:<id>``."""
     cards = [_card(d) for d in store.list()]
     cards += [_collection_card(c, collection.members(store, c)) for c in store.collections()]
@@ -92,7 +95,7 @@ def _named_collection(store: DocStore, model_id: str) -> CollectionRecord:
 
 
 @router.get("/models/{model_id}", response_model=ModelCard)
-async def model(model_id: str, store: StoreDep) -> ModelCard:
+def model(model_id: str, store: StoreDep) -> ModelCard:
     """One document (``client.models.retrieve("doc:<id>")``) or collection as a model."""
     if model_id.startswith(COLLECTION):
         found = _named_collection(store, model_id)
@@ -129,6 +132,15 @@ def resolve_document(store: DocStore, req: ChatCompletionRequest) -> DocRecord:
     )
 
 
+def _asked(store: DocStore, req: ChatCompletionRequest) -> tuple[DocRecord | None, tuple | None]:
+    """What a chat request asks about: (its document, None), or (None, (a collection, its documents)).
+    Reads the store: run off the event loop."""
+    if req.document_id is None and req.model.startswith(COLLECTION):
+        found = _named_collection(store, req.model)
+        return None, (found, collection.members(store, found))
+    return resolve_document(store, req), None
+
+
 def _usage(stats: dict) -> dict:
     prompt = stats["prompt_tokens"] + stats["cached_tokens"]
     return {
@@ -147,13 +159,10 @@ def _finish_reason(reason: str) -> str:
 async def chat_completions(
     req: ChatCompletionRequest, request: Request, store: StoreDep, engine: EngineDep, settings: SettingsDep
 ):
-    asked = None  # a collection: (its record, its documents)
-    if req.document_id is None and req.model.startswith(COLLECTION):
-        found = _named_collection(store, req.model)
-        asked = found, collection.members(store, found)
+    doc, asked = await asyncio.to_thread(_asked, store, req)  # asked: a collection, its documents
+    if asked is not None:
         collection.check_answerable(*asked, engine.progress)
     else:
-        doc = resolve_document(store, req)
         check_answerable(doc, engine)
     history, question = conversation(req.messages)
     params = answer_params(answer_request(req, question), settings, engine, stop_adds=True)
@@ -217,24 +226,25 @@ async def _chunks(
     yield delta({"role": "assistant", "content": ""}, queue_position=position)
     citations: list[dict] = []
     quote: dict | None = None
-    quoting = False  # a quote is being streamed as a Markdown block quote
+    quoted = False  # a quote was sent as a block quote: the answer's first token follows a blank line
     async for event in events(stream, heartbeat_s):
-        kind, data = event.kind, event.data
-        if kind is EventKind.HEARTBEAT:
-            yield ": keep-alive\n\n"
-        elif kind is EventKind.QUOTE:
-            yield delta({"content": data["text"] if quoting else f"> {data['text']}"})
-            quoting = True
-        elif kind is EventKind.TOKEN:
-            yield delta({"content": f"\n\n{data['text']}" if quoting else data["text"]})
-            quoting = False
-        elif kind is EventKind.CITATIONS:
-            citations, quote = data["citations"], data.get("quote")
-        elif kind is EventKind.STATS:
-            yield delta({}, _finish_reason(data["finish_reason"]), citations=citations, quote=quote, docqa=data)
-            if include_usage:
-                yield _data({**chunk, "choices": [], "usage": _usage(data)})
-        elif kind is EventKind.ERROR:  # the openai client raises APIError on an `error` payload
-            yield _data(payload(data))
-            return
+        match event:
+            case Heartbeat():
+                yield ": keep-alive\n\n"
+            case Quote(text=text):
+                yield delta({"content": f"> {text}"})
+                quoted = True
+            case Token(text=text):
+                yield delta({"content": f"\n\n{text}" if quoted else text})
+                quoted = False
+            case Citations(citations=cited, quote=q):
+                citations, quote = list(cited), (dict(q) if q is not None else None)
+            case Stats(values=stats):
+                finish = _finish_reason(stats["finish_reason"])
+                yield delta({}, finish, citations=citations, quote=quote, docqa=stats)
+                if include_usage:
+                    yield _data({**chunk, "choices": [], "usage": _usage(stats)})
+            case Failed(error=error):  # the openai client raises APIError on an `error` payload
+                yield _data(payload(error))
+                return
     yield _data("[DONE]")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from server.api.schemas import MAX_QUESTION_CHARS
+from testkit.harness import is_control
 from tests.conftest import sse_events, upload
 
 CRAZY = "pdf/pypdf-resources/crazyones.pdf"
@@ -237,7 +238,7 @@ def test_injected_template_text_stays_text(client, cases, gemma):
     text = client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
     assert "KX-5521" in text
     ids = gemma.tokenize(text, parse_special=False)
-    assert not any(gemma.is_control(int(t)) for t in ids)
+    assert not any(is_control(gemma, int(t)) for t in ids)
     out = ask(client, doc["id"], "What is the replacement part number for valve V-12?", max_tokens=24)
     assert "KX-5521" in out["answer"]
     assert not any(w in out["answer"].lower() for w in ("banana", "pwned"))

@@ -98,9 +98,10 @@ import json, shutil, sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
 from ingest import pipeline
+from store import writes
 from ingest.errors import DiskFull
 from ingest.extract import ExtractedText
-from ingest.sqlite_store import SqliteStore as DocStore
+from store.sqlite_store import SqliteStore as DocStore
 import numpy as np
 
 data = Path(sys.argv[1])
@@ -111,14 +112,14 @@ upload = bytes(range(256)) * 2000  # 512 KB: more than is free
 prepared = pipeline.Prepared(ExtractedText("hello"), np.arange(3, dtype=np.int32))
 out = {{}}
 try:
-    pipeline.store_new(store, upload, "a" * 64, "big.txt", prepared)
+    writes.store_new(store, upload, "a" * 64, "big.txt", prepared)
 except DiskFull as exc:
     out["error"] = str(exc)
 out["rows"] = [(d.id, d.status, d.error) for d in store.list()]
 out["files"] = sorted(str(p.relative_to(data)) for p in (data / "documents").rglob("*"))
 out["tmp"] = sorted(p.name for p in data.rglob("*.tmp"))
 filler.unlink()
-doc, created = pipeline.store_new(store, upload, "a" * 64, "big.txt", prepared)
+doc, created = writes.store_new(store, upload, "a" * 64, "big.txt", prepared)
 out["again"] = (doc.status, created, [d.id for d in store.list()] == [doc.id], len(store.read_upload(doc.id)))
 print(json.dumps(out))
 """

@@ -13,6 +13,7 @@ import unicodedata
 
 import pytest
 
+from testkit.harness import is_control
 from testkit.live import LOCAL
 from tests.conftest import CASES, make_settings, sse_events, wait_ready
 
@@ -137,7 +138,7 @@ def test_manifest_case(client, manifest, case_id):
         assert value in text  # the fact is in the extracted text
         model = Model(client.app.state.settings.model_path)
         ids = model.tokenize(text, parse_special=False)
-        assert not any(model.is_control(int(t)) for t in ids)  # no special-token ids from the document
+        assert not any(is_control(model, int(t)) for t in ids)  # no special-token ids from the document
         model.close()
         body = {"question": case["q"], "max_tokens": 32, "stream": True}
         events = sse_events(client.post(f"/v1/documents/{doc['id']}/answers", json=body))

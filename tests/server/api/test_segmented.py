@@ -8,7 +8,8 @@ import threading
 
 from ingest.segments import Segment
 from server.api.segmented import NOT_FOUND, Plan, SegmentedAnswer
-from server.engine.events import Event, EventKind
+from server.engine.events import FINAL, Answers, Citations, Done, Event, EventKind, Failed, Stats, Token
+from server.engine.events import Segment as SegmentEvent
 
 STATS = {
     "prompt_tokens": 5, "cached_tokens": 100, "completion_tokens": 3, "ttft_ms": 10.0, "decode_tokens_per_s": 1.0,
@@ -32,10 +33,10 @@ class Job:
 
 def answered(text: str, citation: dict) -> Job:
     return Job(
-        Event(EventKind.TOKEN, {"text": text}),
-        Event(EventKind.CITATIONS, {"citations": [citation]}),
-        Event(EventKind.STATS, dict(STATS)),
-        Event(EventKind.DONE, {}),
+        Token(text),
+        Citations([citation]),
+        Stats(dict(STATS)),
+        Done(),
     )
 
 
@@ -46,7 +47,7 @@ def segment(index: int, pages: list[int], chars: tuple[int, int] = (0, 10)) -> S
 async def read(answer: SegmentedAnswer) -> list[Event]:
     answer.start()
     out = []
-    while not out or out[-1].kind not in (EventKind.DONE, EventKind.ERROR):
+    while not out or not isinstance(out[-1], FINAL):
         out.append(await asyncio.wait_for(answer.events.get(), 5))
     return out
 
@@ -60,11 +61,11 @@ def test_two_segments_answer_in_turn_with_their_pages_and_summed_stats():
         EventKind.SEGMENT, EventKind.TOKEN, EventKind.TOKEN, EventKind.SEGMENT, EventKind.TOKEN, EventKind.TOKEN,
         EventKind.CITATIONS, EventKind.ANSWERS, EventKind.STATS, EventKind.DONE,
     ]  # fmt: skip
-    text = "".join(e.data["text"] for e in events if e.kind is EventKind.TOKEN)
+    text = "".join(e.text for e in events if isinstance(e, Token))
     assert text == "From pages 7–9: Lyon.\n\nFrom pages 1–2: Paris."
-    assert [c["start"] for c in events[6].data["citations"]] == [1, 2]
-    assert [a["text"] for a in events[7].data["answers"]] == ["Lyon.", "Paris."]
-    stats = events[8].data
+    assert isinstance(events[6], Citations) and [c["start"] for c in events[6].citations] == [1, 2]
+    assert isinstance(events[7], Answers) and [a["text"] for a in events[7].answers] == ["Lyon.", "Paris."]
+    stats = events[8].values
     assert stats["completion_tokens"] == 6 and stats["cached_tokens"] == 200
     assert stats["segments"] == [
         {"index": 3, "pages": [7, 9], "part": 4, "parts": 5, "chars": [0, 10], "label": "pages 7–9", "score": 2.0},
@@ -77,31 +78,31 @@ def test_a_text_without_pages_names_its_segments_by_part_and_characters():
     jobs = [answered("Lyon.", {"start": 31_300}), answered("Paris.", {"start": 5})]
     plan = Plan([segment(1, [1, 1], (31_204, 62_880)), segment(0, [1, 1], (0, 31_900))], [2.0, 1.9], 3, paged=False)
     events = asyncio.run(read(SegmentedAnswer(jobs, plan)))
-    text = "".join(e.data["text"] for e in events if e.kind is EventKind.TOKEN)
+    text = "".join(e.text for e in events if isinstance(e, Token))
     assert text == "From part 2 of 3, characters 31,204–62,880: Lyon.\n\nFrom part 1 of 3, characters 0–31,900: Paris."
     assert "page" not in text
-    first = events[0].data
-    assert first == {
+    first = events[0]
+    assert isinstance(first, SegmentEvent) and first.where == {
         "index": 1, "pages": [1, 1], "part": 2, "parts": 3, "chars": [31_204, 62_880],
         "label": "part 2 of 3, characters 31,204–62,880",
     }  # fmt: skip
-    by_kind = {e.kind: e.data for e in events}
-    assert [a["label"] for a in by_kind[EventKind.ANSWERS]["answers"]] == [
+    by_kind = {type(e): e for e in events}
+    assert [a["label"] for a in by_kind[Answers].answers] == [
         "part 2 of 3, characters 31,204–62,880",
         "part 1 of 3, characters 0–31,900",
     ]
-    assert [u["chars"] for u in by_kind[EventKind.STATS]["segments"]] == [[31_204, 62_880], [0, 31_900]]
+    assert [u["chars"] for u in by_kind[Stats].values["segments"]] == [[31_204, 62_880], [0, 31_900]]
 
 
 def test_an_error_in_one_segment_ends_the_stream_and_cancels_the_others():
-    failing = Job(Event(EventKind.ERROR, RuntimeError("boom")))
+    failing = Job(Failed(RuntimeError("boom")))
     later = answered("never", {"start": 0})
     events = asyncio.run(
         read(SegmentedAnswer([failing, later], Plan([segment(0, [1, 1]), segment(1, [2, 2])], [1, 1])))
     )
-    assert events[-1].kind is EventKind.ERROR and later.cancelled.is_set()
+    assert isinstance(events[-1], Failed) and later.cancelled.is_set()
 
 
 def test_no_matching_segment_answers_not_found_without_a_job():
     events = asyncio.run(read(SegmentedAnswer([], Plan([], []))))
-    assert events[0].data["text"] == NOT_FOUND and events[-2].data["finish_reason"] == "not_found"
+    assert events[0].text == NOT_FOUND and events[-2].values["finish_reason"] == "not_found"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from ingest.sqlite_store import SqliteStore
+from store.sqlite_store import SqliteStore
 from testkit.live import ROOT, Live
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ingest.store import DocRecord
 from server.api.served import disposition, file_name, media_type
+from store.docstore import DocRecord
 from tests.conftest import upload
 
 CRAZY = "pdf/pypdf-resources/crazyones.pdf"

@@ -77,7 +77,7 @@ def test_server_start_reports_the_settings_file(tmp_path):
 def _answer(i: int, window=None, sources=("mtp", "lookup")):
     """What TrafficLog.record reads of a finished answer (server/engine/sequence.py Sequence, AnswerStats)."""
     sampling = SimpleNamespace(temperature=0.0, top_k=0, top_p=1.0)
-    params = SimpleNamespace(max_tokens=32, window=window, sources=sources, n_mtp=2, sampling=sampling)
+    params = SimpleNamespace(max_tokens=32, window=window, sources=sources, sampling=sampling)
     job = SimpleNamespace(doc_id="d1", params=params, history=(), t_start=time.perf_counter())  # arrived now
     seq = SimpleNamespace(job=job, n_prefix=900, suffix=[0] * (5 + i), n_running=i % 3)
     stats = {

@@ -134,12 +134,12 @@ def test_hybrid_mtp_model_batches_with_shared_recurrent_prefix(server, tiny_qwen
 
         alone = [ask(b) for b in bodies]
         before = batch_steps(client)
-        assert metric(client, "docqa_mtp_batched_decodes_total") == 0
+        assert metric(client, "docqa_model_batched_decodes_total") == 0
         with ThreadPoolExecutor(len(bodies)) as pool:
             together = list(pool.map(ask, bodies))
         after = batch_steps(client)
         assert after[2] - before[2] < after[float("inf")] - before[float("inf")], after  # steps with >= 3
-        assert metric(client, "docqa_mtp_batched_decodes_total") > 0  # drafts and catch-up shared MTP decodes
+        assert metric(client, "docqa_model_batched_decodes_total") > 0  # drafts and catch-up shared MTP decodes
     for one, batched, body in zip(alone, together, bodies, strict=True):
         assert batched["answer"] == one["answer"], body
         assert batched["stats"]["completion_tokens"] == one["stats"]["completion_tokens"]

@@ -11,6 +11,7 @@ import pytest
 
 from runtime.llama import Context, ContextConfig
 from server.engine import calibration
+from server.engine.contexts import Contexts
 from spec.cost import StepCosts
 
 ONE_ROW = 0.01  # seconds
@@ -57,29 +58,29 @@ def measured(monkeypatch):
 
 def test_an_implausible_calibration_is_measured_again_and_only_a_plausible_one_is_kept(ctx, gemma, tmp_path, measured):
     measured += [INFLATED, PLAUSIBLE]
-    assert calibration.step_costs(ctx, gemma, None, tmp_path / "calibration.json") == PLAUSIBLE
+    assert calibration.step_costs(Contexts(ctx), gemma, tmp_path / "calibration.json") == PLAUSIBLE
     (entry,) = json.loads((tmp_path / "calibration.json").read_text()).values()
     assert entry["verify"] == list(PLAUSIBLE.verify) and time.time() - entry["measured_at"] < 60
-    assert calibration.step_costs(ctx, gemma, None, tmp_path / "calibration.json") == PLAUSIBLE and not measured, (
+    assert calibration.step_costs(Contexts(ctx), gemma, tmp_path / "calibration.json") == PLAUSIBLE and not measured, (
         "reused"
     )
 
 
 def test_a_stored_inflated_calibration_is_not_reused(ctx, gemma, tmp_path, measured):
     measured += [PLAUSIBLE, PLAUSIBLE]
-    calibration.step_costs(ctx, gemma, None, tmp_path / "calibration.json")
+    calibration.step_costs(Contexts(ctx), gemma, tmp_path / "calibration.json")
     path = tmp_path / "calibration.json"
     table = json.loads(path.read_text())
     (key,) = table
     table[key]["verify"] = list(INFLATED.verify)  # as one taken under load by an older docqa would be
     path.write_text(json.dumps(table))
-    assert calibration.step_costs(ctx, gemma, None, tmp_path / "calibration.json") == PLAUSIBLE and not measured
+    assert calibration.step_costs(Contexts(ctx), gemma, tmp_path / "calibration.json") == PLAUSIBLE and not measured
 
 
 def test_a_calibration_measured_under_load_is_used_but_not_stored(ctx, gemma, tmp_path, measured, monkeypatch):
     monkeypatch.setattr(calibration.os, "getloadavg", lambda: (64.0, 64.0, 64.0))
     measured.append(PLAUSIBLE)
-    assert calibration.step_costs(ctx, gemma, None, tmp_path / "calibration.json") == PLAUSIBLE
+    assert calibration.step_costs(Contexts(ctx), gemma, tmp_path / "calibration.json") == PLAUSIBLE
     assert not (tmp_path / "calibration.json").exists()
 
 
@@ -87,7 +88,7 @@ def test_a_calibration_file_that_cannot_be_written_is_a_warning(ctx, gemma, tmp_
     """DOCQA_CALIBRATION_FILE in a place this server may not write: it serves, and measures next time."""
     (tmp_path / "a-file").write_text("")
     measured.append(PLAUSIBLE)
-    assert calibration.step_costs(ctx, gemma, None, tmp_path / "a-file" / "calibration.json") == PLAUSIBLE
+    assert calibration.step_costs(Contexts(ctx), gemma, tmp_path / "a-file" / "calibration.json") == PLAUSIBLE
     assert "verify costs not stored" in caplog.text
 
 

@@ -1,4 +1,4 @@
-"""The disk budget's eviction (ingest/disk.py) never strands a document (issue 27 item 11): a
+"""The disk budget's eviction (store/disk.py) never strands a document (issue 27 item 11): a
 document still being ingested keeps its segments' snapshots, an upload that is refused evicts
 nothing, and a segment whose snapshot went missing mid-ingestion is prefilled again."""
 

@@ -168,7 +168,7 @@ def test_waiting_questions_of_gone_clients_are_dropped_and_a_shutdown_refuses_th
     s.drop_cancelled()
     assert s.n_waiting == 2
     s.refuse_waiting(RuntimeError("stopping"))
-    assert s.n_waiting == 0 and stays.events.get_nowait().data.args == ("stopping",)
+    assert s.n_waiting == 0 and stays.events.get_nowait().error.args == ("stopping",)
 
 
 def test_an_ingestion_that_met_an_unreachable_store_is_retried_later_with_backoff(monkeypatch):

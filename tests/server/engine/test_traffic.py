@@ -12,7 +12,7 @@ from server.engine.traffic import read_log_counted
 GOOD = {
     "v": 1, "t": 1700000000.0, "doc": "abc123", "doc_tokens": 900, "question_tokens": 20, "turns": 0,
     "answer_tokens": 40, "max_tokens": 64, "finish": "stop", "concurrency": 1, "window": None,
-    "window_by": "server", "sources": ["lookup", "mtp"], "n_mtp": 2, "temperature": 0.0, "top_k": 0,
+    "window_by": "server", "sources": ["lookup", "mtp"], "temperature": 0.0, "top_k": 0,
     "top_p": 1.0, "drafted": {}, "accepted": {}, "verify_steps": 10, "ttft_ms": 50.0, "decode_ms": 900.0,
 }  # fmt: skip
 

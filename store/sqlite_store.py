@@ -1,4 +1,4 @@
-"""Document metadata in SQLite (stdlib sqlite3), the default store (interface: ``ingest/store.py``).
+"""Document metadata in SQLite (stdlib sqlite3), the default store (interface: ``store/docstore.py``).
 
 ``data_dir/docqa.sqlite3`` holds one row per document; ``data_dir/documents/<id>/`` its files.
 A document is ``ready`` only after its snapshot manifest is on disk (see ``ingest/snapshot.py``), so
@@ -23,10 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ingest import schema
 from ingest.errors import DataDirUnusable, DiskFull, StoreBusy
-from ingest.files import DocFiles
-from ingest.store import (
+from store import schema
+from store.docstore import (
     COLUMNS,
     INGESTING,
     CollectionRecord,
@@ -38,6 +37,7 @@ from ingest.store import (
     collection_record,
     record,
 )
+from store.files import DocFiles
 
 log = logging.getLogger("docqa.store")
 T = TypeVar("T")
@@ -166,9 +166,12 @@ class SqliteStore(DocStore):
                 named = self._db.execute("SELECT id FROM collections WHERE name = ?", (row["name"],)).fetchone()
                 if named is not None:
                     raise DuplicateCollection(self._collection(named["id"])) from None
-                have = {r[0] for r in self._db.execute(
-                    f"SELECT id FROM documents WHERE id IN ({', '.join('?' * len(document_ids))})", document_ids
-                )}  # fmt: skip
+                have = {
+                    r[0]
+                    for r in self._db.execute(
+                        f"SELECT id FROM documents WHERE id IN ({', '.join('?' * len(document_ids))})", document_ids
+                    )
+                }
                 raise DocumentsMissing([d for d in document_ids if d not in have]) from None
             except BaseException:
                 if self._db.in_transaction:

@@ -1,11 +1,12 @@
-"""Checks and repairs of a document's files other than its snapshot (issue 27 item 9): ``text.json``,
-``prefix.npy``, and a segmented document's ``segments.json`` and ``segments.sqlite3``.
+"""Checked readers of a document's files other than its snapshot: ``text.json``, ``prefix.npy``, and a
+segmented document's ``segments.json`` (its ``segments.sqlite3`` is checked and rebuilt by
+store/repair.py).
 
 A damaged file used to give a run of 500s while the document stayed ``ready`` (a corrupt index:
 "file is not a database" on every question; a truncated ``prefix.npy``; a truncated ``text.json``
 on ``/text``). Here each is read through a check, and a failure is a :class:`DocumentFilesDamaged`
 subclass naming the file, what is wrong, and the action that fixes it; the server maps it to 409.
-What can be rebuilt without the model from what is intact is rebuilt here:
+What can be rebuilt without the model from what is intact is rebuilt by store/repair.py:
 
 ==================== ====================================== ==============================================
 file                 check                                  repair
@@ -13,16 +14,16 @@ file                 check                                  repair
 ``text.json``        JSON, field types, ``page_starts``     re-extract ``upload.bin`` (the server: it needs
                      ascending within the text, ``chars``   the worker); else reingest
                      and ``pages`` of the document's row
-``prefix.npy``       a 1-D int32 ``.npy`` of token ids in   :func:`repair_prefix`: lay out and tokenize the
-                     ``[0, n_vocab)``, the length the row   stored text again (the tokenizer, as
-                     records; the snapshot manifest's       ingest/pipeline.py does)
+``prefix.npy``       a 1-D int32 ``.npy`` of token ids in   ``repair_prefix``: lay out and tokenize the
+                     ``[0, n_vocab)``, the length the row   stored text again (the tokenizer, as an
+                     records; the snapshot manifest's       upload does: ingest/pipeline.py)
                      ``tokens_sha256`` when there is one
 ``segments.json``    segments 0..n-1 covering the text in   none without the tokenizer and the budget:
                      order, each overlapping or touching    reingest
                      the next
-``segments.sqlite3`` SQLite ``quick_check``, one row per    :func:`ensure_index`: rebuilt from the stored
-                     segment, :data:`ingest.index.          text and ``segments.json`` (old versions too)
-                     INDEX_VERSION`
+``segments.sqlite3`` SQLite ``quick_check``, one row per    ``ensure_index``: rebuilt from the stored text
+                     segment, :data:`store.index.           and ``segments.json`` (old versions too)
+                     INDEX_VERSION` (store/repair.py)
 ==================== ====================================== ==============================================
 
 Checksums: only snapshots have them (ingest/digest.py). These files are small, parsed in full on
@@ -36,26 +37,15 @@ would add a manifest to keep in step with every write for no failure the checks 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
-from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 
-from ingest import index
 from ingest import segments as segs
-from ingest.errors import (
-    DocumentFilesDamaged,
-    IndexDamaged,
-    PrefixDamaged,
-    SegmentsDamaged,
-    TextDamaged,
-)
+from ingest.errors import DocumentFilesDamaged, IndexDamaged, PrefixDamaged, SegmentsDamaged, TextDamaged
 from ingest.extract import KINDS, ExtractedText
 from ingest.normalize import KNOWN_RULES
-from ingest.prompt import PromptLayout, Tokenizer
-from runtime.atomic import replacing
 
 TEXT_FILE, PREFIX_FILE, MANIFEST_FILE = "text.json", "prefix.npy", "state.json"
 
@@ -65,13 +55,10 @@ __all__ = [
     "PrefixDamaged",
     "SegmentsDamaged",
     "TextDamaged",
-    "check_document",
-    "ensure_index",
     "read_prefix",
     "read_segments",
-    "rank_segments",
     "read_text",
-    "repair_prefix",
+    "segments_problem",
 ]
 
 
@@ -119,8 +106,17 @@ def _text_fields(raw: object) -> ExtractedText:
     if not isinstance(ocr_pages, list) or not all(type(n) is int for n in ocr_pages):
         raise TypeError("ocr_pages is not a list of page numbers")
     encoding = raw.get("encoding")
-    return ExtractedText(text, starts, kind, encoding if isinstance(encoding, str) else None, rules, warnings,
-                         first_page, cut, ocr_pages=ocr_pages)  # fmt: skip
+    return ExtractedText(
+        text,
+        starts,
+        kind,
+        encoding if isinstance(encoding, str) else None,
+        rules,
+        warnings,
+        first_page,
+        cut,
+        ocr_pages=ocr_pages,
+    )
 
 
 def read_prefix(state_dir: Path, n_vocab: int | None = None, n_tokens: int | None = None) -> np.ndarray:
@@ -158,23 +154,6 @@ def _manifest(state_dir: Path) -> dict | None:
     return raw if isinstance(raw, dict) else None
 
 
-def repair_prefix(
-    state_dir: Path, document: str, layout: PromptLayout, tokenizer: Tokenizer, n_tokens: int | None = None
-) -> np.ndarray:
-    """Write ``prefix.npy`` in ``state_dir`` again from ``document`` (the stored text, or a segment's
-    span of it) laid out and tokenized as ingest/pipeline.py does, and return it. Raises
-    PrefixDamaged when the result is not ``n_tokens`` long (the text, the layout or the tokenizer is
-    not the one it was made with: reingest)."""
-    ids = np.ascontiguousarray(layout.document_prefix(tokenizer, document), dtype=np.int32)
-    if n_tokens is not None and len(ids) != n_tokens:
-        raise PrefixDamaged(
-            PREFIX_FILE, f"tokenizing the stored text again gives {len(ids)} tokens, not the document's {n_tokens}"
-        )
-    with replacing(state_dir / PREFIX_FILE) as tmp, tmp.open("wb") as f:
-        np.save(f, ids)
-    return ids
-
-
 def read_segments(directory: Path, n_chars: int | None = None) -> list[segs.Segment] | None:
     """A segmented document's segments, checked (0..n-1, in order, covering ``[0, n_chars)`` when
     given, each overlapping or touching the next); None for a document answered whole. Raises
@@ -187,13 +166,13 @@ def read_segments(directory: Path, n_chars: int | None = None) -> list[segs.Segm
         segments = [segs.Segment(**item) for item in raw]
     except (OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
         raise SegmentsDamaged(segs.SEGMENTS_FILE, f"it is not a readable segment list ({exc})") from exc
-    problem = _segments_problem(segments, n_chars)
+    problem = segments_problem(segments, n_chars)
     if problem:
         raise SegmentsDamaged(segs.SEGMENTS_FILE, problem)
     return segments
 
 
-def _segments_problem(segments: Sequence[segs.Segment], n_chars: int | None) -> str | None:
+def segments_problem(segments: Sequence[segs.Segment], n_chars: int | None) -> str | None:
     if not segments:
         return "it lists no segments"
     ints = all(type(getattr(s, f)) is int for s in segments for f in ("index", "start", "end", "n_tokens"))
@@ -206,99 +185,3 @@ def _segments_problem(segments: Sequence[segs.Segment], n_chars: int | None) -> 
     if n_chars is not None and segments[-1].end != n_chars:
         return f"its segments end at character {segments[-1].end}, the text at {n_chars}"
     return None
-
-
-def ensure_index(directory: Path, text: str | None = None) -> bool:
-    """Make the segment index of the segmented document in ``directory`` usable: rebuilt from its
-    stored text (``text``, or read from ``text.json``) and ``segments.json`` when it is missing,
-    damaged (not a database, failing ``quick_check``, the wrong rows) or of an older
-    :data:`ingest.index.INDEX_VERSION`. Returns True when it was rebuilt. Raises TextDamaged or
-    SegmentsDamaged when what it is built from is damaged, IndexDamaged when it cannot be written."""
-    segments = read_segments(directory)
-    if segments is None:
-        raise SegmentsDamaged(segs.SEGMENTS_FILE, "the document has a segment index but no segment list")
-    if _index_problem(directory, len(segments)) is None:
-        return False
-    if text is None:
-        text = read_text(directory).text
-    problem = _segments_problem(segments, len(text))
-    if problem:
-        raise SegmentsDamaged(segs.SEGMENTS_FILE, problem)
-    try:
-        index.build(directory, [text[s.start : s.end] for s in segments])
-    except (OSError, sqlite3.Error) as exc:
-        raise IndexDamaged(index.INDEX_FILE, f"rebuilding it failed ({exc})") from exc
-    return True
-
-
-def rank_segments(directory: Path, question: str, history: Sequence[tuple[str, str]] = ()) -> list[tuple[int, float]]:
-    """:func:`ingest.index.rank_conversation` over the segmented document in ``directory``, with its
-    index made usable first when it is of an older version, and rebuilt once (:func:`ensure_index`)
-    when it turns out damaged: what a question route calls. Costs one ``user_version`` read more
-    than ranking. Raises TextDamaged / SegmentsDamaged / IndexDamaged when it cannot be repaired."""
-    try:
-        if index.version(directory) < index.INDEX_VERSION:
-            ensure_index(directory)
-        return index.rank_conversation(directory, question, history)
-    except (FileNotFoundError, sqlite3.Error):
-        ensure_index(directory)
-    try:
-        return index.rank_conversation(directory, question, history)
-    except (FileNotFoundError, sqlite3.Error) as exc:
-        raise IndexDamaged(index.INDEX_FILE, f"it is still unreadable after a rebuild ({exc})") from exc
-
-
-def _index_problem(directory: Path, n_segments: int) -> str | None:
-    path = directory / index.INDEX_FILE
-    if not path.is_file():
-        return "it is missing"
-    try:
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            if db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
-                return "it fails SQLite's quick_check"
-            version = int(db.execute("PRAGMA user_version").fetchone()[0])
-            rows = [r[0] for r in db.execute("SELECT rowid FROM segments ORDER BY rowid")]
-    except sqlite3.Error as exc:
-        return f"it is not a readable index ({exc})"
-    if rows != list(range(n_segments)):
-        return f"it has {len(rows)} rows for {n_segments} segments"
-    if version < index.INDEX_VERSION:
-        return f"it is of index version {version}, older than {index.INDEX_VERSION}"
-    return None
-
-
-def check_document(
-    directory: Path, chars: int | None = None, pages: int | None = None, tokens: int | None = None
-) -> list[DocumentFilesDamaged]:
-    """Every problem of the document's files in ``directory`` (``chars``, ``pages``, ``tokens``: its
-    row's counts, checked when given), after repairing the segment index where it can: [] when all
-    is well. For a start-up scan or an admin check; the routes read each file through its own
-    function above."""
-    found: list[DocumentFilesDamaged] = []
-    text = None
-    try:
-        text = read_text(directory, chars, pages)
-    except FileNotFoundError:
-        found.append(TextDamaged(TEXT_FILE, "it is missing"))
-    except DocumentFilesDamaged as exc:
-        found.append(exc)
-    try:
-        segments = read_segments(directory, len(text.text) if text else None)
-    except DocumentFilesDamaged as exc:
-        found.append(exc)
-        return found
-    keys = [directory] if segments is None else [directory / "segments" / str(s.index) for s in segments]
-    n_tokens = [tokens] if segments is None else [s.n_tokens for s in segments]
-    for state_dir, n in zip(keys, n_tokens, strict=True):
-        try:
-            read_prefix(state_dir, n_tokens=n)
-        except FileNotFoundError:
-            found.append(PrefixDamaged(PREFIX_FILE, f"{state_dir.name}/{PREFIX_FILE} is missing"))
-        except DocumentFilesDamaged as exc:
-            found.append(exc)
-    if segments is not None and text is not None:
-        try:
-            ensure_index(directory, text.text)
-        except DocumentFilesDamaged as exc:
-            found.append(exc)
-    return found

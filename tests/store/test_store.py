@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from ingest.extract import ExtractedText
-from ingest.sqlite_store import SqliteStore as DocStore
-from ingest.store import FAILED, INGESTING, READY, DuplicateDocument
+from store.docstore import FAILED, INGESTING, READY, DuplicateDocument
+from store.sqlite_store import SqliteStore as DocStore
 
 
 def _create(store, sha="a" * 64):
@@ -110,8 +110,8 @@ def test_writes_wait_for_a_lock_another_process_holds(tmp_path):
 def test_a_lock_held_past_the_bound_is_a_typed_error(tmp_path, monkeypatch):
     import sqlite3
 
-    from ingest import sqlite_store as store_module
     from ingest.errors import StoreBusy
+    from store import sqlite_store as store_module
 
     monkeypatch.setattr(store_module, "LOCK_WAIT_S", 1.0)
     store = DocStore(tmp_path)
@@ -206,8 +206,9 @@ def test_a_segmented_document_keeps_a_prefix_and_snapshot_per_segment(tmp_path):
     """Segments (issue 18): each has its own prefix and snapshot directory; the index and the list
     sit next to the text; eviction and removal see the segments' snapshots; a re-ingest as a whole
     document removes them."""
-    from ingest import disk, index, snapshot
+    from ingest import snapshot
     from ingest.segments import Segment, key
+    from store import disk, index
 
     store = DocStore(tmp_path)
     doc = _create(store)

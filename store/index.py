@@ -13,23 +13,18 @@ hardly moves the ranking.
 
 Scripts written without spaces (Chinese, Japanese, Thai, Lao, Khmer, Myanmar; Korean too, whose
 words carry attached particles): ``unicode61`` makes one token of a whole run of such characters
-(a Chinese sentence up to its punctuation), so no question ever matched (issue 27, lossless-claw
-issue 125). Each run is indexed, and asked, as its overlapping character bigrams (:func:`segmented`;
-the CJK bigram rule of Lucene's CJKAnalyzer), in the same table, so BM25 weighs them with the other
-words. Chosen over FTS5's ``trigram`` tokenizer by measurement (bench/retrieval.py,
-bench/results/retrieval.md): on a Chinese and a Japanese text in segments (bench/cjk_texts.py),
-bigrams put the right segment first for 10/10 and 10/10 questions, trigrams for 7/10 and 10/10 (most
-Chinese words are two characters, and a trigram query term needs three), the old index for 0/10 and
-0/10. Bigrams cost more disk (5.0 MB for 1.9 MiB of Chinese text in 16 segments, trigram 3.3 MB)
-and build time (0.3-0.5 s against 0.1-0.2 s on a loaded 2-core EPYC; ~2 ms a query), and keep one
-table, with English stemming and BM25 over both scripts at once. No new dependency (a dictionary
-segmenter, jieba or MeCab, is one per language).
+(a Chinese sentence up to its punctuation), so no question would match. Each run is indexed, and
+asked, as its overlapping character bigrams (:func:`segmented`; the CJK bigram rule of Lucene's
+CJKAnalyzer), in the same table, so BM25 weighs them with the other words: one table, with English
+stemming and BM25 over both scripts at once, and no dependency per language. Chosen over FTS5's
+``trigram`` tokenizer (most Chinese words are two characters, and a trigram query term needs three)
+by measurement: bench/results/retrieval.md.
 
 In a conversation, :func:`rank_conversation` ranks the latest question with the earlier turns'
 words weighted lower (measured against two combined rankings in bench/results/retrieval.md).
 
 :data:`INDEX_VERSION` is stored as the database's ``user_version``. An index written before
-(version 0: no bigrams) still answers as it did, English included; ingest/integrity.py
+(version 0: no bigrams) still answers as it did, English included; store/repair.py
 ``ensure_index`` rebuilds it from the stored text and segment list when the server asks for it.
 """
 
@@ -110,7 +105,7 @@ def build(directory: Path, texts: Sequence[str]) -> None:
 def fill(db: sqlite3.Connection, texts: Sequence[str]) -> None:
     """Make the index's table in the empty database ``db`` and fill it with ``texts`` (row id = their
     position), uncommitted: what :func:`build` writes, for an index with more tables of its own (a
-    collection's, ingest/collection_index.py)."""
+    collection's, store/collection_index.py)."""
     db.execute("CREATE VIRTUAL TABLE segments USING fts5(body, tokenize = 'porter unicode61')")
     rows = ((i, segmented(t)) for i, t in enumerate(texts))
     db.executemany("INSERT INTO segments (rowid, body) VALUES (?, ?)", rows)

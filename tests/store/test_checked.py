@@ -1,7 +1,7 @@
-"""A document's files other than its snapshot (issue 27 item 9): a damaged text.json, prefix.npy,
-segments.json or segments.sqlite3 is a typed DocumentFilesDamaged naming the file, not a 500; the
-index is rebuilt and the prefix re-tokenized from what is intact. Real files, written by
-ingest/files.py, with the embedded Gemma's tokenizer."""
+"""store/checked.py and store/repair.py: a damaged text.json, prefix.npy, segments.json or
+segments.sqlite3 is a typed DocumentFilesDamaged naming the file, not a 500; the index is rebuilt and
+the prefix re-tokenized from what is intact. Real files, written by
+store/files.py, with the embedded Gemma's tokenizer."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import json
 import numpy as np
 import pytest
 
-from ingest import index, integrity
 from ingest import segments as segs
 from ingest.errors import DocumentFilesDamaged, PrefixDamaged, SegmentsDamaged, TextDamaged
 from ingest.extract import ExtractedText
-from ingest.files import DocFiles
 from ingest.prompt import plain_layout
+from store import checked, index, repair
+from store.files import DocFiles
 
 TEXT = "\n\n".join(f"Chapter {i}. The keeper of lighthouse number {i} counted {i * 7} ships." for i in range(1, 13))
 
@@ -44,13 +44,13 @@ def segmented(tmp_path, gemma):
 
 def test_intact_files_pass(whole, segmented):
     directory, extracted, prefix, _ = whole
-    assert integrity.read_text(directory, len(TEXT), 2) == extracted
-    np.testing.assert_array_equal(integrity.read_prefix(directory, n_tokens=len(prefix)), prefix)
-    assert integrity.check_document(directory, len(TEXT), 2, len(prefix)) == []
+    assert checked.read_text(directory, len(TEXT), 2) == extracted
+    np.testing.assert_array_equal(checked.read_prefix(directory, n_tokens=len(prefix)), prefix)
+    assert repair.check_document(directory, len(TEXT), 2, len(prefix)) == []
     seg_dir, segments, _, _ = segmented
-    assert integrity.read_segments(seg_dir, len(TEXT)) == segments
-    assert integrity.ensure_index(seg_dir) is False, "nothing to repair"
-    assert integrity.check_document(seg_dir, len(TEXT)) == []
+    assert checked.read_segments(seg_dir, len(TEXT)) == segments
+    assert repair.ensure_index(seg_dir) is False, "nothing to repair"
+    assert repair.check_document(seg_dir, len(TEXT)) == []
 
 
 @pytest.mark.parametrize(
@@ -65,17 +65,17 @@ def test_intact_files_pass(whole, segmented):
 )
 def test_a_damaged_text_json_is_text_damaged(whole, damage):
     directory = whole[0]
-    path = directory / integrity.TEXT_FILE
+    path = directory / checked.TEXT_FILE
     path.write_bytes(damage(path.read_bytes()))
     with pytest.raises(TextDamaged) as damaged:
-        integrity.read_text(directory)
+        checked.read_text(directory)
     assert damaged.value.file == "text.json" and "reingest" in damaged.value.action
-    assert [type(e) for e in integrity.check_document(directory)] == [TextDamaged]
+    assert [type(e) for e in repair.check_document(directory)] == [TextDamaged]
 
 
 def test_a_text_json_that_disagrees_with_the_row_is_text_damaged(whole):
     with pytest.raises(TextDamaged, match="characters"):
-        integrity.read_text(whole[0], chars=len(TEXT) + 1)
+        checked.read_text(whole[0], chars=len(TEXT) + 1)
 
 
 @pytest.mark.parametrize(
@@ -90,12 +90,12 @@ def test_a_text_json_that_disagrees_with_the_row_is_text_damaged(whole):
 )
 def test_a_damaged_prefix_is_prefix_damaged_and_is_repaired_from_the_text(whole, gemma, damage):
     directory, extracted, prefix, layout = whole
-    damage(directory / integrity.PREFIX_FILE)
+    damage(directory / checked.PREFIX_FILE)
     with pytest.raises(PrefixDamaged):
-        integrity.read_prefix(directory, n_vocab=gemma.n_vocab, n_tokens=len(prefix))
-    repaired = integrity.repair_prefix(directory, extracted.text, layout, gemma, n_tokens=len(prefix))
+        checked.read_prefix(directory, n_vocab=gemma.n_vocab, n_tokens=len(prefix))
+    repaired = repair.repair_prefix(directory, extracted.text, layout, gemma, n_tokens=len(prefix))
     np.testing.assert_array_equal(repaired, prefix)
-    np.testing.assert_array_equal(integrity.read_prefix(directory, gemma.n_vocab, len(prefix)), prefix)
+    np.testing.assert_array_equal(checked.read_prefix(directory, gemma.n_vocab, len(prefix)), prefix)
 
 
 def test_a_prefix_other_than_its_snapshots_is_prefix_damaged(whole):
@@ -103,18 +103,18 @@ def test_a_prefix_other_than_its_snapshots_is_prefix_damaged(whole):
 
     directory, _, prefix, _ = whole
     (directory / "state.json").write_text(json.dumps({"n_tokens": len(prefix), "tokens_sha256": tokens_sha256(prefix)}))
-    integrity.read_prefix(directory)  # the one it was made from
+    checked.read_prefix(directory)  # the one it was made from
     other = prefix.copy()
     other[3] += 1
-    np.save(directory / integrity.PREFIX_FILE, other)
+    np.save(directory / checked.PREFIX_FILE, other)
     with pytest.raises(PrefixDamaged, match="snapshot"):
-        integrity.read_prefix(directory)
+        checked.read_prefix(directory)
 
 
 def test_repair_refuses_a_text_that_tokenizes_to_another_length(whole, gemma):
     directory, _, prefix, layout = whole
     with pytest.raises(PrefixDamaged, match="tokens"):
-        integrity.repair_prefix(directory, TEXT + " and more", layout, gemma, n_tokens=len(prefix))
+        repair.repair_prefix(directory, TEXT + " and more", layout, gemma, n_tokens=len(prefix))
 
 
 @pytest.mark.parametrize(
@@ -132,9 +132,9 @@ def test_a_damaged_index_is_rebuilt_from_the_text_and_segment_list(segmented, da
     question = "How many ships did keeper 11 count?"
     before = index.rank(seg_dir, question)
     damage(seg_dir / index.INDEX_FILE)
-    assert integrity.ensure_index(seg_dir) is True
+    assert repair.ensure_index(seg_dir) is True
     assert index.rank(seg_dir, question) == before
-    assert integrity.ensure_index(seg_dir) is False
+    assert repair.ensure_index(seg_dir) is False
 
 
 def test_an_index_of_an_older_version_is_rebuilt(segmented):
@@ -145,7 +145,7 @@ def test_an_index_of_an_older_version_is_rebuilt(segmented):
     with closing(sqlite3.connect(seg_dir / index.INDEX_FILE)) as db:
         db.execute("PRAGMA user_version = 0")
         db.commit()
-    assert integrity.ensure_index(seg_dir) is True and index.version(seg_dir) == index.INDEX_VERSION
+    assert repair.ensure_index(seg_dir) is True and index.version(seg_dir) == index.INDEX_VERSION
 
 
 @pytest.mark.parametrize(
@@ -163,16 +163,16 @@ def test_a_damaged_segment_list_is_segments_damaged_and_the_index_is_not_rebuilt
     path.write_bytes(damage(path.read_bytes()))
     (seg_dir / index.INDEX_FILE).unlink()
     with pytest.raises(SegmentsDamaged):
-        integrity.ensure_index(seg_dir)
+        repair.ensure_index(seg_dir)
     assert not (seg_dir / index.INDEX_FILE).exists()
-    found = integrity.check_document(seg_dir)
+    found = repair.check_document(seg_dir)
     assert found and all(isinstance(e, DocumentFilesDamaged) for e in found)
 
 
 def test_check_document_names_a_missing_segment_prefix(segmented):
     seg_dir, segments, _, _ = segmented
-    (seg_dir / "segments" / "1" / integrity.PREFIX_FILE).unlink()
-    found = integrity.check_document(seg_dir)
+    (seg_dir / "segments" / "1" / checked.PREFIX_FILE).unlink()
+    found = repair.check_document(seg_dir)
     assert [type(e) for e in found] == [PrefixDamaged] and "1/prefix.npy" in str(found[0])
 
 
@@ -182,8 +182,8 @@ def test_rank_segments_repairs_a_corrupt_index_on_the_way(segmented):
 
     seg_dir = segmented[0]
     question, history = "How many ships did keeper 11 count?", [("Who counted ships?", "The keepers.")]
-    before = integrity.rank_segments(seg_dir, question, history)
+    before = repair.rank_segments(seg_dir, question, history)
     (seg_dir / index.INDEX_FILE).write_bytes(b"not a database at all" * 100)
     with pytest.raises(sqlite3.DatabaseError):
         index.rank(seg_dir, question)
-    assert integrity.rank_segments(seg_dir, question, history) == before and before
+    assert repair.rank_segments(seg_dir, question, history) == before and before

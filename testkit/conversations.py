@@ -2,7 +2,7 @@
 ../shared/cases): the first turn names its subject, the follow-up leans on it ("What was its name?",
 "Why did she do it?") or changes the subject. ``target``: a phrase of the passage that answers the
 follow-up; the right segments are those that contain it. For bench/retrieval.py and
-tests/ingest/test_index.py."""
+tests/store/test_index.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Document metadata in PostgreSQL (psycopg 3), for servers that share one data directory.
 
-Selected by ``DOCQA_DATABASE_URL=postgresql://...`` (``ingest/store.open_store``). The table is the
+Selected by ``DOCQA_DATABASE_URL=postgresql://...`` (``store/docstore.open_store``). The table is the
 SQLite one; ``sha256`` is UNIQUE, so two servers inserting the same bytes at once make one row: the
 insert is ``ON CONFLICT (sha256) DO NOTHING``, and the loser gets DuplicateDocument with the winner's
 row. The schema is created under an advisory lock, since ``CREATE TABLE IF NOT EXISTS`` from two
@@ -25,10 +25,9 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
 
-from ingest import schema
 from ingest.errors import DataDirUnusable, DiskFull, StoreBusy
-from ingest.files import DocFiles
-from ingest.store import (
+from store import schema
+from store.docstore import (
     COLUMNS,
     INGESTING,
     CollectionRecord,
@@ -40,6 +39,7 @@ from ingest.store import (
     collection_record,
     record,
 )
+from store.files import DocFiles
 
 log = logging.getLogger("docqa.store")
 T = TypeVar("T")

@@ -1,5 +1,5 @@
 """The tables, in one place: their columns, from which both stores' SQL is made
-(ingest/sqlite_store.py, ingest/pg_store.py) and the row order ingest/store.py reads.
+(store/sqlite_store.py, store/pg_store.py) and the row order store/docstore.py reads.
 
 ``documents`` holds one row per document. ``collections`` names a set of documents asked together
 (server/api/collection.py), and ``collection_documents`` lists each collection's documents in order
@@ -104,11 +104,6 @@ MEMBERS = Table(
 )
 #: Every table, in the order they are made (a table before those that reference it).
 TABLES: tuple[Table, ...] = (DOCUMENTS, COLLECTIONS, MEMBERS)
-
-
-def create_table(dialect: Dialect) -> str:
-    """``CREATE TABLE IF NOT EXISTS documents (...)`` in ``dialect``."""
-    return DOCUMENTS.create(dialect)[0]
 
 
 def create_tables(dialect: Dialect) -> tuple[str, ...]:

@@ -1,5 +1,5 @@
 """A Chinese and a Japanese text in segments, with questions whose answer is in one known segment:
-for bench/retrieval.py and tests/ingest/test_index.py. Written for docqa (no licence issue): each
+for bench/retrieval.py and tests/store/test_index.py. Written for docqa (no licence issue): each
 segment is a short passage on its own topic, as a segment of a long document is, and the questions
 use the passage's words the way a reader asks (no spaces, particles attached, two-character words).
 """

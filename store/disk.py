@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ingest import snapshot
 from ingest.errors import DiskFull, StorageError, StorageFailed
-from ingest.files import DocFiles
+from store.files import DocFiles
 
 log = logging.getLogger("docqa.store")
 #: Room kept besides a document's own files: SQLite's journal, manifests, a temp file next to the

@@ -1,4 +1,4 @@
-"""One BM25 index across a collection's documents (ingest/collection_index.py), on a real SQLite store:
+"""One BM25 index across a collection's documents (store/collection_index.py), on a real SQLite store:
 which document (or segment) a question ranks first, and when the index is made again."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ingest import collection_index as ci
-from ingest import index
 from ingest.extract import ExtractedText
 from ingest.segments import Segment
-from ingest.sqlite_store import SqliteStore
-from ingest.store import READY
+from store import collection_index as ci
+from store import index
+from store.docstore import READY
+from store.sqlite_store import SqliteStore
 
 FILLER = "The office opens at nine. Letters are sorted in the morning and sent in the afternoon. "
 LIGHTHOUSE = FILLER * 3 + "The lighthouse keeper Zebulon Quarry kept a blue parrot named Marigold."

@@ -1,4 +1,4 @@
-"""Segment retrieval in every language and in a conversation (ingest/index.py, issue 27): CJK
+"""Segment retrieval in every language and in a conversation (store/index.py, issue 27): CJK
 questions find their segment, full-width questions match, and a follow-up that leans on the earlier
 turn ("Why did she do it?") is answered from the segment that turn was about."""
 
@@ -9,8 +9,8 @@ from contextlib import closing
 
 import pytest
 
-from bench.cjk_texts import CHINESE, CHINESE_QUESTIONS, JAPANESE, JAPANESE_QUESTIONS
-from ingest import index
+from store import index
+from testkit.cjk_texts import CHINESE, CHINESE_QUESTIONS, JAPANESE, JAPANESE_QUESTIONS
 
 
 @pytest.mark.parametrize(
@@ -78,8 +78,8 @@ def test_the_latest_question_decides_when_it_names_a_new_subject(tmp_path):
 
 
 def test_follow_ups_on_the_novel(cases, tmp_path):
-    from bench.conversations import AROUND, CONVERSATIONS
     from ingest.segments import cuts, plan
+    from testkit.conversations import AROUND, CONVERSATIONS
 
     text = (cases / AROUND).read_text(encoding="utf-8-sig").replace("\r\n", "\n")
     texts = [text[a:b] for a, b in plan(cuts(text, [0]), lambda a, b: len(text[a:b].split()), 6000, 200)]

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from ingest.extract import ExtractedText
-from ingest.store import FAILED, INGESTING, READY, DocumentsMissing, DuplicateCollection, DuplicateDocument
-from ingest.stores import open_store
+from store.docstore import FAILED, INGESTING, READY, DocumentsMissing, DuplicateCollection, DuplicateDocument
+from store.stores import open_store
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -160,10 +160,10 @@ def test_an_old_database_gains_the_collection_tables(tmp_path):
     """A SQLite database made before collections: opening it adds their tables, documents intact."""
     import sqlite3
 
-    from ingest import schema
+    from store import schema
 
     with sqlite3.connect(tmp_path / "docqa.sqlite3") as db:
-        db.execute(schema.create_table("sqlite"))
+        db.execute(schema.DOCUMENTS.create("sqlite")[0])  # the documents table alone, as before collections
         db.execute(
             "INSERT INTO documents (id, name, sha256, kind, pages, tokens, chars, status, created_at)"
             " VALUES ('abc1', 'old.pdf', ?, 'pdf', 1, 5, 9, 'ready', 1.0)",

@@ -6,11 +6,11 @@ page map, and the part of the upload it is: ``first_page``, ``cut``), ``prefix.n
 ids), the snapshot (``state.bin`` + ``state.json``, see ``ingest/snapshot.py``) and the answer
 history (``history.npy``: earlier answers about it, server/engine/history.py). A document
 longer than the context (ingest/segments.py) has no ``prefix.npy`` of its own but ``segments.json``,
-its FTS5 index ``segments.sqlite3`` (ingest/index.py), and ``segments/<i>/`` holding each segment's
+its FTS5 index ``segments.sqlite3`` (store/index.py), and ``segments/<i>/`` holding each segment's
 ``prefix.npy``, snapshot and history.
 
-A collection (ingest/store.py) has ``data_dir/collections/<id>/``: its ranking index
-(ingest/collection_index.py), made from its documents' files and made again when they change, so it
+A collection (store/docstore.py) has ``data_dir/collections/<id>/``: its ranking index
+(store/collection_index.py), made from its documents' files and made again when they change, so it
 is never more than a cache of them.
 """
 
@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ingest import index as segment_index
-from ingest import integrity
 from ingest import segments as segs
 from ingest.extract import ExtractedText
 from runtime.atomic import TMP_SUFFIX, replacing, temp_owner, write_atomic
+from store import checked
+from store import index as segment_index
 
 log = logging.getLogger("docqa.store")
 UPLOAD_FILE, TEXT_FILE, PREFIX_FILE = "upload.bin", "text.json", "prefix.npy"
@@ -108,9 +108,9 @@ class DocFiles:
 
     def read_segments(self, doc_id: str) -> list[segs.Segment] | None:
         """A segmented document's segments; None for a document answered whole (or gone). Raises
-        SegmentsDamaged (ingest/integrity.py)."""
+        SegmentsDamaged (store/checked.py)."""
         try:
-            return integrity.read_segments(self.dir(doc_id))
+            return checked.read_segments(self.dir(doc_id))
         except FileNotFoundError:
             return None
 
@@ -179,14 +179,14 @@ class DocFiles:
 
     def read_text(self, doc_id: str) -> ExtractedText:
         """The stored text; FileNotFoundError when it was never stored (a failed upload), TextDamaged
-        when it is damaged (ingest/integrity.py). Files written before text rules were versioned
+        when it is damaged (store/checked.py). Files written before text rules were versioned
         carry no ``rules``: version 1."""
-        return integrity.read_text(self.dir(doc_id))
+        return checked.read_text(self.dir(doc_id))
 
     def read_prefix(self, key: str) -> np.ndarray:
         """The prefix token ids of a document or segment (``key``: segments.key), int32 [n];
-        PrefixDamaged when damaged (ingest/integrity.py), FileNotFoundError when missing."""
-        return integrity.read_prefix(self.state_dir(key))
+        PrefixDamaged when damaged (store/checked.py), FileNotFoundError when missing."""
+        return checked.read_prefix(self.state_dir(key))
 
     def remove_files(self, doc_id: str) -> None:
         """Remove the document's directory (waiting for a snapshot being written to it)."""

@@ -1,12 +1,12 @@
 """Ranking a collection's documents for a question: one FTS5 BM25 index across all of them.
 
-A collection (ingest/store.py) is answered like a long document whose segments are its documents: a
+A collection (store/docstore.py) is answered like a long document whose segments are its documents: a
 document answered whole is one *unit*, a segmented one (ingest/segments.py) gives one unit per
 segment. One index over every unit, so BM25's document frequencies are the collection's: a word
 found in every document hardly ranks, one found in a single document ranks it first. The index is
-ingest/index.py's (the FTS5 table ``segments``, ``porter unicode61``, bigrams for unspaced scripts,
-:data:`ingest.index.INDEX_VERSION`), so :func:`ingest.index.rank_conversation` ranks it and
-:func:`ingest.index.chosen` picks the best unit, or the best two when they score close. It is
+store/index.py's (the FTS5 table ``segments``, ``porter unicode61``, bigrams for unspaced scripts,
+:data:`store.index.INDEX_VERSION`), so :func:`store.index.rank_conversation` ranks it and
+:func:`store.index.chosen` picks the best unit, or the best two when they score close. It is
 ``data_dir/collections/<id>/segments.sqlite3``, with two tables of its own in the same file:
 ``units`` (row id -> document id, segment index or NULL) and ``made_from`` (its fingerprint).
 
@@ -17,10 +17,10 @@ and modification time (ns) of its ``text.json`` and ``segments.json``: a member 
 deleted document leaves its collections) changes the list; a re-ingest writes ``text.json`` again
 (and the segment list, when it is split) through a temp file and a rename (runtime/atomic.py), so
 the file is a new inode even when the text comes out the same and the clock has not ticked (file
-times are as coarse as the kernel's tick); a text repaired from the upload (ingest/integrity.py) is
+times are as coarse as the kernel's tick); a text repaired from the upload (server/api/routes/documents.py) is
 too. Checking costs a row read and two ``stat`` calls per member, no text is read; a rebuild reads
 every member's text (an index of ~2 MiB of text builds in 0.1-0.5 s on a loaded 2-core EPYC,
-ingest/index.py). The check, a rebuild and the ranking run under the collection's lock
+store/index.py). The check, a rebuild and the ranking run under the collection's lock
 (``DocFiles.holding_collection``), so two questions in one server never build it at once nor read
 one half-replaced; the file itself is replaced atomically (servers sharing a data directory may
 each build it: the same content, the last rename wins).
@@ -35,12 +35,12 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingest import index
 from ingest import segments as segs
 from ingest.errors import DocumentFilesDamaged, IndexDamaged, TextDamaged
-from ingest.files import TEXT_FILE, DocFiles
-from ingest.store import DocRecord
 from runtime.atomic import replacing
+from store import index
+from store.docstore import DocRecord
+from store.files import TEXT_FILE, DocFiles
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +148,7 @@ def rank(
 ) -> list[tuple[Unit, float]]:
     """The units of collection ``collection_id`` (whose members are ``docs``, in order) that match
     ``question``, best first, with their scores (-BM25, higher is better; a conversation's earlier
-    turns ranked with it, weighted lower: :func:`ingest.index.rank_conversation`); [] when none
+    turns ranked with it, weighted lower: :func:`store.index.rank_conversation`); [] when none
     matches. Makes the index first when it is missing, damaged or stale (module docstring). Raises
     MemberDamaged, or IndexDamaged when a freshly made index cannot be read."""
     if not docs:

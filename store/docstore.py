@@ -1,9 +1,9 @@
-"""Document metadata behind one interface; the files are ``ingest/files.py``'s.
+"""Document metadata behind one interface; the files are ``store/files.py``'s.
 
-Two implementations: :class:`ingest.sqlite_store.SqliteStore` (``data_dir/docqa.sqlite3``, the
-default on one machine) and :class:`ingest.pg_store.PostgresStore` (``DOCQA_DATABASE_URL=
+Two implementations: :class:`store.sqlite_store.SqliteStore` (``data_dir/docqa.sqlite3``, the
+default on one machine) and :class:`store.pg_store.PostgresStore` (``DOCQA_DATABASE_URL=
 postgresql://...``, psycopg 3, for several servers sharing one data directory).
-``ingest/stores.open_store`` picks one. Both keep one row per document with the sha256 of its
+``store/stores.open_store`` picks one. Both keep one row per document with the sha256 of its
 bytes unique, so two servers ingesting the same bytes at once make one document: the second insert
 raises DuplicateDocument with the first one's row.
 
@@ -14,8 +14,8 @@ seconds) that the owner renews; a lease that runs out means the owner died, and 
 claim the document (:meth:`DocStore.claim_stale`) to resume it.
 
 A collection (:class:`CollectionRecord`) names documents already stored, in order, under a name
-unique in the store; deleting a document removes it from its collections (ingest/schema.py). Its
-files (the ranking index of its documents, ingest/collection_index.py) are ``files.DocFiles``'.
+unique in the store; deleting a document removes it from its collections (store/schema.py). Its
+files (the ranking index of its documents, store/collection_index.py) are ``files.DocFiles``'.
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ingest import schema
 from ingest.extract import ExtractedText
-from ingest.files import DocFiles
+from store import schema
+from store.files import DocFiles
 
 INGESTING, READY, FAILED = "ingesting", "ready", "failed"
 
-#: Columns of a row, in table order (both implementations share them: ingest/schema.py).
+#: Columns of a row, in table order (both implementations share them: store/schema.py).
 COLUMNS = schema.NAMES
 
 
