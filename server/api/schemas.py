@@ -191,6 +191,7 @@ class CitationPublic(BaseModel):
     page_end: int  # 1-based page of the last cited character
     text: str
     source: str  # lookup (accepted copied drafts) | match (answer n-grams) | lookup+match
+    where: str | None = None  # a spreadsheet's cells ("Sheet2!B7", "Sheet2!A7:C9") or a slide ("slide 3 notes")
     document_id: str | None = None  # a collection's answer: the document quoted (None: the one asked about)
     document_name: str | None = None
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ingest import snapshot
+from ingest.locate import Locator
 from ingest.segments import parse_key
 from ingest.store import DocStore
 from runtime.llama import Context, Model
@@ -37,7 +38,7 @@ class HotDoc:
     state: bytes | None
     mtp_state: bytes | None = None  # the MTP context's part (models drafting with MTP)
     mtp_h: np.ndarray | None = None  # target hidden state of the last prefix token [n_embd]
-    citations: tuple[CitationIndex, TokenOffsets] | None = None  # built at the first answer
+    citations: tuple[CitationIndex, TokenOffsets, Locator] | None = None  # built at the first answer
     prefilled: bool = False  # made by an ingestion here and not yet asked about
     history: AnswerHistory | None = None  # earlier answers about it (server/engine/history.py); None: off
 
