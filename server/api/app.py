@@ -29,6 +29,7 @@ from server.api.head import HeadAsGet
 from server.api.hosts import TrustedHosts
 from server.api.metrics import CONTENT_TYPE, Metrics, RequestMetrics
 from server.api.routes import answers, collections, documents, health, openai
+from server.api.watch import FolderWatch
 from server.config.memory import snapshot_estimate, with_preset
 from server.config.settings import Settings
 from server.engine.engine import Engine
@@ -72,9 +73,14 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         metrics.bind(engine, store)
         if leases is not None:
             leases.start()
+        watch = app.state.watch = FolderWatch(app.state, settings) if settings.watch else None
+        if watch is not None:  # DOCQA_WATCH: folders kept in sync (server/api/watch.py)
+            watch.start()
         try:
             yield
         finally:
+            if watch is not None:
+                await watch.stop()
             if leases is not None:
                 leases.stop()
             app.state.extractor.close()

@@ -76,6 +76,19 @@ def serve(host: str | None, port: int | None, readers: int | None) -> None:
 
 
 @main.command()
+@click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--host", default=None, help="bind address [default: DOCQA_HOST, else 127.0.0.1]")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="bind port [default: DOCQA_PORT, else 8000]")
+@click.pass_context
+def watch(ctx: click.Context, folders: tuple[Path, ...], host: str | None, port: int | None) -> None:
+    """Serve, keeping FOLDERS in sync: their documents are read, re-read when they change, removed when
+    they go (DOCQA_WATCH, added to any it names already)."""
+    named = [p for p in os.environ.get("DOCQA_WATCH", "").split(os.pathsep) if p]
+    os.environ["DOCQA_WATCH"] = os.pathsep.join([*named, *(str(f.resolve()) for f in folders)])
+    ctx.invoke(serve, host=host, port=port, readers=None)
+
+
+@main.command()
 @click.option("--quick", is_flag=True, help="one document, one run")
 def bench(quick: bool) -> None:
     """Run the benchmark against llama-server and llama-cpp-python (needs `bash bench/setup.sh`)."""

@@ -51,6 +51,8 @@ def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
         encoding=doc.encoding,
         warnings=[PageWarning(**w) for w in doc.warnings],
         segments=_segments(doc, engine),
+        source_path=doc.source_path,
+        read_at=doc.read_at,
     )
 
 
