@@ -18,7 +18,7 @@ import click
 
 from runtime.kvtypes import KV_TYPES
 from server.tools import remote
-from server.tools.client import KEY_HELP, URL_HELP, default_url
+from server.tools.client import KEY_HELP, URL_HELP, default_url, server_options
 from server.tools.tune import tune
 
 __all__ = ["default_url", "main"]
@@ -86,6 +86,17 @@ def watch(ctx: click.Context, folders: tuple[Path, ...], host: str | None, port:
     named = [p for p in os.environ.get("DOCQA_WATCH", "").split(os.pathsep) if p]
     os.environ["DOCQA_WATCH"] = os.pathsep.join([*named, *(str(f.resolve()) for f in folders)])
     ctx.invoke(serve, host=host, port=port, readers=None)
+
+
+@main.command()
+@server_options
+@click.pass_context
+def mcp(ctx: click.Context, url: str | None, api_key: str | None) -> None:
+    """MCP server over stdio for desktop assistants and editors: docqa's tools (list, ingest, ask with
+    citations, passages) and documents, answered by the docqa server at --url (start it first)."""
+    from server.tools.mcp_stdio import run
+
+    run((url or ctx.obj["url"] or default_url()).rstrip("/"), api_key or ctx.obj["api_key"])
 
 
 @main.command()
