@@ -160,11 +160,11 @@ function ago(seconds) {
   return `read ${plural(Math.floor(s / 86400), 'day')} ago`;
 }
 
-/** A watched file's document: its folder and when it was read ("~/docs · read 3 min ago"). */
+/** A watched file's document: when it was read and its folder ("read 3 min ago · ~/docs"; a long folder is cut). */
 function sourceLine(doc) {
   const path = doc.source_path;
   const folder = path.slice(0, path.lastIndexOf('/')) || '/';
-  const line = el('div', 'doc-source', `${folder} · ${doc.read_at ? ago(doc.read_at) : 'not read yet'}`);
+  const line = el('div', 'doc-source', `${doc.read_at ? ago(doc.read_at) : 'not read yet'} · ${folder}`);
   line.title = `${path}${doc.read_at ? `\nread ${new Date(doc.read_at * 1000).toLocaleString()}` : ''}`;
   return line;
 }
