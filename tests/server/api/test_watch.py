@@ -145,6 +145,8 @@ def test_a_burst_of_files_is_read_in_the_background_while_questions_stream(tmp_p
                     break
         reading = sum(d["status"] == "ingesting" for d in _docs(client).values())
         docs = _settled(client, {"asked.txt", *sizes}, timeout=30 + 3 * n)
+        took = time.monotonic() - t0
+        print(f"burst of {n}: first byte {first_byte:.3f} s, first token {first_token:.2f} s, all read in {took:.0f} s")
         stop.set()
         sampler.join()
     assert first_byte < 0.5 and first_token < 10, (first_byte, first_token)  # the fairness tests' bounds
