@@ -1,12 +1,17 @@
-"""DOCX and EPUB: ZIP containers of XML, told apart by their parts and checked for bombs before
-they are read (DOCX: ingest/docx.py, EPUB: ingest/epub.py).
+"""DOCX, EPUB, XLSX/XLSM, ODS and PPTX: ZIP containers of XML, told apart by their parts and checked
+for bombs before they are read (DOCX: ingest/docx.py, EPUB: ingest/epub.py, XLSX and ODS:
+ingest/sheets.py, PPTX: ingest/slides.py).
 
 :func:`check_container` refuses a ZIP bomb (too many members, too many bytes once inflated, or a
 member that inflates more than :data:`MAX_RATIO` times) and XML entity declarations (the "billion
 laughs" expansion, external entities), using defusedxml, in every member that is XML by its bytes
 (an optional BOM or whitespace, then ``<``), whatever its name: the readers find parts through
 relationships and manifests, which may name any file, so a suffix list would miss some (issue 27).
-Both fail as UnreadableDocument (HTTP 422); the worker's memory limit stays the last line.
+Both fail as UnreadableDocument (HTTP 422); the worker's memory limit stays the last line. A member
+over :data:`PARSE_BYTES` (a spreadsheet's sheet of a million rows) is not parsed whole for that, which
+would take gigabytes: entities can only be declared in a document type declaration, which must come
+before the root element (XML 1.0 §2.8), so its prolog is read instead, and parsed by defusedxml only
+when it has one.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import zlib
 from xml.etree.ElementTree import ParseError
 
 from ingest.errors import UnreadableDocument, UnsupportedType
+from ingest.formats import ACCEPTED
 
 MAX_MEMBERS = 10_000
 MAX_INFLATED_BYTES = 256 * 1024**2  # all members together, as declared (zipfile never reads past it)
@@ -25,29 +31,57 @@ MAX_RATIO = 200  # inflated / compressed, for members over RATIO_FLOOR bytes; DO
 RATIO_FLOOR = 1024**2
 _XML_START = re.compile(rb"^(\xef\xbb\xbf)?[ \t\r\n]*<|^(\xff\xfe|\xfe\xff)")  # UTF-8 (BOM), or UTF-16 with a BOM
 SNIFF_BYTES = 64
+PARSE_BYTES = 8 * 1024**2  # a larger member's prolog is checked for a DOCTYPE instead of a whole parse
+PROLOG_BYTES = 64 * 1024
+_ROOT_START = re.compile(rb"<[^?!]")  # the first element (after the XML declaration, comments, DOCTYPE)
 #: What zipfile raises for a damaged member: a bad CRC or header, a truncated stream, an encrypted
 #: member (RuntimeError) or an unsupported compression method (NotImplementedError).
 ZIP_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError, NotImplementedError, zlib.error)
 
 
 def container_kind(data: bytes) -> str:
-    """``"docx"`` or ``"epub"`` for a ZIP with the parts that make one; UnsupportedType otherwise."""
+    """The kind (ingest/formats.py) of a ZIP with the parts that make one: ``docx``, ``epub``, ``xlsx``
+    (also XLSM: the same parts), ``ods`` or ``pptx``; UnsupportedType otherwise."""
     try:
         names = set(zipfile.ZipFile(io.BytesIO(data)).namelist())
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise UnreadableDocument(f"the file is a broken ZIP archive ({exc}); re-save or re-export it") from exc
     if "word/document.xml" in names:
         return "docx"
-    if "META-INF/container.xml" in names:
-        return "epub"
-    what = "a spreadsheet (XLSX)" if "xl/workbook.xml" in names else "a ZIP archive"
+    if "xl/workbook.xml" in names:
+        return "xlsx"
     if "ppt/presentation.xml" in names:
-        what = "a presentation (PPTX)"
-    elif "content.xml" in names:
-        what = "an OpenDocument file (ODT/ODS)"
-    raise UnsupportedType(
-        f"the file is {what}, not a document docqa reads; upload a PDF, DOCX, EPUB, HTML, .txt or .md file"
-    )
+        return "pptx"
+    mimetype = _mimetype(data) if "mimetype" in names else ""
+    if mimetype == ODS_MIMETYPE or (not mimetype and "content.xml" in names and _ods_content(data)):
+        return "ods"
+    if "META-INF/container.xml" in names and not mimetype.startswith("application/vnd.oasis."):
+        return "epub"
+    what = "a ZIP archive"
+    if mimetype.startswith("application/vnd.oasis.opendocument") or "content.xml" in names:
+        what = f"an OpenDocument file ({mimetype or 'not a spreadsheet'})"
+    raise UnsupportedType(f"the file is {what}, not a document docqa reads; {ACCEPTED}")
+
+
+ODS_MIMETYPE = "application/vnd.oasis.opendocument.spreadsheet"
+
+
+def _mimetype(data: bytes) -> str:
+    """The ``mimetype`` member of an OpenDocument (or EPUB) ZIP, at most 100 bytes of it."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)).open("mimetype") as f:
+            return f.read(100).decode("ascii", "replace").strip()
+    except ZIP_ERRORS:
+        return ""
+
+
+def _ods_content(data: bytes) -> bool:
+    """An OpenDocument without a ``mimetype`` member whose content holds a spreadsheet body."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)).open("content.xml") as f:
+            return b"office:spreadsheet" in f.read(PROLOG_BYTES)
+    except ZIP_ERRORS:
+        return False
 
 
 def check_container(data: bytes) -> None:
@@ -75,6 +109,8 @@ def check_container(data: bytes) -> None:
         try:
             if m.is_dir() or not looks_like_xml(archive, m):
                 continue
+            if m.file_size > PARSE_BYTES and not _declares_doctype(archive, m):
+                continue
             fromstring(archive.read(m), forbid_dtd=False, forbid_entities=True, forbid_external=True)
         except DefusedXmlException as exc:
             raise UnreadableDocument(
@@ -85,6 +121,17 @@ def check_container(data: bytes) -> None:
             pass  # malformed XML (or HTML entities in XHTML): the reading library decides
         except ZIP_ERRORS as exc:
             raise UnreadableDocument(f"the archive member {m.filename!r} is damaged ({exc}); re-save it") from exc
+
+
+def _declares_doctype(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bool:
+    """The member's prolog (what comes before its first element, within PROLOG_BYTES) has a
+    ``<!DOCTYPE``, in UTF-8 or (with a BOM) UTF-16; a prolog longer than that counts as one."""
+    with archive.open(member) as f:
+        head = f.read(PROLOG_BYTES)
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        head = head.decode("utf-16", errors="ignore").encode("utf-8")
+    root = _ROOT_START.search(head)
+    return b"<!DOCTYPE" in (head if root is None else head[: root.start()]).upper()
 
 
 def looks_like_xml(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bool:

@@ -24,6 +24,7 @@ import codecs
 from dataclasses import dataclass
 
 from ingest.errors import UnsupportedType
+from ingest.formats import ACCEPTED
 
 LEGACY = ("cp1252", "gb18030", "big5", "cp932", "euc_jp", "cp949", "iso2022_jp")
 MAX_CHAOS = 0.05  # charset-normalizer's mess ratio (0 = clean text, 1 = noise)
@@ -65,7 +66,7 @@ def check_not_binary(data: bytes) -> None:
         share = 100 * n_control / len(head)
         raise UnsupportedType(
             f"the file is binary data ({share:.0f} % of its first {len(head)} bytes are NUL or control "
-            "bytes), not a document; upload a PDF, DOCX, EPUB, HTML, .txt or .md file (UTF-16 or UTF-32 "
+            f"bytes), not a document; {ACCEPTED} (UTF-16 or UTF-32 "
             "text needs a byte-order mark: save it as UTF-8 or with a BOM)"
         )
 

@@ -1,10 +1,13 @@
 """Bytes in, normalised text with a page map out: PDF (pypdf, and OCR for pages without a text layer:
 ingest/pdf.py), DOCX (mammoth, ingest/docx.py), EPUB (its spine, ingest/epub.py), HTML (BeautifulSoup
-+ markdownify) and plain text (.txt/.md in UTF-8/16/32, Windows-1252 or a common CJK encoding).
++ markdownify), plain text (.txt/.md in UTF-8/16/32, Windows-1252 or a common CJK encoding),
+spreadsheets (XLSX/XLSM and ODS: a page per sheet, ingest/sheets.py; CSV/TSV: ingest/delimited.py)
+and slide decks (PPTX: a page per slide, ingest/slides.py). The kinds: ingest/formats.py.
 
-The type comes from the leading bytes, never from the file name. DOCX and EPUB are checked for ZIP
-and XML-entity bombs first (``ingest/containers.py``). Every format
-then goes through the same text rules (``ingest/normalize.py``).
+The type comes from the leading bytes, never from the file name. ZIP containers (DOCX, EPUB, XLSX,
+ODS, PPTX) are checked for ZIP and XML-entity bombs first (``ingest/containers.py``); text is CSV
+when its first lines are records of one delimiter (ingest/delimited.py). Every format then goes
+through the same text rules (``ingest/normalize.py``).
 
 Bad input never raises anything but a DocumentError (HTTP 4xx): the readers' own errors are
 mapped where they are known, and any other exception of a reader becomes UnreadableDocument naming
@@ -19,18 +22,20 @@ import re
 from dataclasses import dataclass, field
 
 from ingest.containers import check_container, container_kind
+from ingest.delimited import SNIFF_CHARS, delimited_pages, delimiter
 from ingest.docx import docx_pages
 from ingest.encoding import bom_encoding, check_not_binary, decode_text
 from ingest.epub import epub_pages
 from ingest.errors import DocumentError, EmptyDocument, NoTextLayer, UnreadableDocument, UnreadablePdf, UnsupportedType
+from ingest.formats import ACCEPTED, KINDS
 from ingest.markup import decode_html, html_to_text
 from ingest.normalize import PAGE_SEPARATOR, TEXT_RULES, normalize_pages
 from ingest.pdf import OcrJob, pdf_pages
+from ingest.sheets import sheet_pages
+from ingest.slides import slide_pages
 
-__all__ = ["PAGE_SEPARATOR", "ExtractedText", "extract", "sniff"]
+__all__ = ["ACCEPTED", "KINDS", "PAGE_SEPARATOR", "ExtractedText", "extract", "sniff"]
 
-KINDS = ("pdf", "docx", "epub", "html", "text")
-ACCEPTED = "upload a PDF, DOCX, EPUB, HTML, .txt or .md file"
 
 # Leading bytes of formats people upload by mistake, for a message that names what was sent.
 _BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
@@ -95,7 +100,10 @@ def sniff(data: bytes) -> str:
     if _HTML_START.match(head_text):
         return "html"
     check_not_binary(data)
-    return "text"
+    head_bytes = data[: 4 * SNIFF_CHARS]  # UTF-8, -16 or -32: at least SNIFF_CHARS characters
+    sample = head_bytes.decode(bom or "utf-8", errors="ignore").lstrip("\ufeff")
+    complete = len(head_bytes) == len(data) and len(sample) <= SNIFF_CHARS
+    return "csv" if delimiter(sample[:SNIFF_CHARS], complete) else "text"
 
 
 def extract(
@@ -144,10 +152,13 @@ def _no_text(pages: int, ocr: OcrJob | None) -> str:
 
 def _read(kind: str, data: bytes) -> tuple[list[str], str | None, list[dict]]:
     """``(raw pages, encoding, warnings)`` of a file of ``kind`` (any of KINDS but "pdf")."""
-    if kind in ("docx", "epub"):
+    if kind in ("docx", "epub", "xlsx", "ods", "pptx"):
         check_container(data)
-        pages, warnings = docx_pages(data) if kind == "docx" else epub_pages(data)
+        read = {"docx": docx_pages, "epub": epub_pages, "pptx": slide_pages}.get(kind, sheet_pages)
+        pages, warnings = read(data)
         return pages, None, warnings
+    if kind == "csv":
+        return delimited_pages(data)
     if kind == "html":
         markup, encoding = decode_html(data)
         return [html_to_text(markup)], encoding, []
@@ -156,7 +167,10 @@ def _read(kind: str, data: bytes) -> tuple[list[str], str | None, list[dict]]:
 
 
 def _unreadable(kind: str, exc: Exception) -> UnreadableDocument:
-    what = {"pdf": "PDF", "docx": "DOCX", "epub": "EPUB", "html": "HTML file"}.get(kind, "file")
+    what = {
+        "pdf": "PDF", "docx": "DOCX", "epub": "EPUB", "html": "HTML file", "xlsx": "spreadsheet", "ods": "spreadsheet",
+        "csv": "CSV file", "pptx": "presentation",
+    }.get(kind, "file")  # fmt: skip
     error = UnreadablePdf if kind == "pdf" else UnreadableDocument
     return error(
         f"the {what} could not be read ({type(exc).__name__}: {exc}); it may be broken or truncated: "

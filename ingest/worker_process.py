@@ -94,7 +94,9 @@ def extract_in_worker(
 def warm() -> None:
     """Runs first in every new worker: the imports a real extraction needs, before its clock starts."""
     import pdfplumber  # noqa: F401  (the table finder, ingest/pdf_tables.py; ~0.2 s to import)
+    import pptx  # noqa: F401  (ingest/slides.py, ~0.15 s)
     import pypdf  # noqa: F401  (ingest/pdf.py imports it on first use)
+    import python_calamine  # noqa: F401  (ingest/sheets.py)
 
     try:
         import pypdfium2  # noqa: F401  (OCR's renderer, ingest/ocr.py)

@@ -55,6 +55,9 @@ class DocRecord:
     warnings: tuple[dict, ...] = ()  # [{"page", "message"}]: pages that could not be read well
     owner: str | None = None  # the server prefilling it (cluster replicas), None on one machine
     lease_until: float | None = None  # unix seconds; the owner renews it while it prefills
+    source_path: str | None = None  # the watched file it was read from (server/api/watch.py); None: uploaded
+    source_stat: str | None = None  # that file's "<size>:<mtime ns>" when it was read
+    read_at: float | None = None  # unix seconds: when that file was last read
 
 
 class DuplicateDocument(Exception):
@@ -120,9 +123,22 @@ class DocStore(DocFiles, ABC):
             "id": uuid.uuid4().hex[:16], "name": name, "sha256": sha256, "kind": kind, "pages": pages,
             "tokens": tokens, "chars": chars, "status": INGESTING, "error": None, "created_at": time.time(),
             "text_rules": text_rules, "encoding": encoding, "warnings": json.dumps(list(warnings)), "owner": owner,
-            "lease_until": lease_until,
+            "lease_until": lease_until, "source_path": None, "source_stat": None, "read_at": None,
         }  # fmt: skip
         return self._insert(row)
+
+    def set_source(self, doc_id: str, path: str | None, stat: str | None, read_at: float | None = None) -> None:
+        """Record the watched file a document was read from (``stat``: its "<size>:<mtime ns>"), and
+        when it was read (None: keep the time: the file was touched, not changed, or it moved)."""
+        columns: dict[str, Any] = {"source_path": path, "source_stat": stat}
+        if read_at is not None:
+            columns["read_at"] = read_at
+        self._update(doc_id, columns)
+
+    def set_upload(self, doc_id: str, name: str, sha256: str) -> None:
+        """A watched file changed: the document's new name and bytes (``upload.bin`` is rewritten by
+        the caller before its text is stored again)."""
+        self._update(doc_id, {"name": name, "sha256": sha256})
 
     def set_status(self, doc_id: str, status: str, error: str | None = None) -> None:
         """``ingesting`` again (a reingest, a missing snapshot) makes this server its owner."""

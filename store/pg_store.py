@@ -66,6 +66,8 @@ class PostgresStore(DocStore):
                 self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 for statement in _SCHEMA:
                     self._db.execute(statement)
+                for name, definition in schema.migrations("postgresql"):  # columns added since a database was made
+                    self._db.execute(f"ALTER TABLE documents ADD COLUMN IF NOT EXISTS {name} {definition}")
         except psycopg.Error as exc:
             raise DataDirUnusable(
                 f"cannot use the database at {_where(url)} ({_first_line(exc)}); check DOCQA_DATABASE_URL"

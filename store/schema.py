@@ -57,6 +57,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("warnings", "text", "NOT NULL DEFAULT '[]'", added=True),
     Column("owner", "text", added=True),
     Column("lease_until", "real", added=True),
+    # A document read from a watched folder (server/api/watch.py): the file, its size and mtime when it
+    # was read ("<bytes>:<mtime ns>", so a restart re-reads only what changed) and when (unix seconds).
+    Column("source_path", "text", added=True),
+    Column("source_stat", "text", added=True),
+    Column("read_at", "real", added=True),
 )
 NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
 

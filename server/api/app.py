@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Route
 
 from ingest.errors import DataDirUnusable
 from ingest.worker import ExtractionWorker
@@ -25,8 +26,11 @@ from server.api import handlers
 from server.api.guard import Guard
 from server.api.head import HeadAsGet
 from server.api.hosts import TrustedHosts
+from server.api.mcp_http import PATH as MCP_PATH
+from server.api.mcp_http import McpEndpoint
 from server.api.metrics import CONTENT_TYPE, Metrics, RequestMetrics
 from server.api.routes import answers, collections, documents, health, openai
+from server.api.watch import FolderWatch
 from server.config.memory import snapshot_estimate, with_preset
 from server.config.settings import Settings
 from server.engine.engine import Engine
@@ -72,9 +76,16 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         metrics.bind(engine, store)
         if leases is not None:
             leases.start()
+        watch = app.state.watch = FolderWatch(app.state, settings) if settings.watch else None
+        if watch is not None:  # DOCQA_WATCH: folders kept in sync (server/api/watch.py)
+            watch.start()
         try:
             yield
         finally:
+            if watch is not None:
+                await watch.stop()
+            if mcp is not None:
+                await mcp.close()
             if leases is not None:
                 leases.stop()
             app.state.extractor.close()
@@ -93,6 +104,9 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
     app.include_router(answers.router)
     app.include_router(collections.router)
     app.include_router(openai.router)
+    mcp = app.state.mcp = McpEndpoint(app, settings.api_key) if settings.mcp_http else None
+    if mcp is not None:  # MCP over streamable HTTP (server/api/mcp_http.py), behind the same middleware
+        app.router.routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False))
 
     @app.get("/metrics", include_in_schema=False)
     def prometheus() -> Response:  # sync: the snapshot bytes on disk are counted in the thread pool

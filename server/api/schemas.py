@@ -91,11 +91,13 @@ class DocumentPublic(BaseModel):
     tokens: int
     error: str | None
     created_at: float
-    kind: str  # pdf | docx | epub | html | text
+    kind: str  # pdf | docx | epub | html | text | xlsx | ods | csv | pptx (ingest/formats.py); "": a refused file
     text_rules: int  # the text rules version that made the stored text (1 = raw lines; see reingest)
     encoding: str | None  # text and HTML uploads: the codec their bytes were decoded with
     warnings: list[PageWarning] = []  # pages that could not be read, or read as garbage
     segments: list[SegmentPublic] | None = None  # a document longer than the context: its segments
+    source_path: str | None = None  # the watched file it was read from (DOCQA_WATCH); None: uploaded
+    read_at: float | None = None  # unix seconds: when that file was last read
 
 
 class DocumentCreated(BaseModel):
@@ -197,6 +199,7 @@ class CitationPublic(BaseModel):
     # quote (a quote-first answer's quote) | lookup (accepted copied drafts) | match (answer n-grams) | lookup+match
     source: str
     verified: bool = True  # the document's text as the answer gives it (quote, lookup); a match: the same words
+    where: str | None = None  # a spreadsheet's cells ("Sheet2!B7", "Sheet2!A7:C9") or a slide ("slide 3 notes")
     document_id: str | None = None  # a collection's answer: the document quoted (None: the one asked about)
     document_name: str | None = None
 

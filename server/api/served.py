@@ -31,6 +31,10 @@ MEDIA = {
     "epub": ("application/epub+zip", ".epub"),
     "html": ("text/html", ".html"),
     "text": ("text/plain", ".txt"),
+    "xlsx": ("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", ".xlsx"),
+    "ods": ("application/vnd.oasis.opendocument.spreadsheet", ".ods"),
+    "csv": ("text/csv", ".csv"),
+    "pptx": ("application/vnd.openxmlformats-officedocument.presentationml.presentation", ".pptx"),
 }
 _PART = re.compile(r" \((?:pages|characters) \d+-\d+\)$")  # server/api/uploads.py display_name
 _UNSAFE = re.compile(r"[^A-Za-z0-9._ ()+-]")
@@ -45,6 +49,8 @@ def file_name(doc: DocRecord) -> str:
     if doc.kind == "text" and own in ("txt", "md", "markdown", "text"):
         return name
     if doc.kind == "html" and own in ("htm", "html", "xhtml"):
+        return name
+    if (doc.kind, own) in (("csv", "tsv"), ("xlsx", "xlsm")):
         return name
     return name if name.lower().endswith(ext) else name + ext
 

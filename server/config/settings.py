@@ -3,7 +3,8 @@ below it from ``DATA_DIR/settings.json``, the file ``docqa tune`` writes (server
 
 :class:`Settings` is the settings of one server, in groups by what they configure: the model and
 decoding (server/config/model.py), documents (server/config/documents.py), the HTTP server
-(server/config/http_server.py), and servers sharing one store (server/config/shared.py). Every field is
+(server/config/http_server.py), servers sharing one store (server/config/shared.py), and watched folders
+and MCP (server/config/sources.py). Every field is
 documented in README.md.
 """
 
@@ -15,12 +16,13 @@ from server.config.documents import DocumentSettings
 from server.config.http_server import HttpSettings
 from server.config.model import MAX_SEQS, KvType, ModelSettings
 from server.config.shared import SharedSettings
+from server.config.sources import SourceSettings
 from server.config.tuned import TunedSettingsSource
 
 __all__ = ["MAX_SEQS", "KvType", "Settings"]
 
 
-class Settings(ModelSettings, DocumentSettings, HttpSettings, SharedSettings):
+class Settings(ModelSettings, DocumentSettings, HttpSettings, SharedSettings, SourceSettings):
     """Server, model and decoding settings (env prefix ``DOCQA_``)."""
 
     model_config = SettingsConfigDict(env_prefix="DOCQA_", extra="ignore")

@@ -14,6 +14,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from ingest.locate import Locator
 from ingest.prompt import PromptLayout, is_not_said
 from ingest.segments import parse_key
 from runtime.llama import Model
@@ -75,8 +76,10 @@ class Citations:
             else:
                 spans = [offsets.chars(a, b) for a, b in copied]
                 citations = [] if is_not_said(text) else [c.as_dict() for c in index.cite(text, spans)]
+            locator = hot.citations[2] if hot.citations is not None else None
             for c in citations:  # a segment's offsets -> the whole document's
                 c["start"], c["end"] = c["start"] + shift, c["end"] + shift
+                c["where"] = locator.where(c["start"], c["end"]) if locator is not None else None
         except DocumentGone:  # deleted meanwhile: the answer came from its sequence; no text is left to cite
             log.info("%s was deleted while it was answered; the answer is sent without citations", key)
             citations = []
@@ -95,7 +98,8 @@ class Citations:
         """The citation index and token offsets of a document or segment (``key``: ingest/segments.key),
         built at its first answer, and the character offset of its text in the document's. A
         segment's index holds the segment's text and pages, so its citations name the document's
-        pages; their offsets are shifted by that offset."""
+        pages; their offsets are shifted by that offset. The whole document's cell and slide
+        locator (ingest/locate.py) is kept beside them, for a citation's ``where``."""
         doc_id, segment = parse_key(key)
         if hot.citations is None:
             with self.store.holding(doc_id) as directory:  # read whole, or after a deletion: nothing
@@ -112,13 +116,14 @@ class Citations:
             n_head, n_doc = self._document_tokens(hot.prefix, text)
             offsets = TokenOffsets(hot.prefix, n_head, n_doc, text, self.model.piece)
             index = CitationIndex(text, page_starts, first_page=first_page)
-            hot.citations = index, offsets
+            locator = Locator(extracted.text, extracted.kind, extracted.page_starts, extracted.first_page)
+            hot.citations = index, offsets, locator
         if segment is None:
-            return (*hot.citations, 0)
+            return (*hot.citations[:2], 0)
         with self.store.holding(doc_id) as directory:
             if not directory.is_dir():
                 raise DocumentGone(doc_id)
-            return (*hot.citations, self.store.read_segments(doc_id)[segment].start)
+            return (*hot.citations[:2], self.store.read_segments(doc_id)[segment].start)
 
     def _document_tokens(self, prefix, text: str) -> tuple[int, int]:
         """(first token, number of tokens) of the document's text inside ``prefix``. A prefix made with

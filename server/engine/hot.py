@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ingest import snapshot
+from ingest.locate import Locator
 from ingest.segments import parse_key
 from runtime.llama import Model
 from server.engine.contexts import Contexts, RamState
@@ -37,7 +38,7 @@ class HotDoc:
     state: bytes | None  # the target's state of the document sequence (None: not kept in RAM)
     parts: dict[str, bytes] = field(default_factory=dict)  # the companions' states, by name (with ``state``)
     last_hidden: np.ndarray | None = None  # the target's hidden state after the last prefix token [n_embd]
-    citations: tuple[CitationIndex, TokenOffsets] | None = None  # built at the first answer
+    citations: tuple[CitationIndex, TokenOffsets, Locator] | None = None  # built at the first answer
     prefilled: bool = False  # made by an ingestion here and not yet asked about
     history: AnswerHistory | None = None  # earlier answers about it (server/engine/history.py); None: off
     quotes: QuoteIndex | None = None  # where its document's tokens occur, built at its first quote-first answer

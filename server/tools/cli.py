@@ -18,7 +18,7 @@ import click
 
 from runtime.kvtypes import KV_TYPES
 from server.tools import remote
-from server.tools.client import KEY_HELP, URL_HELP, default_url
+from server.tools.client import KEY_HELP, URL_HELP, default_url, server_options
 from server.tools.tune import tune
 
 __all__ = ["default_url", "main"]
@@ -79,6 +79,30 @@ def serve(host: str | None, port: int | None, readers: int | None) -> None:
     if readers is not None:  # the cluster package sits above server/: run it, do not import it
         os.execv(sys.executable, [sys.executable, "-m", "cluster", "--readers", str(readers)])
     serve_main()
+
+
+@main.command()
+@click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--host", default=None, help="bind address [default: DOCQA_HOST, else 127.0.0.1]")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="bind port [default: DOCQA_PORT, else 8000]")
+@click.pass_context
+def watch(ctx: click.Context, folders: tuple[Path, ...], host: str | None, port: int | None) -> None:
+    """Serve, keeping FOLDERS in sync: their documents are read, re-read when they change, removed when
+    they go (DOCQA_WATCH, added to any it names already)."""
+    named = [p for p in os.environ.get("DOCQA_WATCH", "").split(os.pathsep) if p]
+    os.environ["DOCQA_WATCH"] = os.pathsep.join([*named, *(str(f.resolve()) for f in folders)])
+    ctx.invoke(serve, host=host, port=port, readers=None)
+
+
+@main.command()
+@server_options
+@click.pass_context
+def mcp(ctx: click.Context, url: str | None, api_key: str | None) -> None:
+    """MCP server over stdio for desktop assistants and editors: docqa's tools (list, ingest, ask with
+    citations, passages) and documents, answered by the docqa server at --url (start it first)."""
+    from server.tools.mcp_stdio import run
+
+    run((url or ctx.obj["url"] or default_url()).rstrip("/"), api_key or ctx.obj["api_key"])
 
 
 @main.command()

@@ -153,6 +153,7 @@ def _print_answer(r: httpx.Response, about: About) -> None:
                     click.echo("", err=True)  # end the answer's line (stderr may not be a terminal)
                 for c in data["citations"]:
                     pages = f"p. {c['page']}" if c["page"] == c["page_end"] else f"pp. {c['page']}-{c['page_end']}"
+                    pages = c.get("where") or pages  # a spreadsheet's cell, a deck's slide
                     quote = c["text"] if len(c["text"]) <= 100 else c["text"][:97] + "..."
                     named = f"{c['document_name']}, " if c.get("document_name") else ""  # a collection's
                     click.echo(f"[{named}{pages}, chars {c['start']}-{c['end']}] {quote!r}", err=True)

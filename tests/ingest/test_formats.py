@@ -197,7 +197,12 @@ def test_xml_entity_bomb_fails_in_the_worker(worker):
 @pytest.mark.parametrize(
     ("members", "error", "words"),
     [
-        ({"xl/workbook.xml": b"<x/>"}, UnsupportedType, "spreadsheet"),
+        ({"xl/workbook.xml": b"<x/>"}, UnreadableDocument, "spreadsheet could not be opened"),
+        (
+            {"mimetype": b"application/vnd.oasis.opendocument.text", "content.xml": b"<x/>"},
+            UnsupportedType,
+            r"OpenDocument file \(application/vnd.oasis.opendocument.text\)",
+        ),  # fmt: skip
         ({"readme.txt": b"hello"}, UnsupportedType, "a ZIP archive"),
         ({"word/document.xml": b"<not closed"}, UnreadableDocument, "DOCX could not be read"),
         ({"META-INF/container.xml": b"<container/>"}, UnreadableDocument, "names no package document"),

@@ -17,6 +17,7 @@ import pytest
 from ingest.errors import DocumentError
 from ingest.extract import ExtractedText
 from ingest.worker import ExtractionWorker
+from tests.ingest.office_samples import ods, pptx, xlsx
 from tests.ingest.samples import chapter, docx, epub, mht, paragraph, pdf, with_members, zip_of
 
 SEED = 27
@@ -47,6 +48,10 @@ def _bases() -> dict[str, bytes]:
         "text": text.encode(),
         "text-utf16": text.encode("utf-16"),
         "markdown": ("# Title\n\n" + text[:400] + "\n\n- a\n- b\n").encode(),
+        "xlsx": xlsx({"Fence": [["who", "did"], ["Tom", text[:80]], ["Ben", 3.5]], "Two": [[None, "x"]]}),
+        "ods": ods({"Fence": [["who", "did"], ["Tom", text[:80]], ["Ben", 3.5]]}),
+        "csv": b"who,did,when\n" + b"".join(b"Tom,painted,%d\n" % i for i in range(20)),
+        "pptx": pptx([{"title": "Fence", "bullets": [(0, text[:60]), (1, "apple")], "notes": "n"}, {"title": "End"}]),
     }
 
 

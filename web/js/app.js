@@ -25,8 +25,10 @@ const state = {
   model: null, // GET /health model, for the export
   shown: null, // "id:status" the panels were last rendered for
   loaded: false, // the list was shown once (the first load selects a document)
+  watching: null, // the interval that reads the list again while the server watches folders
 };
 
+const WATCH_REFRESH_MS = 10000; // how often the list is read again while the server watches folders
 const docUrl = (id) => `/v1/documents/${encodeURIComponent(id)}`;
 const pickedDoc = () => state.docs.find((d) => d.id === state.selectedId) || null;
 /** What the Ask panel asks: the documents checked together (two or more), else the selected one. */
@@ -47,6 +49,8 @@ async function loadHealth() {
     state.budget = health.document_budget || null;
     state.model = health.model || null;
     renderDocs(); // the notes on split documents name the budget
+    // Watched folders (DOCQA_WATCH) add, change and remove documents on their own: follow the list.
+    if (health.watched_folders && !state.watching) state.watching = setInterval(refreshDocs, WATCH_REFRESH_MS);
   } catch (_) {
     $('model-name').textContent = 'unavailable';
   }
@@ -147,6 +151,24 @@ function renderDocs() {
   updateAskState();
 }
 
+/** "read 3 min ago", from unix seconds. */
+function ago(seconds) {
+  const s = Math.max(0, Date.now() / 1000 - seconds);
+  if (s < 60) return 'read just now';
+  if (s < 3600) return `read ${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `read ${Math.floor(s / 3600)} h ago`;
+  return `read ${plural(Math.floor(s / 86400), 'day')} ago`;
+}
+
+/** A watched file's document: when it was read and its folder ("read 3 min ago · ~/docs"; a long folder is cut). */
+function sourceLine(doc) {
+  const path = doc.source_path;
+  const folder = path.slice(0, path.lastIndexOf('/')) || '/';
+  const line = el('div', 'doc-source', `${doc.read_at ? ago(doc.read_at) : 'not read yet'} · ${folder}`);
+  line.title = `${path}${doc.read_at ? `\nread ${new Date(doc.read_at * 1000).toLocaleString()}` : ''}`;
+  return line;
+}
+
 function renderDoc(doc) {
   const item = el('li', `doc status-${doc.status}`);
   item.dataset.id = doc.id;
@@ -173,6 +195,7 @@ function renderDoc(doc) {
   head.append(name, remove);
 
   item.append(head, el('div', 'doc-meta', `${statusWord(doc)} · ${plural(doc.pages, 'page')} · ${plural(doc.tokens, 'token')}`));
+  if (doc.source_path) item.append(sourceLine(doc));
   if (doc.status === 'ingesting') item.append(progressBar(percent(doc.progress), `Preparing ${doc.name}`));
   const split = splitNote(doc);
   if (split) {

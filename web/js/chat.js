@@ -150,8 +150,10 @@ function fillTurn(turn) {
     const pages = [...new Set(cites.flatMap((c) => (c.page_end > c.page ? [c.page, c.page_end] : [c.page])))]
       .sort((a, b) => a - b);
     const named = cites[0].document_name ? `${cites[0].document_name} · ` : '';
+    const wheres = [...new Set(cites.map((c) => c.where).filter(Boolean))]; // cells or slides, where named
+    const place = wheres.length ? wheres.join(', ') : `p. ${pages.join(', ')}`;
     const quotes = el('button', 'turn-cites secondary',
-      `${named}${cites.length === 1 ? '1 quote' : `${cites.length} quotes`} · p. ${pages.join(', ')}`);
+      `${named}${cites.length === 1 ? '1 quote' : `${cites.length} quotes`} · ${place}`);
     quotes.type = 'button';
     quotes.title = `Highlight the quoted text in ${cites[0].document_name || 'the document'}`;
     quotes.addEventListener('click', () => {

@@ -4,8 +4,8 @@
 
 import { inQuotes } from './messages.js';
 
-/** "p. 3" or "pp. 3–4". */
-const pages = (c) => (c.page === c.page_end ? `p. ${c.page}` : `pp. ${c.page}–${c.page_end}`);
+/** "p. 3", "pp. 3–4", or the cell or slide a spreadsheet's or deck's citation names ("Sheet2!B7"). */
+const pages = (c) => c.where || (c.page === c.page_end ? `p. ${c.page}` : `pp. ${c.page}–${c.page_end}`);
 
 /** `text` as a Markdown block quote (every line quoted, blank lines kept inside the quote). */
 const quoted = (text) => text.trim().split('\n').map((line) => (line.trim() ? `> ${line}` : '>')).join('\n');

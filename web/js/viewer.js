@@ -13,7 +13,7 @@ const MODE_STORAGE = 'docqa.view';
 
 const view = {
   id: null, // id of the document whose text is shown (null: a placeholder)
-  kind: null, // its kind (pdf | docx | epub | html | text)
+  kind: null, // its kind (pdf | docx | epub | html | text | xlsx | ods | csv | pptx)
   text: '',
   pages: [], // [{page, start, end}]
   citations: [], // [{start, end, page, page_end, text, source}] of the answer being shown
@@ -189,7 +189,8 @@ function render() {
       const mark = el('mark', 'cite');
       mark.dataset.cite = cut.cite;
       mark.dataset.page = c.page;
-      mark.title = c.page === c.page_end ? `page ${c.page}` : `pages ${c.page}–${c.page_end}`;
+      // A spreadsheet's cell ("Sheet2!B7") or a slide ("slide 3 notes") where the server names one.
+      mark.title = c.where || (c.page === c.page_end ? `page ${c.page}` : `pages ${c.page}–${c.page_end}`);
       nodes.push(mark);
       open = { mark, end: c.end };
     }
@@ -201,7 +202,7 @@ function render() {
   $('citations').replaceChildren(...view.citations.map((c, i) => {
     const item = el('li');
     item.dataset.cite = i;
-    const pages = c.page === c.page_end ? `p. ${c.page}` : `pp. ${c.page}–${c.page_end}`;
+    const pages = c.where || (c.page === c.page_end ? `p. ${c.page}` : `pp. ${c.page}–${c.page_end}`);
     const link = el('button', 'cite-link');
     link.type = 'button';
     link.title = `Show this quote (characters ${c.start}–${c.end}, ${c.source})`;

@@ -52,6 +52,8 @@ def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
         encoding=doc.encoding,
         warnings=[PageWarning(**w) for w in doc.warnings],
         segments=_segments(doc, engine),
+        source_path=doc.source_path,
+        read_at=doc.read_at,
     )
 
 
@@ -89,7 +91,7 @@ async def upload(
     engine: EngineDep,
     settings: SettingsDep,
     extractor: ExtractorDep,
-    file: UploadFile = File(description="PDF, DOCX, EPUB, HTML, .txt or .md"),  # noqa: B008
+    file: UploadFile = File(description="PDF, DOCX, EPUB, HTML, .txt, .md, XLSX, ODS, CSV/TSV or PPTX"),  # noqa: B008
     password: str | None = Form(default=None),
     pages: str | None = Form(default=None, description="A part: pages 5-9 (1-based, inclusive), as printed"),
     chars: str | None = Form(default=None, description="A part of the text: characters 0-50000 ([start, end))"),

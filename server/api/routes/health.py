@@ -30,6 +30,7 @@ async def health(request: Request) -> dict:
         "queue_depth": engine.queue_depth,
         "n_seq_max": engine.settings.n_seq_max,  # questions answered concurrently (continuous batching)
         "active_answers": engine.active_answers,
+        "watched_folders": len(request.app.state.settings.watch),  # how many (DOCQA_WATCH); the paths stay private
         "cpu_repack": model.extra_bufts,
         # Each draft source (spec/sources.py): whether it drafts here, and why not.
         "drafters": [

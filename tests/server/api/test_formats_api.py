@@ -143,9 +143,10 @@ LAUGHS = (
         (_docx_with(b"<" + b"A" * (32 * 1024**2)), 422, "unreadable_document", "ZIP bomb"),
         (_docx_with(LAUGHS), 422, "unreadable_document", "declares XML entities"),
         (b"\x00" * 4096 + b"text", 415, "unsupported_type", "binary data"),
-        (_zip({"xl/workbook.xml": b"<w/>"}), 415, "unsupported_type", "spreadsheet"),
+        (_zip({"xl/workbook.xml": b"<w/>"}), 422, "unreadable_document", "spreadsheet could not be opened"),
+        (_zip({"mimetype": b"application/vnd.oasis.opendocument.text"}), 415, "unsupported_type", "OpenDocument"),
     ],
-    ids=["zip-bomb", "entity-bomb", "mostly-nul", "xlsx"],
+    ids=["zip-bomb", "entity-bomb", "mostly-nul", "broken-xlsx", "odt"],
 )
 def test_bombs_and_binary_get_a_clear_4xx(client, data, status, error_type, words):
     before = client.get("/v1/documents").json()["documents"]
