@@ -143,11 +143,12 @@ def live_app(tmp_path, gemma_path, monkeypatch):
         thread.join(60)
 
 
-def test_twenty_streams_do_not_stall_while_every_row_read_takes_a_second(live_app, cases):
-    """Every row read takes 1 s while 20 answers stream, each asked through its document dependency,
+def test_twenty_streams_do_not_stall_while_every_row_read_takes_three_seconds(live_app, cases):
+    """Every row read takes 3 s while 20 answers stream, each asked through its document dependency,
     and GET /v1/documents, /v1/documents/{id}, /v1/collections and /v1/models are asked over and over
-    meanwhile. With a row read on the event loop every stream would stop for a second at each (a
-    frame comes at least every 0.1 s: heartbeats until the first token, then tokens); none stops."""
+    meanwhile. With a row read on the event loop every stream would stop for 3 s at each (a frame
+    comes at least every 0.1 s: heartbeats until the first token, then tokens); none stops for even
+    2.5 s (a gap of about 1 s is a loaded 2-core machine's scheduling, not a store call)."""
     base, store = live_app
     text = (cases / "text/gutenberg/alice-in-wonderland-pg11.txt").read_text(encoding="utf-8-sig")[:2000]
     with httpx.Client(base_url=base, timeout=120) as client:
@@ -155,7 +156,7 @@ def test_twenty_streams_do_not_stall_while_every_row_read_takes_a_second(live_ap
         deadline = time.monotonic() + 120
         while client.get(f"/v1/documents/{doc_id}").json()["status"] == "ingesting" and time.monotonic() < deadline:
             time.sleep(0.2)
-    store.delay_s = 1.0
+    store.delay_s = 3.0
     gaps: list[float] = []
     done = threading.Event()
 
@@ -192,6 +193,6 @@ def test_twenty_streams_do_not_stall_while_every_row_read_takes_a_second(live_ap
     for t in readers:
         t.join(60)
     worst = max(gaps)
-    print(f"20 streams, row reads of 1 s ({store.reads - reads} meanwhile): widest gap between frames {worst:.2f} s")
+    print(f"20 streams, row reads of 3 s ({store.reads - reads} meanwhile): widest gap between frames {worst:.2f} s")
     assert store.reads - reads >= 40, "the slow store was read while the answers streamed"
-    assert len(gaps) > 20 * 8 and worst < 0.9, f"a stream stalled for {worst:.2f} s"
+    assert len(gaps) > 20 * 8 and worst < 2.5, f"a stream stalled for {worst:.2f} s"
