@@ -42,6 +42,10 @@ class Reply:
     prompt_tokens: int
     quote: str | None = None  # quote-first: the quote as written
     quote_verified: bool | None = None
+    quote_sentence: str | None = None  # the document's sentence the quote is in
+    p_none: float | None = None  # the probability of "none" as the quote's first token
+    p_yes: float | None = None  # the gate's probability of yes
+    claims: list[str] | None = None  # the answer's names and numbers the quote lacks (quote-checked: refused)
     accepted: int = 0
     steps: int = 0
 
@@ -56,6 +60,7 @@ MODES: dict[str, QuoteParams | None] = {
     "quote-names": QuoteParams(names=True),
     "quote-gate": QuoteParams(gate=True),
     "quote-names-gate": QuoteParams(names=True, gate=True),
+    "quote-checked": QuoteParams(names=True, specifics=True),
 }
 
 
@@ -123,6 +128,10 @@ class Reader:
             prompt_tokens=len(suffix),
             quote=q.quote_text() if q is not None else None,
             quote_verified=q.verified if q is not None else None,
+            quote_sentence=q.sentence_text() if q is not None else None,
+            p_none=q.p_none if q is not None else None,
+            p_yes=q.p_yes if q is not None else None,
+            claims=sorted(q.claims) if q is not None else None,
             accepted=stats.accepted_tokens,
             steps=stats.verify_steps,
         )

@@ -31,6 +31,10 @@ from spec.sources import NAMES, Drafter
 from spec.text import TextStream
 from spec.verify import VerifyResult, accept
 
+#: A quote-first answer checked for names and numbers (QuoteParams.specifics) is held back until it
+#: ends or reaches this many tokens: a short factual answer is judged whole, a long one by its start.
+HOLD_TOKENS = 32
+
 
 class RollbackFailed(Exception):
     """A sequence could not be brought back to the expected position, even by a rebuild."""
@@ -142,6 +146,10 @@ class Answer:
         self._forced: list[int] = []  # scaffolding still to decode after the quote
         self._forcing: list[int] | None = None  # the forced tokens of the planned step
         self._then = "answer"  # what the token after the scaffolding is: "gate" (yes/no) or "answer"
+        # A quote-first answer checked for names and numbers its quote lacks is held until it ends or
+        # reaches HOLD_TOKENS tokens (spec/quote.py QuoteParams.specifics).
+        checks = run.quote is not None and run.quote.params.specifics
+        self._held: list[TokenEvent] | None = [] if checks else None
         self._n_answer = 0  # answer tokens emitted (what max_tokens counts)
 
     @property
@@ -309,7 +317,9 @@ class Answer:
                 self._n_answer += used
                 if text or used:
                     ids = tuple(decided[: len(decided) - len(answer) + used])
-                    events.append(TokenEvent(text=text, token_ids=ids, n_accepted=self._n_accepted))
+                    self._send(events, TokenEvent(text=text, token_ids=ids, n_accepted=self._n_accepted))
+                if finish is None and self._held is not None and self._n_answer >= HOLD_TOKENS:
+                    finish = self._release(events)  # long enough to judge; the rest streams unchecked
         if finish is None and run.should_stop():
             finish = "cancelled"
         if finish is None:
@@ -348,11 +358,36 @@ class Answer:
 
     def stop(self, reason: str) -> list[TokenEvent]:
         """End the answer (also from outside the loop, e.g. the shared KV cache is full): ``reason``
-        becomes the finish reason; returns the held-back text, if any."""
+        becomes the finish reason; returns the held-back text, if any (a quote-first answer held for
+        its check: the answer, or the refusal in its place)."""
         self.run.stats.finish_reason = reason
         self.done = True
+        events: list[TokenEvent] = []
         tail = self.stream.flush()
-        return [TokenEvent(text=tail, token_ids=(), n_accepted=0)] if tail else []
+        if tail:
+            self._send(events, TokenEvent(text=tail, token_ids=(), n_accepted=0))
+        if self._held is not None:
+            self._release(events)
+        return events
+
+    def _send(self, events: list[TokenEvent], event: TokenEvent) -> None:
+        """Emit an answer event, or hold it while a quote-first answer waits for its check."""
+        if self._held is not None:
+            self._held.append(event)
+        else:
+            events.append(event)
+
+    def _release(self, events: list[TokenEvent]) -> str | None:
+        """Judge the held answer (spec/quote.py ``unsupported``): send it, or the refusal in its place
+        ("stop": the answer ends). From here on the answer streams unchecked."""
+        held, self._held = self._held or [], None
+        text = "".join(e.text for e in held)
+        self.quote.claims = self.quote.unsupported(self.quote.question, text)
+        if self.quote.claims:
+            events.append(TokenEvent(self.quote.refusal, (), 0))
+            return "stop"
+        events.extend(held)
+        return None
 
     def close(self) -> None:
         """Fill in the stats that cover the whole answer (also after an error)."""

@@ -63,6 +63,47 @@ def question_keys(question: str) -> set[str]:
 _NOT_NAMES = frozenset("i a b c d the document text answer option according".split())
 
 
+def _mass(row: np.ndarray, ids: np.ndarray) -> float:
+    """The softmax probability of ``ids`` together under logits ``row`` (float32 [n_vocab])."""
+    if not len(ids):
+        return 0.0
+    top = float(row.max())
+    return float(np.exp(row[ids].astype(np.float64) - top).sum() / np.exp(row.astype(np.float64) - top).sum())
+
+
+_SMALL_NUMBERS = "zero one two three four five six seven eight nine ten eleven twelve".split()
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate(_SMALL_NUMBERS)}
+#: Capitalised words that name nothing: sentence starts, pronouns, question and answer words.
+_COMMON = frozenset(
+    "the a an in on at of to for from by with and but or so if as it its he she they we you i his her their our "
+    "this that these those there here yes no not none when what who whom whose where why how which because "
+    "then than also after before during while is are was were be been has have had do does did can could will "
+    "would should may might must answer quote document text option according".split()
+)
+
+
+def words(text: str) -> set[str]:
+    """The case-folded words of ``text``, with small numbers both as words and digits ("three", "3")."""
+    found = {w.casefold().strip("'\u2019") for w in re.findall(r"[\w'\u2019-]+", text)}
+    found |= {_NUMBER_WORDS[w] for w in found if w in _NUMBER_WORDS}
+    found |= {w for w, d in _NUMBER_WORDS.items() if d in found}
+    return found
+
+
+def specifics(text: str) -> set[str]:
+    """What a text names (case-folded): its numbers, and its capitalised words other than the common
+    ones (:data:`_COMMON`) and a lone option letter (A-D). "Drami Drabriru was born in 1804." ->
+    {"drami", "drabriru", "1804"}."""
+    out = set()
+    for w in re.findall(r"[\w'\u2019-]+", text):
+        folded = w.casefold().strip("'\u2019")
+        if any(c.isdigit() for c in w):
+            out.add(folded)
+        elif w[:1].isupper() and folded not in _COMMON and not (len(w) == 1 and w in "ABCD"):
+            out.add(folded)
+    return out
+
+
 def word_key(piece: bytes) -> bytes:
     """What a quote's first token must share with a document token to start at it: the token's text
     without surrounding whitespace, case-folded (a quote may start "There" where the document says
@@ -133,6 +174,8 @@ class QuoteParams:
     max_tokens: int = 64
     names: bool = False  # refuse when the quoted sentence lacks a name or number of the question
     gate: bool = False  # ask the model whether the quote answers the question; "no" refuses
+    gate_yes: float = 0.5  # the gate's "yes" stands when its probability (yes vs no) is at least this
+    specifics: bool = False  # refuse an answer that names a name or number found in neither quote nor question
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -149,6 +192,7 @@ class QuoteTokens:
     none: np.ndarray
     yes: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # first tokens of "yes" / "no":
     no: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # the gate's two answers
+    marks: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # opening quotation marks
 
     @classmethod
     def of(cls, tokenize: Callable[[str], Sequence[int]]) -> QuoteTokens:
@@ -163,6 +207,7 @@ class QuoteTokens:
             firsts("none", " none", "None", " None"),
             firsts("yes", " yes", "Yes", " Yes"),
             firsts("no", " no", "No", " No"),
+            firsts('"', ' "', "\u201c", " \u201c", "'", " '", "\u2018", " \u2018", "\u00ab", " \u00ab"),
         )
 
 
@@ -195,8 +240,13 @@ class Quoting:
         self.scaffold = [int(t) for t in scaffold]
         self.gate_scaffold = [int(t) for t in gate]
         self.piece, self.refusal, self.verify = piece, refusal, verify
+        self.question = question
         self.keys = question_keys(question) if params.names else set()
+        self.claims: set[str] = set()  # an answer's names and numbers its quote lacks (params.specifics)
         self.answered: bool | None = None  # the gate's reply: True (yes), False (no), None (not asked)
+        self.p_none: float | None = None  # the probability of "none" as the quote's first token
+        self.n_lead = 0  # tokens before the quote's first word: whitespace, line breaks, an opening mark
+        self.p_yes: float | None = None  # the gate's probability of yes (against yes and no)
         self.ids: list[int] = []  # the quote's tokens, without the token that ended it
         self.matches: np.ndarray | None = None  # positions of the next document token of each matched span
         self.lost = False  # the quote stopped matching the document (unconstrained only)
@@ -221,11 +271,13 @@ class Quoting:
         The first token is the model's free choice when it spells a word the document has (in any
         case, with or without a space: :meth:`QuoteIndex.starts`) or ``none``; only otherwise is it
         chosen among the document's tokens."""
+        if self.matches is None and not self.ids:
+            self.p_none = _mass(row, self.tokens.none)
         if not self.params.constrained:
             return sampler.choose(row)
         if self.matches is None:
             token = sampler.choose(row)
-            if token in self.tokens.none or len(self.index.starts(token)):
+            if token in self.tokens.none or self._leads(token) or len(self.index.starts(token)):
                 return token
         allowed = self.allowed()
         if sampler.params.greedy:
@@ -242,6 +294,9 @@ class Quoting:
         if first and token in self.tokens.none:
             self.none = self.done = True
             return True
+        if first and self._leads(token):  # "Quote:" then a space, a line break or an opening mark
+            self.n_lead += 1
+            return False
         text = self.piece(token)
         if b"\n" in text:
             head = text.split(b"\n", 1)[0]
@@ -255,6 +310,15 @@ class Quoting:
         if len(self.ids) >= self.params.max_tokens or (self.params.constrained and self._ends_sentence(text)):
             self._end()
         return self.done
+
+    MAX_LEAD = 3  # tokens a quote may start with before its first word
+
+    def _leads(self, token: int) -> bool:
+        """``token`` may come before the quote's first word: whitespace (line breaks included: the quote
+        may start on the next line) or an opening quotation mark, at most :data:`MAX_LEAD` of them."""
+        if self.ids or self.n_lead >= self.MAX_LEAD:
+            return False
+        return not self.piece(token).strip() or token in self.tokens.marks
 
     def _ends_sentence(self, text: bytes) -> bool:
         """The quote's last token (``text``) ends a sentence of the document: it ends with . ! or ?
@@ -351,8 +415,17 @@ class Quoting:
         return self.done and (not self.verified or not self.supported)
 
     def gate_choice(self, row: np.ndarray) -> int:
-        """The gate's reply from logits ``row``: the more likely of its yes and no tokens (greedy)."""
+        """The gate's reply from logits ``row``: its most likely yes or no token; the reply is yes when
+        the probability of the yes tokens, against yes and no together, is at least ``gate_yes``."""
         choices = np.concatenate([self.tokens.yes, self.tokens.no])
         token = int(choices[int(np.argmax(row[choices]))])
-        self.answered = token in self.tokens.yes
+        yes, no = _mass(row, self.tokens.yes), _mass(row, self.tokens.no)
+        self.p_yes = yes / (yes + no) if yes + no > 0 else 0.0
+        self.answered = self.p_yes >= self.params.gate_yes
         return token
+
+    def unsupported(self, question: str, answer: str) -> set[str]:
+        """The names and numbers of ``answer`` that neither the quoted sentence nor ``question`` has
+        (:func:`specifics`): what the answer would claim beyond its quote."""
+        seen = words(self.sentence_text() or self.quote_text()) | words(question)
+        return specifics(answer) - seen

@@ -164,3 +164,58 @@ def test_speculative_quote_first_equals_plain(tiny, window):
     plain = answer(model, ctx, doc, question, window=0, params=params)
     spec = answer(model, ctx, doc, question, window=window, params=params)
     assert (plain[0], plain[1]) == (spec[0], spec[1])
+
+
+# -- the checks of a quote against its question and answer --------------------------------------------
+
+
+def test_question_keys_and_specifics_name_what_is_asked_and_claimed():
+    from spec.quote import question_keys, specifics, words
+
+    assert question_keys("Who was the cook of Noxfal Hall in 1802?") == {"noxfal", "hall", "1802"}
+    assert question_keys("why did frantzen go to the sales barn") == set()  # a transcript's lower case
+    assert specifics("The Kazen rowing club has 1 member.") == {"kazen", "1"}
+    assert specifics("B") == set() and specifics("It was Drami Drabriru.") == {"drami", "drabriru"}
+    assert {"3", "three"} <= words("It was exactly three inches high.")
+
+
+def test_names_check_refuses_a_quote_about_another_entity():
+    """The quote names the gardener of another Hall: the question's name is not in it, so no answer."""
+    pieces = {1: b"The", 2: b" gardener", 3: b" of", 4: b" Noxfal", 5: b" Hall", 6: b" was", 7: b" Drami", 8: b"."}
+    doc = np.array([1, 2, 3, 4, 5, 6, 7, 8], np.int32)
+    params = QuoteParams(names=True)
+    q = Quoting(
+        QuoteIndex(doc, pieces.get),
+        TOKENS,
+        params,
+        [5],
+        pieces.get,
+        "no",
+        question="Who was the gardener of Tertor Hall?",
+    )
+    for t in (7, 8):  # the model quotes only " Drami." : widened to its sentence, which lacks "Tertor"
+        q.push(t)
+    assert q.sentence_text() == "The gardener of Noxfal Hall was Drami." and q.refuses
+    q = Quoting(
+        QuoteIndex(doc, pieces.get),
+        TOKENS,
+        params,
+        [5],
+        pieces.get,
+        "no",
+        question="Who was the gardener of Noxfal Hall?",
+    )
+    for t in (7, 8):
+        q.push(t)
+    assert q.verified and not q.refuses
+
+
+def test_gate_reply_follows_its_threshold():
+    tokens = QuoteTokens(
+        breaks=TOKENS.breaks, none=TOKENS.none, yes=np.array([1], np.int64), no=np.array([2], np.int64)
+    )
+    logits = np.zeros(11, np.float32)
+    logits[1], logits[2] = 1.0, 0.0  # p(yes) = e / (e + 1) = 0.73
+    for threshold, answered in ((0.5, True), (0.9, False)):
+        q = Quoting(QuoteIndex(DOC, piece), tokens, QuoteParams(gate=True, gate_yes=threshold), [5], piece, "no")
+        assert q.gate_choice(logits) == 1 and abs(q.p_yes - 0.731) < 1e-3 and q.answered is answered
