@@ -22,8 +22,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench.quality import git_rev, machine
-from bench.quality_sets import SETS, build_sets
 from bench.score import cites_needle, fmt_rate, score
+from bench.sets import SETS, build_sets
 from ingest.extract import extract
 from runtime.models import model_path
 

@@ -311,31 +311,3 @@ def build(seed: int, sizes: dict[str, int], quality: list[str] | None = None) ->
     docs.append(pdf10_doc(rng, used))
     docs.append(examples_doc())
     return docs
-
-
-#: The sets of issue 34's benchmark (bench/quality.py ``--sets``), by name.
-SETS = ("tpo", "quality", "needles", "counterfactual", "injection", "pdf10", "examples")
-
-
-def build_sets(seed: int, names: tuple[str, ...] = SETS) -> list[Doc]:
-    """The documents of the named sets (:data:`SETS`) for ``seed``: TPO and QuALITY
-    (bench/qa_sets.py), the hard needles (bench/needle_sets.py), the counterfactual and injection
-    sets (bench/world_sets.py), the 10-page PDF and the README's example questions."""
-    from bench import needle_sets, qa_sets, world_sets
-
-    rng, used = random.Random(seed), set()
-    makers = {
-        "tpo": qa_sets.tpo_docs,
-        "quality": qa_sets.quality_docs,
-        "needles": lambda: needle_sets.needle_docs(rng, used),
-        "counterfactual": world_sets.counterfactual_docs,
-        "injection": lambda: world_sets.injection_docs(rng, used),
-        "pdf10": lambda: [pdf10_doc(rng, used)],
-        "examples": lambda: [examples_doc()],
-    }
-    docs: list[Doc] = []
-    for name in SETS:  # always in this order, so a seed makes the same documents whatever is asked
-        made = makers[name]()
-        if name in names:
-            docs += made
-    return docs

@@ -50,7 +50,7 @@ def test_a_document_deleted_mid_answer_ends_that_answer_quietly(tmp_path, gemma_
         events = _events(buf)
         kinds = [k for k, _ in events]
         assert kinds[-3:] == ["citations", "stats", "done"], kinds[-5:]
-        assert dict(events)["citations"] == {"citations": []}
+        assert dict(events)["citations"] == {"citations": [], "quote": None}
         assert dict(events)["stats"]["completion_tokens"] > 3
         assert server.get(f"/v1/documents/{doc_id}")[0] == 404
         time.sleep(0.5)  # the citation worker logs before it sends; the log is flushed line by line
