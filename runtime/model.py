@@ -12,7 +12,6 @@ import numpy as np
 from llama_cpp import llama_cpp as C
 
 from runtime.backend import LlamaError, init_backend
-from runtime.system import has_amx_kernels
 
 
 def model_fingerprint(path: Path) -> str:
@@ -52,10 +51,12 @@ class Model:
         # them aborts the process inside llama.cpp (a ``GGML_ASSERT`` on the null ``nextn.eh_proj`` while
         # the graph is built), so this flag is remembered.
         params.load_mtp = load_mtp
-        # Extra CPU buffer types (AMX, CPU_REPACK) hold weights in kernel-specific layouts. None: on,
-        # unless this build has AMX kernels, which crash on some Xeons (runtime/system.py).
+        # Extra CPU buffer types (AMX, CPU_REPACK) hold weights in kernel-specific layouts. None: on; the
+        # start-up self-test turns them off if they crash the model here (server/engine/selftest.py).
+        # Measured on a 2-core Xeon with AMX (bench/results/prefill.md): the patched AMX kernels read
+        # 1.4-1.6x faster than the repacked ones (runtime/llama_build.py).
         if extra_bufts is None:
-            extra_bufts = not has_amx_kernels()
+            extra_bufts = True
         params.use_extra_bufts = extra_bufts
         self.extra_bufts = extra_bufts
         self.ptr = C.llama_model_load_from_file(str(self.path).encode(), params)
