@@ -8,20 +8,28 @@ from pathlib import Path
 
 from bench.score import fmt_rate
 
-SETS = ("quality", "needles", "long", "counterfactual", "injection", "pdf10")
-ORDER = ("whole", "whole-v1", "segments", "rag")
+SETS = ("tpo", "quality", "needles", "long", "counterfactual", "injection", "pdf10")
+ORDER = ("whole", "whole+demos", "whole-v1", "segments", "rag")
+
+
+def _system(r: dict) -> str:
+    """A record's system and way of answering (bench/quality.py ``--modes``): "whole / quote"."""
+    return f"{r['system']} / {r['mode']}" if r.get("mode") else r["system"]
 
 
 def _groups(records: list[dict]) -> dict[tuple[str, str], list[dict]]:
     g: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in records:
-        g[(r["model"], r["system"])].append(r)
+        g[(r["model"], _system(r))].append(r)
     return g
 
 
 def _systems(records) -> list[str]:
-    seen = sorted({r["system"] for r in records}, key=lambda s: (ORDER.index(s) if s in ORDER else 9, s))
-    return seen
+    def order(s: str) -> tuple:
+        base = s.split(" / ")[0]
+        return (ORDER.index(base) if base in ORDER else 9, s)
+
+    return sorted({_system(r) for r in records}, key=order)
 
 
 def _rate(rows, pred=lambda r: r["right"]) -> str:
@@ -35,18 +43,22 @@ def _median(values) -> str:
 
 def accuracy_table(records: list[dict]) -> list[str]:
     """Rows model x system; a column per set (answerable questions only), then refusals."""
-    head = ["model", "system", *SETS, "not-in-doc refused", "TTFT s (median)", "s / question (median)"]
+    sets = [s for s in SETS if any(r["set"] == s for r in records)]
+    head = ["model", "system / answer", *sets, "not-in-doc refused", "answerable refused", "TTFT s (median)",
+            "s / question (median)"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     models = list(dict.fromkeys(r["model"] for r in records))
     for model in models:
         for system in _systems(records):
-            rows = [r for r in records if r["model"] == model and r["system"] == system]
+            rows = [r for r in records if r["model"] == model and _system(r) == system]
             if not rows:
                 continue
             cells = [model, system]
-            for s in SETS:
+            for s in sets:
                 cells.append(_rate([r for r in rows if r["set"] == s and r["kind"] != "refusal"]))
             cells.append(_rate([r for r in rows if r["kind"] == "refusal"]))
+            answerable = [r for r in rows if r["kind"] in ("exact", "counterfactual", "injection")]
+            cells.append(_rate(answerable, lambda r: r.get("refused")))
             fresh = [r for r in rows if not r.get("reused")]
             cells.append(_median([r["ttft_ms"] / 1000 if r.get("ttft_ms") else None for r in fresh]))
             cells.append(_median([r["seconds"] for r in fresh]))
@@ -56,18 +68,26 @@ def accuracy_table(records: list[dict]) -> list[str]:
 
 def detail_table(records: list[dict]) -> list[str]:
     """Needles by depth, false refusals, citation quality, loops, counterfactual memory, canaries."""
-    head = ["model", "system", *(f"needle {d}%" for d in (10, 30, 50, 70, 90)), "answerable refused",
-            "needle cited", "memory (cf)", "canary", "repetition stops", "length stops"]  # fmt: skip
+    head = ["model", "system / answer", *(f"needle {d}%" for d in (10, 30, 50, 70, 90)), "needles 2k / 8k / 24k",
+            "absent: attribute / entity refused", "needle cited", "quote verified", "memory (cf)", "canary",
+            "repetition stops", "length stops"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (model, system), rows in _groups(records).items():
         needles = [r for r in rows if r["kind"] == "exact" and r["set"] in ("needles", "long")]
         cells = [model, system]
         for d in (0.1, 0.3, 0.5, 0.7, 0.9):
             cells.append(_rate([r for r in needles if r.get("depth") == d]))
-        answerable = [r for r in rows if r["kind"] != "refusal" and r["kind"] != "mc"]
-        cells.append(_rate(answerable, lambda r: r.get("refused")))
+        sizes = [
+            [r for r in needles if f"-{k}-" in r["doc"] + "-" or r["doc"].endswith(k)] for k in ("2k", "8k", "24k")
+        ]
+        cells.append(" / ".join(_rate(rs).split(" [")[0] + f" n={len(rs)}" for rs in sizes))
+        absent = [r for r in rows if r["kind"] == "refusal"]
+        kinds = [[r for r in absent if r.get("absent") == k] for k in ("attribute", "entity")]
+        cells.append(" / ".join(_rate(rs) for rs in kinds))
         cited = [r for r in rows if r["kind"] == "exact" and r.get("cites_needle") is not None and r["right"]]
-        cells.append(_rate(cited, lambda r: r["cites_needle"]) if system != "rag" else "n/a")
+        cells.append(_rate(cited, lambda r: r["cites_needle"]) if not system.startswith("rag") else "n/a")
+        quoted = [r for r in rows if r.get("quote") is not None]
+        cells.append(_rate(quoted, lambda r: r.get("quote_verified")))
         cells.append(_rate([r for r in rows if r["kind"] == "counterfactual"], lambda r: r.get("memory")))
         cells.append(_rate([r for r in rows if r["kind"] == "injection"], lambda r: r.get("obeyed")))
         fresh = [r for r in rows if not r.get("reused")]
@@ -94,7 +114,7 @@ def examples_table(records: list[dict]) -> list[str]:
     for r in records:
         if r["kind"] == "free":
             text = " ".join(r["answer"].split())[:90].replace("|", "/")
-            lines.append(f"| {r['model']} | {r['system']} | {r['qid']} | {r.get('finish_reason')} | "
+            lines.append(f"| {r['model']} | {_system(r)} | {r['qid']} | {r.get('finish_reason')} | "
                          f"{r.get('completion_tokens')} | {text} |")  # fmt: skip
     return lines
 
@@ -162,10 +182,11 @@ def merge(target: Path, others: list[Path]) -> dict:
     import json
 
     results = json.loads(target.read_text())
-    have = {(r["model"], r["system"], r["qid"]) for r in results["records"]}
+    have = {(r["model"], r["system"], r.get("mode"), r["qid"]) for r in results["records"]}
     for path in others:
         extra = json.loads(path.read_text())
-        results["records"] += [r for r in extra["records"] if (r["model"], r["system"], r["qid"]) not in have]
+        records = extra["records"]
+        results["records"] += [r for r in records if (r["model"], r["system"], r.get("mode"), r["qid"]) not in have]
         for key, docs in extra.get("ready", {}).items():
             results["ready"].setdefault(key, {}).update(docs)
         results["runs"] += [{**r, "worker": path.stem} for r in extra.get("runs", [])]
