@@ -141,6 +141,16 @@ class ModelSettings(BaseSettings):
     max_ngram: int = Field(default=4, ge=1, le=16, description="Longest n-gram the lookup drafter matches.")
     min_ngram: int = Field(default=2, ge=1, le=16, description="Shortest n-gram the lookup drafter accepts.")
     default_max_tokens: int = Field(default=256, ge=1, description="max_tokens when a request names none.")
+    prefill_slice_s: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=60.0,
+        description=(
+            "Seconds of prefill one engine step decodes next to other work (a document being read, a long "
+            "question): its chunk is as many tokens as the measured prefill rate gives in this time, so "
+            "a question asked during a reading waits about this long per step. Alone: n_ubatch tokens."
+        ),
+    )
     answer_mode: Literal["auto", "quote", "direct"] = Field(
         default="auto",
         description=(

@@ -6,9 +6,12 @@ Continuous batching. Sequence ``DOC_SEQ`` holds exactly the prefix of the docume
 nano-vllm's ``LLMEngine.step``: the scheduler admits waiting jobs (server/engine/scheduler.py, the
 only writer of the waiting, running and ingesting state), the runner decodes one verify step for
 every question that is answering in one ``llama_decode``, the results go to the clients, and then
-one prefill chunk (at most ``n_ubatch`` tokens) of a question being admitted or of a document being
-ingested is decoded, so a long prompt delays the running streams by one chunk per step at most, as
-llama-server and vLLM schedule prefill next to decode.
+one prefill chunk of a question being admitted or of a document being ingested is decoded, so a
+long prompt delays the running streams by one chunk per step at most, as llama-server and vLLM
+schedule prefill next to decode. A chunk is sized by time, not tokens: with nobody else waiting or
+answering it is ``n_ubatch`` tokens (the kernels' best), else as many tokens as the measured prefill
+rate decodes in ``DOCQA_PREFILL_SLICE_S`` (:class:`PrefillSlices`): on a 2-core CPU a 512-token chunk
+of the 1.5B reader is 4-6 s, long enough to hold a question behind another document's reading.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from server.engine.recovery import resume_interrupted
 from server.engine.runner import Runner, StepReport
 from server.engine.scheduler import Scheduler
 from server.engine.sequence import DOC_SEQ, Sequence
+from server.engine.slices import PrefillSlices
 from server.engine.traffic import TrafficLog
 from store.docstore import DocStore
 
@@ -68,6 +72,7 @@ class Engine:
         self._jobs: queue.Queue[Job | object | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="docqa-engine", daemon=True)
         self._turn = 0  # alternates prefill chunks between questions and the ingestion
+        self.slices = PrefillSlices(settings.prefill_slice_s)  # prefill chunk sizes, by measured time
         self._closing_at: float | None = None  # monotonic deadline of a graceful shutdown
         self.scheduler: Scheduler | None = None  # made at load, with the rest (_load)
 
@@ -265,26 +270,36 @@ class Engine:
         raise AssertionError("unreachable: a second repair returns an error")
 
     def _prefill_next_chunk(self) -> None:
-        """Decode one chunk of prefill (at most ``n_ubatch`` tokens): of the questions still prefilling,
-        oldest first, or of the ingestion, taking turns when both wait."""
+        """Decode one chunk of prefill: of the questions still prefilling, oldest first, or of the
+        ingestion, taking turns when both wait. Alone, a chunk is ``n_ubatch`` tokens; with other
+        questions answering or waiting, it is a time slice (:class:`PrefillSlices`)."""
         sched, n_ubatch = self.scheduler, self.loaded.ctx.config.n_ubatch
         for seq in [s for s in sched.prefilling() if s.job.cancelled.is_set()]:
             self._release(seq)  # the client hung up before its first token
         prefilling, work = sched.prefilling(), sched.ingesting
         if prefilling and (work is None or self._turn % 2 == 0):
+            others = len(sched.answering()) > 0 or sched.n_waiting > 0 or work is not None
+            budget = self.slices.tokens(n_ubatch) if others or len(prefilling) > 1 else n_ubatch
+            t0, before = time.perf_counter(), sum(s.n_prefilled for s in prefilling)
             try:
-                started = self.runner.prefill_chunks(prefilling, n_ubatch)
+                started = self.runner.prefill_chunks(prefilling, budget)
             except Exception as exc:
                 for seq in prefilling:
                     self._abort(seq, exc)
                 return
+            self.slices.observe(sum(s.n_prefilled for s in prefilling) - before, time.perf_counter() - t0)
             for seq, row in started:
                 if row is not None:
                     self._deliver(seq, seq.answer.begin(row, seq.suffix.tolist()))
                     if seq.answer.done:
                         self._finish(seq)
-        elif work is not None and self.ingest.step(work, n_ubatch, idle=not sched.n_running):
-            sched.end_ingest()
+        elif work is not None:
+            busy = sched.n_running > 0 or sched.n_waiting > 0
+            budget = self.slices.tokens(n_ubatch) if busy else n_ubatch
+            t0, done_before = time.perf_counter(), work.n_done
+            if self.ingest.step(work, budget, idle=not sched.n_running):
+                sched.end_ingest()
+            self.slices.observe(work.n_done - done_before, time.perf_counter() - t0)
         self._turn += 1
 
     def _close_down(self, force: bool) -> None:
