@@ -182,6 +182,11 @@ class QuoteParams:
             raise ValueError(f"quote max_tokens must be >= 1, got {self.max_tokens}")
 
 
+#: How the server answers quote-first (``mode: "quote"``): a constrained quote, refused when it lacks
+#: the question's names or numbers, or when the answer names one neither has (bench/results/quality.md).
+SERVED = QuoteParams(names=True, specifics=True)
+
+
 @dataclass(frozen=True, slots=True)
 class QuoteTokens:
     """A model's token sets for quoting: ``breaks`` end a quote (tokens spelling only whitespace with a

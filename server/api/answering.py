@@ -46,7 +46,7 @@ from server.engine.jobs import AnswerJob
 from spec import sources
 from spec.limits import MAX_WINDOW
 from spec.loop import AnswerParams
-from spec.quote import QuoteParams
+from spec.quote import SERVED
 from spec.sampling import SamplingParams
 from store.collection_index import MemberDamaged
 from store.docstore import FAILED, INGESTING, DocRecord, DocStore
@@ -74,7 +74,7 @@ def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_a
             window=window,
             stops=tuple(req.stop) if req.stop is not None else layout_stops,
             sources=sources.NAMES if req.draft_source in ("all", "both") else (req.draft_source,),
-            quote=QuoteParams() if answer_mode(req, settings) == "quote" else None,
+            quote=SERVED if answer_mode(req, settings) == "quote" else None,
         )
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from exc
