@@ -57,6 +57,9 @@ def main() -> None:
         sys.exit(str(exc))
     if result.extra_bufts is False and settings.cpu_repack == "auto":  # a fallback, now or cached
         settings = settings.model_copy(update={"cpu_repack": "off"})
+    from runtime.omp import described
+
+    logging.getLogger("docqa").info("llama.cpp threads wait with %s (docs/tuning.md)", described())
     logging.getLogger("docqa").info(
         "self-test %s; serving on http://%s:%d", result.status, settings.host, settings.port
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
+from runtime.omp import described as omp_wait
 from runtime.system import system_info
 from spec.sources import BY_NAME
 
@@ -38,5 +39,6 @@ async def health(request: Request) -> dict:
             for name, why in engine.loaded.drafters.items()
         ],  # llama.cpp's extra CPU buffer types (off after an AMX fallback)
         "selftest": {"status": selftest.status, "note": selftest.note} if selftest else {"status": "not run"},
+        "omp_wait": omp_wait(),  # how llama.cpp's threads wait between operations (runtime/omp.py)
         "system_info": system_info(),
     }

@@ -1,0 +1,64 @@
+"""How llama.cpp's CPU threads wait: OpenMP's wait policy, chosen before libgomp is loaded.
+
+llama.cpp runs each graph on an OpenMP team, whose threads wait at a barrier between operations.
+libgomp (GCC's OpenMP runtime) reads ``OMP_WAIT_POLICY`` and ``GOMP_SPINCOUNT`` once, when it is
+loaded (with llama_cpp's shared library), so the choice must be in the environment before
+``import llama_cpp``: runtime/__init__.py calls :func:`apply` first thing.
+
+Left to itself libgomp spins 300,000 times before it sleeps (libgomp manual, "GOMP_SPINCOUNT"). On an
+idle machine that is the fastest; beside any other busy process a spinning thread burns the core its
+partner needs and the decode collapses. Measured with bench/omp_wait.py on a 2-core Intel Xeon (AMX),
+Qwen2.5-Coder-1.5B Q4_K_M, 2 threads (bench/results/omp-wait.md):
+
+==========================  ===================  ==============================
+wait                        decode alone (ms/t)  decode beside 1 busy process
+==========================  ===================  ==============================
+libgomp default (300,000)   90-93                477 (p90 800)
+``GOMP_SPINCOUNT=30000``    100                  445
+``GOMP_SPINCOUNT=10000``    111                  275
+``GOMP_SPINCOUNT=1000``     106-119              194 (p90 215)
+``OMP_WAIT_POLICY=PASSIVE`` 135-136              184 (p90 214)
+==========================  ===================  ==============================
+
+docqa's default (:data:`DEFAULT`) is the one whose worst case is least bad: 1,000 spins is 0.78-0.88x
+libgomp's default alone (prefill 0.87-0.92x) and 2.46x beside one busy process, where ``PASSIVE`` is
+0.67x alone. A user who set either variable keeps theirs: ``GOMP_SPINCOUNT=300000`` (libgomp's own
+default) for a machine that runs nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import MutableMapping
+
+#: docqa's choice when the user set neither variable: the environment it adds.
+DEFAULT: dict[str, str] = {"GOMP_SPINCOUNT": "1000"}
+VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+
+_chosen: str | None = None
+
+
+def apply(environ: MutableMapping[str, str] | None = None) -> str:
+    """Add :data:`DEFAULT` to ``environ`` unless the user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``.
+
+    Returns the description :func:`described` gives afterwards, e.g. ``"GOMP_SPINCOUNT=1000 (docqa's
+    default)"`` or ``"OMP_WAIT_POLICY=PASSIVE (set by the user)"``. Takes effect only if llama_cpp was not
+    imported yet in this process (libgomp reads the environment when it is loaded). ``environ``: this
+    process's environment when None (and then :func:`described` reports it).
+    """
+    global _chosen
+    env = os.environ if environ is None else environ
+    given = {k: env[k] for k in VARIABLES if k in env}
+    if given:
+        chosen = " ".join(f"{k}={v}" for k, v in given.items()) + " (set by the user)"
+    else:
+        env.update(DEFAULT)
+        chosen = " ".join(f"{k}={v}" for k, v in DEFAULT.items()) + " (docqa's default)"
+    if environ is None:
+        _chosen = chosen
+    return chosen
+
+
+def described() -> str:
+    """How this process's OpenMP threads wait (for /health and the start-up log)."""
+    return _chosen or "libgomp's default (runtime.omp.apply was not called before llama_cpp)"
