@@ -8,8 +8,6 @@ Systems:
 * ``whole``: ``python -m server`` (a real process, testkit/live.py) with DOCQA_N_CTX large enough for
   every document; each document is uploaded once and its saved state answers all of its questions,
   in every mode (the ``mode`` field of the answers route).
-* ``whole+demos``: the same with demonstrations made from each document in its saved prefix
-  (DOCQA_DEMOS=true, ingest/demos.py).
 * ``whole-v1``: the same server from another checkout (``--baseline-root``), for a prompt comparison.
 * ``segments``: the same server with a small DOCQA_N_CTX (``--segment-ctx``), so documents are split
   into segments of about the RAG prompt's size and answered from the best-ranked one(s). A document
@@ -80,8 +78,6 @@ def run_server(system: str, model: str, path: Path, docs: list[Doc], args, out: 
     n_ctx = args.segment_ctx if system == "segments" else args.whole_ctx
     data = Path(tempfile.mkdtemp(prefix=f"docqa-quality-{model}-{system}-"))
     env = {"DOCQA_N_CTX": str(n_ctx), "DOCQA_N_THREADS": str(args.threads), "DOCQA_SELFTEST": "false"}
-    if system == "whole+demos":
-        env["DOCQA_DEMOS"] = "true"
     live = Live(data / "data", path, root=root, **env)
     ready: dict[str, tuple[int, float]] = {}
     live.start(timeout=900)
@@ -153,6 +149,19 @@ def rag_sample(docs: list[Doc], n: int, seed: int) -> set[str]:
     return out
 
 
+def first_docs(docs: list[Doc], spec: str) -> list[Doc]:
+    """The first N documents of each set named in ``spec`` ("tpo=8,quality=4"), in bench/sets.py's seeded
+    order; the other sets whole. Every run with the same spec and seed answers the same questions."""
+    limit = {k: int(v) for k, v in (x.split("=") for x in spec.split(",") if x)}
+    seen: dict[str, int] = {}
+    keep = []
+    for d in docs:
+        seen[d.set] = seen.get(d.set, 0) + 1
+        if seen[d.set] <= limit.get(d.set, len(docs)):
+            keep.append(d)
+    return keep
+
+
 def record(model: str, system: str, mode: str, doc: Doc, item, rec: dict) -> dict:
     s = score(item, rec["answer"])
     cited = cites_needle(item, rec.get("citations") or []) if item.needle and item.kind != "mc" else None
@@ -179,10 +188,11 @@ def git_rev(root: Path) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default="qwen-coder-1.5b,gemma-270m")
-    p.add_argument("--systems", default="whole,rag", help="whole, whole+demos, whole-v1, segments, rag, inproc")
+    p.add_argument("--systems", default="whole,rag", help="whole, whole-v1, segments, rag, inproc")
     p.add_argument("--modes", default="direct,quote", help="ways of answering, each question asked in each")
     p.add_argument("--seed", type=int, default=34)
     p.add_argument("--sets", default=",".join(s for s in SETS if s != "examples"), help=f"of {', '.join(SETS)}")
+    p.add_argument("--docs", default="", help="first N documents of a set, e.g. tpo=8,quality=4 (all otherwise)")
     p.add_argument("--whole-ctx", type=int, default=28672)
     p.add_argument("--segment-ctx", type=int, default=3072)
     p.add_argument("--rag-sample", type=int, default=60, help="questions per set RAG answers (0: all)")
@@ -193,7 +203,7 @@ def main() -> None:
     p.add_argument("--resume", action="store_true", help="keep the records of --out.json and skip what they cover")
     args = p.parse_args()
     args.modes = args.modes.split(",")
-    docs = build_sets(args.seed, tuple(args.sets.split(",")))
+    docs = first_docs(build_sets(args.seed, tuple(args.sets.split(","))), args.docs)
     args.rag_items = rag_sample(build_sets(args.seed), args.rag_sample, args.seed)  # independent of --sets
     json_path = args.out.with_suffix(".json")
     results = {"records": [], "ready": {}, "runs": []}
