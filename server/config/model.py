@@ -148,7 +148,16 @@ class ModelSettings(BaseSettings):
         description=(
             "Seconds of prefill one engine step decodes next to other work (a document being read, a long "
             "question): its chunk is as many tokens as the measured prefill rate gives in this time, so "
-            "a question asked during a reading waits about this long per step. Alone: n_ubatch tokens."
+            "a question asked during a reading waits about this long per step."
+        ),
+    )
+    prefill_alone_s: float = Field(
+        default=2.0,
+        gt=0.0,
+        le=600.0,
+        description=(
+            "Most seconds of prefill one engine step decodes with nothing else to do (at most n_ubatch "
+            "tokens): a question that arrives in the middle of such a chunk waits for it to end."
         ),
     )
     answer_mode: Literal["auto", "quote", "direct"] = Field(

@@ -8,10 +8,10 @@ only writer of the waiting, running and ingesting state), the runner decodes one
 every question that is answering in one ``llama_decode``, the results go to the clients, and then
 one prefill chunk of a question being admitted or of a document being ingested is decoded, so a
 long prompt delays the running streams by one chunk per step at most, as llama-server and vLLM
-schedule prefill next to decode. A chunk is sized by time, not tokens: with nobody else waiting or
-answering it is ``n_ubatch`` tokens (the kernels' best), else as many tokens as the measured prefill
-rate decodes in ``DOCQA_PREFILL_SLICE_S`` (:class:`PrefillSlices`): on a 2-core CPU a 512-token chunk
-of the 1.5B reader is 4-6 s, long enough to hold a question behind another document's reading.
+schedule prefill next to decode. A chunk is sized by time, not tokens (:class:`PrefillSlices`, from a
+fitted fixed + per-token cost): next to other work it takes about ``DOCQA_PREFILL_SLICE_S``, alone at
+most ``DOCQA_PREFILL_ALONE_S`` (and ``n_ubatch`` tokens): on a 2-core CPU a 512-token chunk of the 1.5B
+reader is 4-13 s, long enough to hold a question arriving in its middle behind another reading.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Engine:
         self._jobs: queue.Queue[Job | object | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="docqa-engine", daemon=True)
         self._turn = 0  # alternates prefill chunks between questions and the ingestion
-        self.slices = PrefillSlices(settings.prefill_slice_s)  # prefill chunk sizes, by measured time
+        self.slices = PrefillSlices(settings.prefill_slice_s, settings.prefill_alone_s)  # chunk sizes, by measured time
         self._closing_at: float | None = None  # monotonic deadline of a graceful shutdown
         self.scheduler: Scheduler | None = None  # made at load, with the rest (_load)
 
@@ -279,7 +279,7 @@ class Engine:
         prefilling, work = sched.prefilling(), sched.ingesting
         if prefilling and (work is None or self._turn % 2 == 0):
             others = len(sched.answering()) > 0 or sched.n_waiting > 0 or work is not None
-            budget = self.slices.tokens(n_ubatch) if others or len(prefilling) > 1 else n_ubatch
+            budget = self.slices.tokens(n_ubatch, alone=not (others or len(prefilling) > 1))
             t0, before = time.perf_counter(), sum(s.n_prefilled for s in prefilling)
             try:
                 started = self.runner.prefill_chunks(prefilling, budget)
@@ -295,11 +295,12 @@ class Engine:
                         self._finish(seq)
         elif work is not None:
             busy = sched.n_running > 0 or sched.n_waiting > 0
-            budget = self.slices.tokens(n_ubatch) if busy else n_ubatch
+            budget = self.slices.tokens(n_ubatch, alone=not busy)
             t0, done_before = time.perf_counter(), work.n_done
             if self.ingest.step(work, budget, idle=not sched.n_running):
-                sched.end_ingest()
-            self.slices.observe(work.n_done - done_before, time.perf_counter() - t0)
+                sched.end_ingest()  # its last step wrote the snapshot too: not a prefill time
+            else:
+                self.slices.observe(work.n_done - done_before, time.perf_counter() - t0)
         self._turn += 1
 
     def _close_down(self, force: bool) -> None:

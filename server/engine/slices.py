@@ -1,39 +1,74 @@
 """Prefill chunks sized by time, not tokens (issue 36): how many tokens of a document's reading (or of
-a long question) one engine step decodes next to other work.
+a long question) one engine step decodes.
 
 On a 2-core CPU the default 1.5B reader prefills about 100-140 tokens a second, so a 512-token chunk
-held every other question for 4-6 s (and 13-40 s on a loaded machine). A slice of
-``DOCQA_PREFILL_SLICE_S`` seconds keeps the wait per step near that; with nothing else to do the
-engine still decodes whole ``n_ubatch`` chunks, where the kernels are most efficient.
+held every other question for 4-6 s (and 8-13 s on a loaded machine). A chunk's time is not
+proportional to its tokens: each llama_decode call pays a fixed part (the weights streamed once, the
+attention over the cached context, thread start-up) on top of a per-token part, and small chunks pay
+it most. Measured on a 2-core Xeon (AMX), the 1.5B reader beside a benchmark: 512 tokens in 8.7-13 s,
+32 tokens in 0.6-1.7 s, so a rate measured on big chunks promises small ones that run 2-3x over. So
+:class:`PrefillSlices` fits ``seconds = fixed + per_token * tokens`` to the chunks it sees and sizes
+the next one from it:
+
+* next to other work (a question answering or waiting), a chunk takes about ``slice_s``;
+* alone, it takes at most ``alone_s``: long enough for the kernels to run near their best, short
+  enough that a question arriving in the middle waits about that long, not a whole ``n_ubatch``.
 """
 
 from __future__ import annotations
 
 
 class PrefillSlices:
-    """How many prefill tokens one engine step may decode next to other work: as many as the measured
-    prefill rate decodes in ``slice_s`` seconds (at least :data:`MIN_TOKENS`, at most ``n_ubatch``).
-
-    The rate is a moving average of the prefill chunks' own tokens per second (their decode time,
-    the snapshot of an ingestion's last chunk aside), so it follows the machine's load: on a busy
-    machine a slice holds fewer tokens, and a question waits no longer behind a reading."""
+    """Chunk sizes from a fitted cost line ``seconds = fixed + per_token * n`` (least squares over the
+    chunks seen, each older one weighted by :data:`DECAY` per newer chunk, so it follows load and the
+    context's growth). ``slice_s``: a chunk's time next to other work; ``alone_s``: its most alone."""
 
     MIN_TOKENS = 32  # below this a CPU's matmul kernels lose more than the wait saves
-    ALPHA = 0.3  # weight of the newest chunk in the moving average
+    DECAY = 0.8  # weight kept by an older chunk each time a newer one is seen
 
-    def __init__(self, slice_s: float) -> None:
+    def __init__(self, slice_s: float, alone_s: float | None = None) -> None:
         self.slice_s = slice_s
-        self.rate: float | None = None  # prefill tokens per second (None: not measured yet)
+        self.alone_s = max(slice_s, alone_s if alone_s is not None else 4 * slice_s)
+        self._sums = [0.0] * 5  # weight, sum n, sum t, sum n*n, sum n*t (weighted)
 
     def observe(self, n_tokens: int, seconds: float) -> None:
         """A prefill chunk of ``n_tokens`` took ``seconds``."""
-        if n_tokens < self.MIN_TOKENS or seconds <= 0:
+        if n_tokens <= 0 or seconds <= 0:
             return
-        rate = n_tokens / seconds
-        self.rate = rate if self.rate is None else (1 - self.ALPHA) * self.rate + self.ALPHA * rate
+        w, sn, st, snn, snt = (x * self.DECAY for x in self._sums)
+        self._sums = [w + 1, sn + n_tokens, st + seconds, snn + n_tokens * n_tokens, snt + n_tokens * seconds]
 
-    def tokens(self, n_ubatch: int) -> int:
-        """The tokens of the next slice; before any measurement, a quarter of ``n_ubatch``."""
-        if self.rate is None:
+    def cost(self) -> tuple[float, float] | None:
+        """(fixed s, per-token s) of the fitted line; None before any chunk. With chunks of one size
+        only (no slope to fit) the fixed part is taken as zero: time proportional to tokens."""
+        w, sn, st, snn, snt = self._sums
+        if w <= 0:
+            return None
+        mean_n, mean_t = sn / w, st / w
+        var = snn / w - mean_n * mean_n
+        if var > 0.05 * mean_n * mean_n:  # chunk sizes differ enough (coefficient of variation > 0.22)
+            per_token = (snt / w - mean_n * mean_t) / var
+            fixed = mean_t - per_token * mean_n
+            if per_token > 0 and fixed >= 0:
+                return fixed, per_token
+            if per_token > 0:  # a negative intercept is noise: keep the line through the mean
+                return 0.0, mean_t / mean_n
+        return 0.0, mean_t / max(mean_n, 1e-9)
+
+    @property
+    def rate(self) -> float | None:
+        """Tokens per second of a chunk of ``n_ubatch``-like size (the fitted per-token cost alone), for
+        progress reports; None before any chunk."""
+        c = self.cost()
+        return None if c is None else 1.0 / c[1]
+
+    def tokens(self, n_ubatch: int, alone: bool = False) -> int:
+        """Tokens of the next chunk: as many as fit ``alone_s`` (alone) or ``slice_s`` (next to other
+        work) on the fitted line, within [:data:`MIN_TOKENS`, ``n_ubatch``]. Before any chunk: a quarter
+        of ``n_ubatch``."""
+        c = self.cost()
+        if c is None:
             return max(self.MIN_TOKENS, n_ubatch // 4)
-        return max(self.MIN_TOKENS, min(n_ubatch, int(self.rate * self.slice_s)))
+        fixed, per_token = c
+        budget = self.alone_s if alone else self.slice_s
+        return max(self.MIN_TOKENS, min(n_ubatch, int((budget - fixed) / per_token)))

@@ -1,23 +1,49 @@
-"""Prefill slices follow the measured prefill rate (server/engine/slices.py)."""
+"""Prefill chunks follow the fitted cost of a chunk (server/engine/slices.py)."""
 
 from __future__ import annotations
+
+import pytest
 
 from server.engine.slices import PrefillSlices
 
 
-def test_a_slice_holds_what_the_measured_rate_prefills_in_its_time():
-    slices = PrefillSlices(0.5)
-    assert slices.tokens(512) == 128  # not measured yet: a quarter of n_ubatch
-    slices.observe(512, 4.0)  # 128 tok/s, as the 1.5B reader on 2 cores
-    assert slices.tokens(512) == 64
-    slices.observe(64, 0.1)  # 640 tok/s: the average moves a third of the way
-    assert slices.rate == 0.7 * 128 + 0.3 * 640 and slices.tokens(512) == int(0.5 * (0.7 * 128 + 0.3 * 640))
+def test_before_any_chunk_a_quarter_of_n_ubatch():
+    assert PrefillSlices(0.5).tokens(512) == PrefillSlices(0.5).tokens(512, alone=True) == 128
 
 
-def test_slices_stay_between_the_least_worth_a_call_and_n_ubatch():
+def test_one_size_of_chunk_reads_as_time_proportional_to_tokens():
+    slices = PrefillSlices(0.5, alone_s=2.0)
+    for _ in range(3):
+        slices.observe(512, 4.0)  # 128 tok/s, the 1.5B reader on 2 cores
+    assert slices.cost() == pytest.approx((0.0, 4.0 / 512))
+    assert slices.tokens(512) == 64 and slices.tokens(512, alone=True) == 256
+
+
+def test_the_fixed_part_of_a_call_is_fitted_and_small_slices_do_not_run_over():
+    """Measured beside a benchmark: 512 tokens in 8.7 s, 32 in 0.62 s. A rate taken from the big chunk
+    (59 tok/s) would give 0.5 s slices of 29 tokens costing 0.6 s; the fitted line knows the fixed part."""
+    slices = PrefillSlices(1.0, alone_s=4.0)
+    fixed, per_token = 0.1, 0.016  # seconds: 512 tokens -> 8.29 s, 32 -> 0.61 s
+    for n in (512, 32, 512, 64, 32):
+        slices.observe(n, fixed + per_token * n)
+    assert slices.cost() == pytest.approx((fixed, per_token))
+    n = slices.tokens(512)
+    assert n == int((1.0 - fixed) / per_token) and fixed + per_token * n <= 1.0
+    assert slices.tokens(512, alone=True) == int((4.0 - fixed) / per_token)
+
+
+def test_chunks_stay_between_the_least_worth_a_call_and_n_ubatch():
     slow, fast = PrefillSlices(0.5), PrefillSlices(0.5)
     slow.observe(64, 64.0)  # 1 tok/s: a machine under heavy load
     fast.observe(512, 0.05)  # 10,240 tok/s: a GPU
     assert slow.tokens(512) == PrefillSlices.MIN_TOKENS and fast.tokens(512) == 512
-    slow.observe(8, 0.001)  # too small a chunk to say anything: ignored
-    assert slow.rate == 1.0
+    assert fast.tokens(512, alone=True) == 512
+
+
+def test_newer_chunks_weigh_more_so_the_cost_follows_the_load():
+    slices = PrefillSlices(0.5)
+    for _ in range(10):
+        slices.observe(128, 1.0)  # 128 tok/s
+    for _ in range(10):
+        slices.observe(128, 4.0)  # the machine got busy: 32 tok/s
+    assert slices.rate < 40
