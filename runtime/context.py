@@ -258,6 +258,11 @@ class Context:
             raise LlamaError(f"llama_state_seq_load_file could not load {path} (incompatible or no free cells)")
         return np.frombuffer(out, dtype=np.int32, count=n_out.value).copy()
 
+    def set_threads(self, n_threads: int, n_threads_batch: int | None = None) -> None:
+        """Threads for the next decodes (llama_set_n_threads): ``n_threads`` for single-token batches,
+        ``n_threads_batch`` (default the same) for larger ones. Takes effect on the next decode."""
+        C.llama_set_n_threads(self.ptr, n_threads, n_threads_batch or n_threads)
+
     def close(self) -> None:
         if self.ptr:
             if self._embd is not None:

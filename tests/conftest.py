@@ -23,6 +23,9 @@ import pytest
 # gained (test_live + test_lossless + test_batching 157 s against 193 s), ingestion-heavy ones lost
 # (their snapshot and worker threads wait behind the spinning ones).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# The suite runs several models at once: every server would see the others as other work and change its
+# thread count mid-test; tests/server/engine/test_cores.py turns it on where it is what is tested.
+os.environ.setdefault("DOCQA_ADAPT_THREADS", "false")
 
 # One calibration file for every server the tests start (DOCQA_CALIBRATION_FILE, inherited like the
 # above): each test's fresh data directory would otherwise measure the verify costs again, 1-2 s of

@@ -44,6 +44,13 @@ class ModelSettings(BaseSettings):
     n_ubatch: int = Field(default=512, ge=MAX_ROWS, description="Physical micro-batch; must hold a verify call.")
     n_threads: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, description="Decode threads.")
     n_threads_batch: int | None = Field(default=None, ge=1, description="Prefill threads (default: n_threads).")
+    adapt_threads: bool = Field(
+        default=True,
+        description=(
+            "Decode with one thread fewer for each core other processes keep busy (measured every 0.5 s "
+            "from /proc/stat, Linux), and back when they stop: a thread without its core stalls the others."
+        ),
+    )
     n_gpu_layers: int = Field(default=-1, description="Layers offloaded to the GPU (-1 = all; ignored on CPU builds).")
     type_k: KvType = Field(default="f16", description="KV cache type for K.")
     type_v: KvType = Field(default="f16", description="KV cache type for V (quantized V needs flash attention).")

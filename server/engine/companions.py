@@ -34,6 +34,7 @@ Piece = tuple[int, np.ndarray, int]
 
 class Companion(Protocol):
     name: str  # its draft source's name (spec/sources.py)
+    ctx: Context  # the context it decodes in (the engine sets its threads with the target's)
 
     # -- ingestion -------------------------------------------------------------------------------
     def prefill(self, tokens: np.ndarray, pos0: int, seq_id: int) -> None:
@@ -91,6 +92,10 @@ class Companions(tuple):
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self)
+
+    def set_threads(self, n_threads: int, n_threads_batch: int) -> None:
+        for c in self:
+            c.ctx.set_threads(n_threads, n_threads_batch)
 
     def prefill(self, tokens: np.ndarray, pos0: int, seq_id: int) -> None:
         for c in self:

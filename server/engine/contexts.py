@@ -24,6 +24,12 @@ class Contexts:
     target: Context
     companions: Companions = NONE
 
+    def set_threads(self, n_threads: int, n_threads_batch: int) -> None:
+        """Decode with ``n_threads`` (``n_threads_batch`` for prefill) in every context from the next call
+        (server/engine/cores.py)."""
+        self.target.set_threads(n_threads, n_threads_batch)
+        self.companions.set_threads(n_threads, n_threads_batch)
+
     def release(self, seq_id: int) -> None:
         """Empty ``seq_id`` in every context."""
         self.target.seq_rm(seq_id, 0)

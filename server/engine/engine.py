@@ -27,6 +27,7 @@ from server.config import errors
 from server.config.settings import Settings
 from server.engine.admission import Admission, Unusable
 from server.engine.citations import Citations
+from server.engine.cores import CoreShare
 from server.engine.events import Quote, Token
 from server.engine.finish import Finisher, Observer
 from server.engine.history import AnswerHistories
@@ -73,6 +74,7 @@ class Engine:
         self._thread = threading.Thread(target=self._run, name="docqa-engine", daemon=True)
         self._turn = 0  # alternates prefill chunks between questions and the ingestion
         self.slices = PrefillSlices(settings.prefill_slice_s, settings.prefill_alone_s)  # chunk sizes, by measured time
+        self.cores = CoreShare(settings.n_threads) if settings.adapt_threads and not settings.batch_invariant else None
         self._closing_at: float | None = None  # monotonic deadline of a graceful shutdown
         self.scheduler: Scheduler | None = None  # made at load, with the rest (_load)
 
@@ -201,6 +203,10 @@ class Engine:
             self._close_down(force=time.monotonic() >= self._closing_at)
         sched = self.scheduler
         sched.drop_cancelled()  # questions whose client hung up while they waited
+        if self.cores is not None and (n := self.cores.update()) is not None:
+            batch = self.settings.n_threads_batch or self.settings.n_threads
+            self.loaded.contexts.set_threads(n, batch if n == self.settings.n_threads else min(n, batch))
+            log.info("other work uses %.1f cores: decoding with %d threads", self.cores.others, n)
         while (job := sched.next_job(self.docs.loaded, self.docs.n_loaded)) is not None:
             self._start(job)  # a question starts its prefill; an ingestion claims the ingest slot
         if answering := sched.answering():
