@@ -36,7 +36,7 @@ POLICIES = {
 TEXT = ROOT / "README.md"
 
 
-def probe(model: str) -> dict:
+def probe(model: str, threads: int = 2) -> dict:
     """Run in the child: load ``model``, measure, return the numbers (the environment is already set)."""
     import numpy as np
 
@@ -44,7 +44,7 @@ def probe(model: str) -> dict:
     from runtime.models import model_path
 
     m = Model(model_path(model, Path(os.environ.get("DOCQA_MODELS_DIR", "/tmp/docqa-models"))))
-    ctx = Context(m, ContextConfig(n_ctx=4096, n_batch=512, n_ubatch=512, n_threads=2, n_threads_batch=2))
+    ctx = Context(m, ContextConfig(n_ctx=4096, n_batch=512, n_ubatch=512, n_threads=threads, n_threads_batch=threads))
     text = TEXT.read_text(encoding="utf-8") * 4
     ids = m.tokenize(text, parse_special=False)[:2048].astype(np.int32)
     pp = []
@@ -79,7 +79,7 @@ def probe(model: str) -> dict:
 BUSY = "import time\nt = time.time() + 600\nwhile time.time() < t: pass\n"
 
 
-def run_one(model: str, policy: str, busy: int) -> dict:
+def run_one(model: str, policy: str, busy: int, threads: int = 2) -> dict:
     """One fresh child process under ``policy`` beside ``busy`` busy loops."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     env.update(POLICIES[policy])
@@ -87,7 +87,7 @@ def run_one(model: str, policy: str, busy: int) -> dict:
     loops = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(busy)]
     try:
         out = subprocess.run(
-            [sys.executable, "-m", "bench.omp_wait", "--probe", model],
+            [sys.executable, "-m", "bench.omp_wait", "--probe", model, "--threads", str(threads)],
             env=env,
             cwd=ROOT,
             capture_output=True,
@@ -130,19 +130,21 @@ def main() -> None:
     ap.add_argument("--model", default="qwen-coder-1.5b")
     ap.add_argument("--policies", default="default,PASSIVE")
     ap.add_argument("--busy", default="0,1,2")
+    ap.add_argument("--threads", default="2", help="llama.cpp threads, e.g. 2,1")
     ap.add_argument("--out", default=str(ROOT / "bench/results/omp-wait"))
     a = ap.parse_args()
     if a.probe:
-        print(json.dumps(probe(a.probe)))
+        print(json.dumps(probe(a.probe, int(a.threads))))
         return
     cpu = subprocess.run(["sh", "-c", "lscpu | sed -n 's/^Model name: *//p'"], capture_output=True, text=True)
     load = Path("/proc/loadavg").read_text().split()[:3]
     rows = []
     for busy in [int(b) for b in a.busy.split(",")]:
         for policy in a.policies.split(","):
-            r = {"policy": policy, "busy": busy, **run_one(a.model, policy, busy)}
-            print(r, flush=True)
-            rows.append(r)
+            for threads in [int(t) for t in a.threads.split(",")]:
+                r = {"policy": policy, "busy": busy, "threads": threads, **run_one(a.model, policy, busy, threads)}
+                print(r, flush=True)
+                rows.append(r)
     md = report(rows, cpu.stdout.strip() + f", {os.cpu_count()} cores", " ".join(load))
     Path(a.out + ".json").write_text(json.dumps({"model": a.model, "rows": rows}, indent=1))
     Path(a.out + ".md").write_text(md)

@@ -20,10 +20,13 @@ libgomp default (300,000)   90-93                477 (p90 800)
 ``OMP_WAIT_POLICY=PASSIVE`` 135-136              184 (p90 214)
 ==========================  ===================  ==============================
 
-docqa's default (:data:`DEFAULT`) is the one whose worst case is least bad: 1,000 spins is 0.78-0.88x
-libgomp's default alone (prefill 0.87-0.92x) and 2.46x beside one busy process, where ``PASSIVE`` is
-0.67x alone. A user who set either variable keeps theirs: ``GOMP_SPINCOUNT=300000`` (libgomp's own
-default) for a machine that runs nothing else.
+No one setting wins both: 1,000 spins is 0.78-0.88x libgomp's default alone (prefill 0.87-0.92x) and
+2.46x faster beside one busy process; ``PASSIVE`` is 0.67x alone. docqa keeps libgomp's default
+(:data:`DEFAULT` adds nothing), the fastest alone, and removes the cause of the collapse instead: beside
+other work the engine decodes with one thread fewer per busy core (server/engine/cores.py,
+``DOCQA_ADAPT_THREADS``), and one thread has no partner to wait for (185 ms a token beside a 2-thread
+benchmark, p90 233, against a p90 of 2.5 s with two spinning threads). A user who set either variable
+keeps theirs (``GOMP_SPINCOUNT=1000`` for a machine whose other work comes and goes in bursts).
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ from __future__ import annotations
 import os
 from collections.abc import MutableMapping
 
-#: docqa's choice when the user set neither variable: the environment it adds.
-DEFAULT: dict[str, str] = {"GOMP_SPINCOUNT": "1000"}
+#: docqa's choice when the user set neither variable: the environment it adds (none: libgomp's default).
+DEFAULT: dict[str, str] = {}
 VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 _chosen: str | None = None
@@ -41,8 +44,8 @@ _chosen: str | None = None
 def apply(environ: MutableMapping[str, str] | None = None) -> str:
     """Add :data:`DEFAULT` to ``environ`` unless the user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``.
 
-    Returns the description :func:`described` gives afterwards, e.g. ``"GOMP_SPINCOUNT=1000 (docqa's
-    default)"`` or ``"OMP_WAIT_POLICY=PASSIVE (set by the user)"``. Takes effect only if llama_cpp was not
+    Returns the description :func:`described` gives afterwards, e.g. ``"libgomp's default (spin
+    300,000 times, then sleep)"`` or ``"OMP_WAIT_POLICY=PASSIVE (set by the user)"``. Takes effect only if llama_cpp was not
     imported yet in this process (libgomp reads the environment when it is loaded). ``environ``: this
     process's environment when None (and then :func:`described` reports it).
     """
@@ -51,9 +54,11 @@ def apply(environ: MutableMapping[str, str] | None = None) -> str:
     given = {k: env[k] for k in VARIABLES if k in env}
     if given:
         chosen = " ".join(f"{k}={v}" for k, v in given.items()) + " (set by the user)"
-    else:
+    elif DEFAULT:
         env.update(DEFAULT)
         chosen = " ".join(f"{k}={v}" for k, v in DEFAULT.items()) + " (docqa's default)"
+    else:
+        chosen = "libgomp's default (spin 300,000 times, then sleep)"
     if environ is None:
         _chosen = chosen
     return chosen
