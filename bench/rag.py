@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ingest.demos import make_demos, render
+from bench.demos import make_demos, render
 from ingest.prompt import DEFAULT, NOT_SAID, PromptLayout, Wording, layout_for, single_turn
 from runtime.llama import Model
 from spec.cite import QuoteFinder
@@ -220,7 +220,7 @@ class Whole(Reader):
     state: bytes
 
     def ingest(self, text: str, demos: bool = False, exclude: tuple[str, ...] = ()) -> tuple[int, float]:
-        """Prefill the document's prefix (with ``demos``: ingest/demos.py's examples after the
+        """Prefill the document's prefix (with ``demos``: bench/demos.py's examples after the
         document, written by the model first, from no sentence that holds a string of ``exclude``:
         a benchmark's planted facts); returns (tokens, seconds)."""
         t0 = time.perf_counter()

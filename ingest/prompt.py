@@ -180,7 +180,7 @@ class PromptLayout:
         if not self.between.startswith(PLAIN_TAIL):
             return None
         # Demonstrations between the end marker and the rest: the last end marker before the rest
-        # (the demonstrations never hold one: ingest/demos.py takes sentences without it).
+        # (the demonstrations never hold one: bench/demos.py takes sentences without it).
         rest = tok.tokenize(self.between[len(PLAIN_TAIL) :], parse_special=True)
         marker = tok.tokenize(PLAIN_TAIL + "\n", parse_special=True)
         head = self.document_prefix(tok, "")[:n_head]
@@ -194,7 +194,7 @@ class PromptLayout:
         return None
 
     def document_prefix(self, tok: Tokenizer, document: str, demos: str = "") -> np.ndarray:
-        """Token ids of the fixed prefix, int32 shape [n]. ``demos`` (ingest/demos.py ``render``):
+        """Token ids of the fixed prefix, int32 shape [n]. ``demos`` (bench/demos.py ``render``):
         demonstrations made from the document, placed after its end marker, before the question;
         they are text of the document's, tokenized as such."""
         between = [tok.tokenize(self.between, parse_special=True)]
@@ -362,7 +362,7 @@ def _next_turn(render: Callable[[list[dict]], str], user: str, start: str, tail:
 def single_turn(model, text: str) -> str:
     """``text`` as one user message rendered with the model's GGUF chat template, ready for the
     model's reply (or ``text`` itself for a model without a usable template): what a model is asked
-    outside the document layout (ingest/demos.py's prompts)."""
+    outside the document layout (bench/demos.py's prompts)."""
     if model.chat_template:
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
