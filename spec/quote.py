@@ -50,7 +50,10 @@ def _ends_sentence(piece: bytes) -> bool:
 def question_keys(question: str) -> set[str]:
     """The words of a question that name what it asks about, and that a passage answering it must hold
     too (case-folded): numbers, and capitalised words other than the question's first word (names,
-    places, titles). "Who was the cook of Noxfal Hall?" -> {"noxfal", "hall"}."""
+    places, titles). "Who was the cook of Noxfal Hall?" -> {"noxfal", "hall"}. Of a multiple-choice
+    question only the stem counts: the passage supports one option, not all of them (lines from the
+    first "(A) ...", "A) ..." or "A. ..." on are options)."""
+    question = _OPTION_LINE.split(question, maxsplit=1)[0]
     words = re.findall(r"[\w'\u2019-]+", question)
     keys = set()
     for i, w in enumerate(words):
@@ -58,6 +61,9 @@ def question_keys(question: str) -> set[str]:
             keys.add(w.casefold().strip("'\u2019"))
     return keys
 
+
+#: The first option line of a multiple-choice question: "(A) ...", "A) ...", "A. ..." at a line's start.
+_OPTION_LINE = re.compile(r"\n[ \t]*(?:\([A-Ea-e]\)|[A-Ea-e][.)])[ \t]")
 
 #: Capitalised words in questions that name nothing (options of a choice, pronouns, the document).
 _NOT_NAMES = frozenset("i a b c d the document text answer option according".split())

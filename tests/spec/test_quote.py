@@ -174,6 +174,10 @@ def test_question_keys_and_specifics_name_what_is_asked_and_claimed():
 
     assert question_keys("Who was the cook of Noxfal Hall in 1802?") == {"noxfal", "hall", "1802"}
     assert question_keys("why did frantzen go to the sales barn") == set()  # a transcript's lower case
+    # A multiple-choice question's options are not what the passage must name: only its stem is.
+    choice = "Why does the Professor mention Mars?\n (A) To show that Venus is hot\n (B) Jupiter\n\nAnswer."
+    assert question_keys(choice) == {"professor", "mars"}
+    assert question_keys("Which is true?\nA. Paris in 1990\nB) Rome") == set()
     assert specifics("The Kazen rowing club has 1 member.") == {"kazen", "1"}
     assert specifics("B") == set() and specifics("It was Drami Drabriru.") == {"drami", "drabriru"}
     assert {"3", "three"} <= words("It was exactly three inches high.")
