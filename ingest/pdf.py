@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ingest.errors import NoTextLayer, OcrUnavailable, PasswordRequired, UnreadablePdf, WrongPassword
+from ingest.marks import PageText, page_text
 from ingest.normalize import drop_unmapped, normalize_text
 from ingest.ocr import OcrSettings, PageOcr, unavailable
 from ingest.pdf_tables import PageTables, may_have_table, splice_tables
@@ -77,7 +78,8 @@ def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> P
             need.append(i)
             continue
         try:
-            text = page.extract_text() or ""
+            read = page_text(page)  # superscripts written apart (ingest/marks.py)
+            text = read.text
         except (MemoryError, RecursionError):
             raise  # the whole file is a bomb or a loop: the worker answers for it
         except Exception as exc:  # one broken page (a bad font, a bad content stream) costs that page only
@@ -92,8 +94,8 @@ def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> P
                     f"page {i + 1} reads as mostly unreadable characters (a font without a text "
                     "mapping?); answers about it may be wrong"
                 )
-            elif may_have_table(page):
-                text = _with_tables(page, finder, i, text)
+            elif read.chunks is not None and may_have_table(page):
+                text = _with_tables(page, finder, i, read)
             text = drop_unmapped(text)
         texts.append(text)
         if mode == "auto" and _wanted(ocr, i) and (i in notes or not text.strip()) and i not in bombs:
@@ -199,18 +201,18 @@ def unreadable_pdf(exc: Exception) -> UnreadablePdf:
     )
 
 
-def _with_tables(page, finder: PageTables, index: int, text: str) -> str:
-    """``text`` (pypdf's) with the page's ruled tables as pipe rows (ingest/pdf_tables.py); ``text``
-    itself when there are none or splicing fails."""
-    tables = finder.tables(index)
-    if not tables:
-        return text
+def _with_tables(page, finder: PageTables, index: int, read: PageText) -> str:
+    """The page's text (``read``: pypdf's, ingest/marks.py) with its ruled tables as pipe rows
+    (ingest/pdf_tables.py); that text itself when there are none or splicing fails."""
+    tables = finder.tables(index, read.labels)
+    if not tables or read.chunks is None:
+        return read.text
     try:
-        return splice_tables(page, tables)
+        return splice_tables(page, tables, read.chunks)
     except (MemoryError, RecursionError):
         raise
     except Exception:  # pypdf read the page once; a second pass that fails keeps the first
-        return text
+        return read.text
 
 
 def garbled(text: str) -> bool:
