@@ -7,7 +7,6 @@ notes on stderr. Exit status 1 for any error, one line; for an answer with no te
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
@@ -16,7 +15,8 @@ from pathlib import Path
 import click
 import httpx
 
-from server.tools.client import About, check, client, explain, fail, server_options
+from server.tools.client import About, check, client, fail, server_options
+from server.tools.shown import print_answer, segment_lines, warning_lines
 
 #: Seconds between two looks at a document being prepared (each is one line of the server's access log).
 POLL_S = 1.0
@@ -31,22 +31,6 @@ def _range(unit: str):
         return value.strip() if value else None
 
     return validate
-
-
-def segment_lines(doc: dict, budget: int | None = None) -> list[str]:
-    """A segmented document's note and parts, for people ([] for one answered whole)."""
-    segments = doc.get("segments")
-    if not segments:
-        return []
-    limit = f", more than the {budget:,} tokens one piece may hold" if budget else ""
-    lines = [
-        f"split into {len(segments)} parts: the document has {doc['tokens']:,} tokens{limit}; "
-        "each question is answered from the part(s) that match it best"
-    ]
-    for s in segments:
-        label = s.get("label") or f"pages {s['pages'][0]}-{s['pages'][1]}"
-        lines.append(f"  {label} ({s['tokens']:,} tokens)")
-    return lines
 
 
 @click.command()
@@ -93,8 +77,8 @@ def ingest(ctx, file: Path, password: str | None, pages: str | None, chars: str 
         click.echo(f"{doc['id']}\t{info['pages']} pages\t{info['tokens']} tokens", err=True)
         for line in segment_lines(info):
             click.echo(line, err=True)
-        for warning in info.get("warnings", []):
-            click.echo(f"warning: {warning['message']}", err=True)
+        for line in warning_lines(info.get("warnings", [])):
+            click.echo(f"warning: {line}", err=True)
         click.echo(doc["id"])
 
 
@@ -135,50 +119,7 @@ def ask(ctx, doc, question, collection, max_tokens, temperature, verify16, draft
         if r.status_code >= 400:
             r.read()
             fail(r, about)
-        _print_answer(r, about)
-
-
-def _print_answer(r: httpx.Response, about: About) -> None:
-    event, text, stats = None, "", None
-    for line in r.iter_lines():
-        if line.startswith("event: "):
-            event = line[7:]
-        elif line.startswith("data: "):
-            data = json.loads(line[6:])
-            if event == "token":
-                text += data["text"]
-                click.echo(data["text"], nl=False)
-            elif event == "citations":
-                if data["citations"]:
-                    click.echo("", err=True)  # end the answer's line (stderr may not be a terminal)
-                for c in data["citations"]:
-                    pages = f"p. {c['page']}" if c["page"] == c["page_end"] else f"pp. {c['page']}-{c['page_end']}"
-                    pages = c.get("where") or pages  # a spreadsheet's cell, a deck's slide
-                    quote = c["text"] if len(c["text"]) <= 100 else c["text"][:97] + "..."
-                    named = f"{c['document_name']}, " if c.get("document_name") else ""  # a collection's
-                    click.echo(f"[{named}{pages}, chars {c['start']}-{c['end']}] {quote!r}", err=True)
-            elif event == "stats":
-                stats = data
-                click.echo("")
-                click.echo(
-                    f"[{data['completion_tokens']} tokens, TTFT {data['ttft_ms']:.0f} ms, "
-                    f"{data['decode_tokens_per_s']:.1f} tok/s, drafted/accepted "
-                    f"{data['drafted_tokens']}/{data['accepted_tokens']}]",
-                    err=True,
-                )
-                if data.get("finish_reason") == "repetition":  # spec/repetition.py
-                    click.echo("[stopped: the answer began to repeat itself]", err=True)
-                if data.get("segments") is not None:  # a long document: where the answer came from
-                    spans = [s.get("label") or f"pages {s['pages'][0]}-{s['pages'][1]}" for s in data["segments"]]
-                    click.echo(f"[answered from {' and '.join(spans) or 'no part of the document'}]", err=True)
-            elif event == "error":
-                error = data["error"]
-                raise click.ClickException(explain(error.get("type", ""), error["message"], {}, about))
-    if stats is not None and not text.strip():
-        raise click.ClickException(
-            f"the model wrote no answer ({stats['completion_tokens']} tokens, none of them text; finish reason "
-            f"{stats['finish_reason']}); rephrase the question, or sample other words with --temperature 0.7"
-        )
+        print_answer(r, about)
 
 
 @click.command(name="list")
@@ -216,8 +157,8 @@ def status(ctx: click.Context, doc: str | None, url: str | None, api_key: str | 
         click.echo(f"{name:<8}{value}")
     for line in segment_lines(info, health.get("document_budget")):
         click.echo(line)
-    for w in info.get("warnings", []):
-        click.echo(f"warning: page {w['page']}: {w['message']}" if w.get("page") else f"warning: {w['message']}")
+    for line in warning_lines(info.get("warnings", [])):
+        click.echo(f"warning: {line}")
 
 
 def _server_status(http: httpx.Client, health: dict) -> None:
