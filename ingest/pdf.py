@@ -56,12 +56,13 @@ class PdfPages:
     texts: list[str]
     warnings: list[dict]
     ocr_pages: list[int]
+    labels: list[str] | None = None  # the printed page labels (/PageLabels) where any differs from its number
 
 
 def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> PdfPages:
     """Read every page of the PDF ``data``. Raises PasswordRequired, WrongPassword, UnreadablePdf,
     NoTextLayer (no pages) or OcrUnavailable; MemoryError and RecursionError are left to the worker."""
-    pages = _open(data, password)
+    pages, labels = _open(data, password)
     mode = ocr.settings.mode if ocr is not None else "off"
     why = unavailable(ocr.settings.languages) if ocr is not None and mode != "off" else None
     if why is not None and mode == "force":
@@ -110,10 +111,12 @@ def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> P
     if len(failures) == len(pages) and not ocr_pages:
         raise unreadable_pdf(failures[0])
     warnings = [{"page": i + 1, "message": notes[i]} for i in sorted(notes)]
-    return PdfPages(texts, warnings, ocr_pages)
+    return PdfPages(texts, warnings, ocr_pages, labels)
 
 
-def _open(data: bytes, password: str | None) -> list:
+def _open(data: bytes, password: str | None) -> tuple[list, list[str] | None]:
+    """The PDF's pages, and its printed page labels (ISO 32000-1 12.4.2: "i", "ii", "1", "A-3") when
+    any differs from its page's number (None otherwise)."""
     from pypdf import PasswordType, PdfReader
 
     # pypdf logs every repaired defect at WARNING; one upload of a broken file would flood the log.
@@ -133,7 +136,13 @@ def _open(data: bytes, password: str | None) -> list:
         raise unreadable_pdf(exc) from exc
     if not pages:
         raise NoTextLayer("the PDF has no pages; upload a PDF with text in it")
-    return pages
+    try:
+        labels = [str(label) for label in reader.page_labels]
+    except Exception:  # a malformed /PageLabels tree: the pages keep their numbers
+        labels = []
+    if len(labels) != len(pages) or all(label == str(i) for i, label in enumerate(labels, 1)):
+        return pages, None
+    return pages, labels
 
 
 def _wanted(ocr: OcrJob | None, index: int) -> bool:

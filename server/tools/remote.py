@@ -21,12 +21,16 @@ from server.tools.shown import print_answer, segment_lines, warning_lines
 #: Seconds between two looks at a document being prepared (each is one line of the server's access log).
 POLL_S = 1.0
 _RANGE = re.compile(r"\d+(-\d+)?")
+_LABELS = re.compile(r"[^\s-]+(-[^\s-]+)?")  # printed page labels: ii-3 (ingest/cut.py)
 
 
 def _range(unit: str):
     def validate(_ctx, _param, value: str | None) -> str | None:
-        if value is not None and not _RANGE.fullmatch(value.strip()):
-            example = "--pages 1-80 (or --pages 7)" if unit == "pages" else "--chars 0-50000"
+        allowed = _LABELS if unit == "pages" else _RANGE
+        if value is not None and not allowed.fullmatch(value.strip()):
+            example = "--chars 0-50000"
+            if unit == "pages":
+                example = "--pages 1-80 (or --pages 7, or by printed labels --pages ii-3)"
             raise click.BadParameter(f"{value!r} is not a range; write it as {example}")
         return value.strip() if value else None
 
@@ -41,19 +45,23 @@ def _range(unit: str):
     default=None,
     callback=_range("pages"),
     metavar="A-B",
-    help="ingest only pages A-B (as printed, from 1), e.g. the part of a long PDF that fits",
+    help="ingest only PDF pages A-B (from 1), e.g. the part of a long PDF that fits; ii-3: by printed labels",
 )
+@click.option("--labels", is_flag=True, help="--pages gives the labels printed on the pages (1 = the page printed 1)")
 @click.option(
     "--chars", default=None, callback=_range("chars"), metavar="A-B", help="ingest only characters [A, B) of the text"
 )
 @server_options
 @click.pass_context
-def ingest(ctx, file: Path, password: str | None, pages: str | None, chars: str | None, url, api_key) -> None:
+def ingest(ctx, file: Path, password, pages, labels: bool, chars, url, api_key) -> None:
     """Upload FILE and wait until it is prefilled, with a progress bar. Prints the document id."""
     if pages and chars:
         raise click.UsageError("give --pages or --chars, not both")
+    if labels and not pages:
+        raise click.UsageError("--labels says how to read --pages: give --pages too")
     about = About(file=file.name)
-    form = {k: v for k, v in {"password": password, "pages": pages, "chars": chars}.items() if v}
+    fields = {"password": password, "pages": pages, "chars": chars, "labels": "true" if labels else None}
+    form = {k: v for k, v in fields.items() if v}
     with client(ctx, url, api_key) as http:
         r = check(http.post("/v1/documents", files={"file": (file.name, file.read_bytes())}, data=form), about)
         doc = r.json()

@@ -93,10 +93,14 @@ async def upload(
     extractor: ExtractorDep,
     file: UploadFile = File(description="PDF, DOCX, EPUB, HTML, .txt, .md, XLSX, ODS, CSV/TSV or PPTX"),  # noqa: B008
     password: str | None = Form(default=None),
-    pages: str | None = Form(default=None, description="A part: pages 5-9 (1-based, inclusive), as printed"),
+    pages: str | None = Form(
+        default=None,
+        description="A part: PDF pages 5-9 (1-based, inclusive), or by the labels printed on them: ii-3",
+    ),
     chars: str | None = Form(default=None, description="A part of the text: characters 0-50000 ([start, end))"),
+    labels: bool = Form(default=False, description="pages are the printed page labels, even where they are numbers"),
 ) -> DocumentCreated:
-    cut = uploads.parse_cut(pages, chars)
+    cut = uploads.parse_cut(pages, chars, labels)
     # Admitted before the body is read into memory: at most DOCQA_EXTRACT_WORKERS + DOCQA_EXTRACT_QUEUE
     # uploads (and their bytes) wait for extraction; the next gets 503 with Retry-After at once.
     async with extractor.slot(file.size or 0) as slot:
