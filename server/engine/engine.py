@@ -31,6 +31,7 @@ from server.engine.hot import HotDocs
 from server.engine.ingestion import Ingestions
 from server.engine.jobs import AnswerJob, Deleted, DocStates, IngestJob, Job, ingest_jobs
 from server.engine.loading import Loaded, load
+from server.engine.reading import Readings
 from server.engine.recovery import resume_interrupted
 from server.engine.runner import Runner, StepReport
 from server.engine.scheduler import Scheduler
@@ -62,6 +63,7 @@ class Engine:
         self.load_error: str | None = None
         self.ready = threading.Event()
         self.progress: dict[str, float] = {}  # doc id -> prefill progress 0..1 (engine writes, routes read)
+        self.readings = Readings()  # doc id -> waiting or read so far, at what rate (server/engine/reading.py)
         self.deleted = Deleted()  # documents deleted since the last step (routes add, the engine drops)
         self.states = DocStates()  # what the engine knows of each document (admission reads it, not the row)
         self.evicted = Deleted()  # documents whose RAM state to free (a cluster replica gave them up)
@@ -111,7 +113,9 @@ class Engine:
         segments (a segment whose snapshot is complete is skipped when its turn comes)."""
         self.progress[doc_id] = 0.0
         self.states.mark(doc_id, DocStates.INGESTING)
-        for job in ingest_jobs(doc_id, n_tokens, self.store.read_segments(doc_id)):
+        jobs = ingest_jobs(doc_id, n_tokens, self.store.read_segments(doc_id))
+        self.readings.queued(doc_id, jobs[0].tokens_total if jobs else n_tokens)
+        for job in jobs:
             self._jobs.put(job)
 
     def submit_answer(self, job: AnswerJob) -> int:
@@ -131,6 +135,7 @@ class Engine:
         self.states.mark(doc_id, DocStates.DELETED)
         self.deleted.add(doc_id)
         self.progress.pop(doc_id, None)
+        self.readings.forget(doc_id)
 
     # -- the engine thread ---------------------------------------------------------------------------
     def _run(self) -> None:
@@ -238,6 +243,7 @@ class Engine:
                     return
                 if work is not None:
                     sched.begin_ingest(work)
+                    self.readings.started(work.doc_id, work.before, work.total)
             else:
                 sched.start(self._admit(job))
         except Exception as exc:  # keep serving; tell the waiting request what happened
@@ -283,8 +289,11 @@ class Engine:
                     self._deliver(seq, seq.answer.begin(row, seq.suffix.tolist()))
                     if seq.answer.done:
                         self._finish(seq)
-        elif work is not None and self.ingest.step(work, n_ubatch, idle=not sched.n_running):
-            sched.end_ingest()
+        elif work is not None:
+            ended = self.ingest.step(work, n_ubatch, idle=not sched.n_running)
+            self.readings.advanced(work.doc_id, work.before + work.n_done)
+            if ended:
+                sched.end_ingest()
         self._turn += 1
 
     def _close_down(self, force: bool) -> None:

@@ -16,7 +16,7 @@ import click
 import httpx
 
 from server.tools.client import About, check, client, fail, server_options
-from server.tools.shown import print_answer, segment_lines, warning_lines
+from server.tools.shown import print_answer, reading_line, segment_lines, warning_lines
 
 #: Seconds between two looks at a document being prepared (each is one line of the server's access log).
 POLL_S = 1.0
@@ -68,26 +68,41 @@ def ingest(ctx, file: Path, password, pages, labels: bool, chars, url, api_key) 
         about = About(doc=doc["id"], file=file.name)
         if r.status_code == 200:
             click.echo(f"{file.name} is already on the server as {doc['id']} ({doc['status']})", err=True)
-        with click.progressbar(length=1000, label=f"prefill {file.name}", file=sys.stderr) as bar:
-            shown = 0
-            while True:
-                info = check(http.get(f"/v1/documents/{doc['id']}"), about).json()
-                done = int(info["progress"] * 1000) if info["status"] != "ready" else 1000
-                bar.update(done - shown)
-                shown = done
-                if info["status"] != "ingesting":
-                    break
-                time.sleep(POLL_S)
-        if info["status"] == "failed":
-            raise click.ClickException(
-                f"ingestion failed: {info['error']}; remove it with `docqa delete {doc['id']}` and try again"
-            )
+        info = _follow(http, doc["id"], file.name, about)
         click.echo(f"{doc['id']}\t{info['pages']} pages\t{info['tokens']} tokens", err=True)
         for line in segment_lines(info):
             click.echo(line, err=True)
         for line in warning_lines(info.get("warnings", [])):
             click.echo(f"warning: {line}", err=True)
         click.echo(doc["id"])
+
+
+def _follow(http: httpx.Client, doc_id: str, name: str, about: About) -> dict:
+    """Wait for document ``doc_id`` to be prefilled, with a progress bar that shows the server's rate
+    and time left (or that it waits its turn: reading_line), not click's own guess from the bar's
+    steps; its final state. Raises ClickException when it failed."""
+    bar = click.progressbar(
+        length=1000, label=f"prefill {name}", file=sys.stderr, show_eta=False, item_show_func=_reading
+    )
+    with bar:
+        shown = 0
+        while True:
+            info = check(http.get(f"/v1/documents/{doc_id}"), about).json()
+            done = int(info["progress"] * 1000) if info["status"] != "ready" else 1000
+            bar.update(done - shown, current_item=info)
+            shown = done
+            if info["status"] != "ingesting":
+                break
+            time.sleep(POLL_S)
+    if info["status"] == "failed":
+        raise click.ClickException(
+            f"ingestion failed: {info['error']}; remove it with `docqa delete {doc_id}` and try again"
+        )
+    return info
+
+
+def _reading(info: dict | None) -> str | None:
+    return reading_line(info) if info and info.get("status") == "ingesting" else None
 
 
 @click.command()
@@ -157,6 +172,8 @@ def status(ctx: click.Context, doc: str | None, url: str | None, api_key: str | 
             return
         info = check(http.get(f"/v1/documents/{doc}"), About(doc=doc)).json()
     state = info["status"] if info["status"] != "ingesting" else f"preparing, {info['progress']:.0%}"
+    if info["status"] == "ingesting" and reading_line(info):
+        state += f": {reading_line(info)}"
     rows = [("id", info["id"]), ("name", info["name"]), ("status", state), ("kind", info.get("kind", "?"))]
     rows += [("pages", f"{info['pages']:,}"), ("tokens", f"{info['tokens']:,}")]
     if info.get("error"):

@@ -1,6 +1,7 @@
 """How the CLI shows documents and answers to people (server/tools/remote.py): a split document's
-parts, a document's warnings (one line per message, its pages joined as the page joins them: "pages
-1–2: read by OCR ..."), and a streamed answer with its citations and stats.
+parts, how its reading goes (the rate and the time left, or that it waits its turn), a document's
+warnings (one line per message, its pages joined as the page joins them: "pages 1–2: read by OCR
+..."), and a streamed answer with its citations and stats.
 """
 
 from __future__ import annotations
@@ -27,6 +28,47 @@ def segment_lines(doc: dict, budget: int | None = None) -> list[str]:
         label = s.get("label") or f"pages {s['pages'][0]}-{s['pages'][1]}"
         lines.append(f"  {label} ({s['tokens']:,} tokens)")
     return lines
+
+
+def remaining(seconds: float) -> str:
+    """ "about 40 s left", "about 3 min left": rounded as the page rounds it (web/js/progress.js)."""
+    if seconds < 10:
+        return "a few seconds left"
+    if seconds < 60:
+        return f"about {-(-int(seconds) // 5) * 5} s left"
+    if seconds < 90:
+        return "about 1 min left"
+    if seconds < 3600:
+        return f"about {round(seconds / 60)} min left"
+    hours = int(seconds // 3600)
+    return f"about {hours} h {round((seconds - hours * 3600) / 60)} min left"
+
+
+def first(questions: int, documents: int) -> str:
+    """What goes before a reading that waits: "2 questions are being answered first", "another
+    document is read first", both joined by "and"; "next" when nothing is."""
+    said = []
+    if questions:
+        said.append(f"{questions} question{'s are' if questions != 1 else ' is'} being answered")
+    if documents:
+        said.append("another document is read" if documents == 1 else f"{documents} documents are read")
+    return f"{' and '.join(said)} first" if said else "next"
+
+
+def reading_line(doc: dict) -> str:
+    """How a document's reading goes (its ``reading``, server/engine/reading.py), for people: "waiting
+    its turn (2 questions are being answered first)", "1,234 of 5,678 tokens at 38.2 tok/s, about 2 min
+    left", with "the machine is busy (...)" when it is; "" when the server does not say."""
+    r = doc.get("reading")
+    if not r:
+        return ""
+    if r["waiting"]:
+        line = f"waiting its turn ({first(r.get('ahead') or 0, r.get('documents_ahead') or 0)})"
+    else:
+        line = f"{r['tokens_done']:,} of {r['tokens_total']:,} tokens"
+        rate, left = r.get("tokens_per_s"), r.get("seconds_left")
+        line += f" at {rate:.1f} tok/s, {remaining(left)}" if rate and left is not None else ", measuring the rate"
+    return f"{line}; the machine is busy ({r['busy']})" if r.get("busy") else line
 
 
 def page_list(numbers: list[int]) -> str:
@@ -83,6 +125,8 @@ def print_answer(r: httpx.Response, about: About) -> None:
                     f"{data['drafted_tokens']}/{data['accepted_tokens']}]",
                     err=True,
                 )
+                if data.get("busy"):  # runtime/system.py busy: slow because the machine is, not broken
+                    click.echo(f"[the machine is busy ({data['busy']}): these times are slower than usual]", err=True)
                 if data.get("finish_reason") == "repetition":  # spec/repetition.py
                     click.echo("[stopped: the answer began to repeat itself]", err=True)
                 if data.get("segments") is not None:  # a long document: where the answer came from

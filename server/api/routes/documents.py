@@ -11,6 +11,7 @@ from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 from ingest import pipeline
 from ingest.errors import DocumentError, DocumentFilesDamaged, TextDamaged
 from ingest.reingest import reextract_async
+from runtime.system import busy
 from server.api import segmented, uploads
 from server.api.deps import DocumentDep, EngineDep, ExtractorDep, SettingsDep, StoreDep
 from server.api.schemas import (
@@ -20,6 +21,7 @@ from server.api.schemas import (
     DocumentText,
     PageSpan,
     PageWarning,
+    ReadingPublic,
     ReingestRequest,
     SegmentPublic,
 )
@@ -43,6 +45,7 @@ def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
         name=doc.name,
         status=doc.status,
         progress=progress,
+        reading=_reading(doc, engine),
         pages=doc.pages,
         tokens=doc.tokens,
         error=doc.error,
@@ -54,6 +57,24 @@ def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
         segments=_segments(doc, engine),
         source_path=doc.source_path,
         read_at=doc.read_at,
+    )
+
+
+def _reading(doc: DocRecord, engine: Engine | None) -> ReadingPublic | None:
+    """How the reading of a document being ingested goes (server/engine/reading.py); None otherwise."""
+    reading = engine.readings.of(doc.id) if engine is not None and doc.status == INGESTING else None
+    if reading is None:
+        return None
+    rate, left = reading.tokens_per_s, reading.seconds_left
+    return ReadingPublic(
+        waiting=not reading.started,
+        ahead=engine.active_answers,
+        documents_ahead=engine.readings.ahead_of(doc.id),
+        tokens_done=reading.done,
+        tokens_total=reading.total,
+        tokens_per_s=None if rate is None else round(rate, 1),
+        seconds_left=None if left is None else round(left, 1),
+        busy=busy(),
     )
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from ingest.pdf import OCR_NOTE
 from server.tools.client import About
-from server.tools.shown import page_list, print_answer, warning_lines
+from server.tools.shown import page_list, print_answer, reading_line, warning_lines
 
 
 def _sse(*events: tuple[str, dict]) -> httpx.Response:
@@ -57,3 +57,31 @@ def test_warnings_name_their_pages_one_line_per_message():
         "page 4: page 4 could not be read (KeyError); it is left empty",
     ]
     assert page_list([3]) == "page 3" and page_list([2, 3, 4, 7]) == "pages 2–4, 7"
+
+
+def test_a_busy_machine_is_named_under_a_slow_answer(capsys):
+    """Issue 39 item 6: "0.1 tok/s" with nothing saying that the machine was busy."""
+    slow = {**STATS, "decode_tokens_per_s": 0.1, "busy": "load average 8.2 on 2 cores"}
+    print_answer(_sse(("token", {"text": "Berlin."}), ("stats", slow), ("done", {})), About())
+    err = capsys.readouterr().err
+    assert "0.1 tok/s" in err and "[the machine is busy (load average 8.2 on 2 cores): these times are slower" in err
+    print_answer(_sse(("token", {"text": "Berlin."}), ("stats", {**STATS, "busy": None}), ("done", {})), About())
+    assert "busy" not in capsys.readouterr().err
+
+
+def test_a_reading_says_it_waits_its_turn_or_its_rate_and_time_left():
+    """Issue 39 item 12 ("preparing 0 %" for minutes, with no word that it waits) and issue 36 item 7
+    (the rate and the time left, from the server's measured rate)."""
+    waiting = {"waiting": True, "ahead": 2, "documents_ahead": 1, "tokens_done": 0, "tokens_total": 900}
+    assert reading_line({"reading": {**waiting, "tokens_per_s": None, "seconds_left": None}}) == (
+        "waiting its turn (2 questions are being answered and another document is read first)"
+    )
+    going = {"waiting": False, "ahead": 0, "documents_ahead": 0, "tokens_done": 1234, "tokens_total": 5678}
+    assert reading_line({"reading": {**going, "tokens_per_s": 38.2, "seconds_left": 116.3}}) == (
+        "1,234 of 5,678 tokens at 38.2 tok/s, about 2 min left"
+    )
+    busy = {**going, "tokens_per_s": None, "seconds_left": None, "busy": "load average 8.2 on 2 cores"}
+    assert reading_line({"reading": busy}) == (
+        "1,234 of 5,678 tokens, measuring the rate; the machine is busy (load average 8.2 on 2 cores)"
+    )
+    assert reading_line({"reading": None}) == ""
