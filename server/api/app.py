@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from ingest.errors import DataDirUnusable
 from ingest.worker import ExtractionWorker
-from server.api import handlers
+from server.api import handlers, refit
 from server.api.guard import Guard
 from server.api.head import HeadAsGet
 from server.api.hosts import TrustedHosts
@@ -74,6 +74,18 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         app.state.snapshot_bytes = snapshot_estimate(settings, engine.model.path)  # for the free-space check
         await asyncio.to_thread(lambda: engine.model.max_token_chars)  # read the vocabulary once, now
         metrics.bind(engine, store)
+        # Documents read for a larger context than this one (DOCQA_N_CTX lowered): marked, and with
+        # DOCQA_REINGEST_UNFIT read again after start-up (server/api/refit.py).
+        engine.unfit.update(await asyncio.to_thread(refit.scan, store, settings))
+        rereads = None
+        if settings.reingest_unfit and engine.unfit:
+            rereads = asyncio.create_task(
+                refit.reingest_all(
+                    engine.unfit,
+                    lambda doc_id: asyncio.to_thread(store.get, doc_id),
+                    lambda doc: documents.reingest_document(app.state, doc),
+                )
+            )
         if leases is not None:
             leases.start()
         watch = app.state.watch = FolderWatch(app.state, settings) if settings.watch else None
@@ -82,6 +94,8 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         try:
             yield
         finally:
+            if rereads is not None:
+                rereads.cancel()
             if watch is not None:
                 await watch.stop()
             if mcp is not None:

@@ -101,6 +101,9 @@ class DocumentPublic(BaseModel):
     status: str  # ingesting | ready | failed
     progress: float  # prefill progress 0..1
     reading: ReadingPublic | None = None  # while ingesting: waiting or read so far, the rate, the time left
+    # Why it must be read again before it can be asked (its saved state no longer fits the served
+    # context: DOCQA_N_CTX was lowered since; server/api/refit.py); null: it need not be.
+    needs_reingest: str | None = None
     pages: int
     tokens: int
     error: str | None

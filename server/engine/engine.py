@@ -64,6 +64,7 @@ class Engine:
         self.ready = threading.Event()
         self.progress: dict[str, float] = {}  # doc id -> prefill progress 0..1 (engine writes, routes read)
         self.readings = Readings()  # doc id -> waiting or read so far, at what rate (server/engine/reading.py)
+        self.unfit: dict[str, str] = {}  # doc id -> why it must be read again (server/api/refit.py fills it)
         self.deleted = Deleted()  # documents deleted since the last step (routes add, the engine drops)
         self.states = DocStates()  # what the engine knows of each document (admission reads it, not the row)
         self.evicted = Deleted()  # documents whose RAM state to free (a cluster replica gave them up)

@@ -101,6 +101,27 @@ def _follow(http: httpx.Client, doc_id: str, name: str, about: About) -> dict:
     return info
 
 
+@click.command()
+@click.argument("doc")
+@click.option("--password", default=None, help="password of an encrypted PDF (passwords are never stored)")
+@server_options
+@click.pass_context
+def reingest(ctx, doc: str, password: str | None, url, api_key) -> None:
+    """Read document DOC again from its stored upload, at this server's context and text rules (after
+    DOCQA_N_CTX changed, a model or an upgrade; a longer document is read in parts), and wait for it."""
+    about = About(doc=doc)
+    with client(ctx, url, api_key) as http:
+        r = check(http.post(f"/v1/documents/{doc}/reingest", json={"password": password} if password else None), about)
+        created = r.json()
+        if created.get("note"):
+            click.echo(f"note: {created['note']}", err=True)
+        info = _follow(http, doc, created["name"], about)
+    click.echo(f"{doc}\t{info['pages']} pages\t{info['tokens']} tokens", err=True)
+    for line in segment_lines(info):
+        click.echo(line, err=True)
+    click.echo(doc)
+
+
 def _reading(info: dict | None) -> str | None:
     return reading_line(info) if info and info.get("status") == "ingesting" else None
 
@@ -154,9 +175,13 @@ def list_documents(ctx: click.Context, url: str | None, api_key: str | None) -> 
         documents = check(http.get("/v1/documents")).json()["documents"]
     click.echo("ID\tSTATUS\tPAGES\tTOKENS\tNAME")
     for d in documents:
-        click.echo(f"{d['id']}\t{d['status']}\t{d['pages']}\t{d['tokens']}\t{d['name']}")
+        state = "needs_reingest" if d.get("needs_reingest") else d["status"]  # server/api/refit.py
+        click.echo(f"{d['id']}\t{state}\t{d['pages']}\t{d['tokens']}\t{d['name']}")
     if not documents:
         click.echo("no documents yet; add one with `docqa ingest FILE`", err=True)
+    unfit = [d["id"] for d in documents if d.get("needs_reingest")]
+    if unfit:
+        click.echo(f"{len(unfit)} must be read again at this server's context: `docqa reingest {unfit[0]}`", err=True)
 
 
 @click.command()
@@ -178,6 +203,8 @@ def status(ctx: click.Context, doc: str | None, url: str | None, api_key: str | 
     rows += [("pages", f"{info['pages']:,}"), ("tokens", f"{info['tokens']:,}")]
     if info.get("error"):
         rows.append(("error", info["error"]))
+    if info.get("needs_reingest"):  # server/api/refit.py
+        rows.append(("reingest", f"needed: {info['needs_reingest']}; run `docqa reingest {info['id']}`"))
     for name, value in rows:
         click.echo(f"{name:<8}{value}")
     for line in segment_lines(info, health.get("document_budget")):
@@ -233,4 +260,4 @@ def collect(ctx: click.Context, name: str, docs: tuple[str, ...], url: str | Non
     click.echo(made["id"])
 
 
-COMMANDS = (ingest, ask, collect, list_documents, status, delete)
+COMMANDS = (ingest, reingest, ask, collect, list_documents, status, delete)

@@ -19,11 +19,17 @@ def segment_lines(doc: dict, budget: int | None = None) -> list[str]:
     segments = doc.get("segments")
     if not segments:
         return []
-    limit = f", more than the {budget:,} tokens one piece may hold" if budget else ""
-    lines = [
-        f"split into {len(segments)} parts: the document has {doc['tokens']:,} tokens{limit}; "
-        "each question is answered from the part(s) that match it best"
-    ]
+    if budget and doc["tokens"] <= budget and doc.get("status") == "ready":  # split for a smaller context
+        lines = [
+            f"split into {len(segments)} parts when the server read fewer tokens at once: its {doc['tokens']:,} "
+            f"tokens now fit in one piece; `docqa reingest {doc['id']}` reads it whole"
+        ]
+    else:
+        limit = f", more than the {budget:,} tokens one piece may hold" if budget else ""
+        lines = [
+            f"split into {len(segments)} parts: the document has {doc['tokens']:,} tokens{limit}; "
+            "each question is answered from the part(s) that match it best"
+        ]
     for s in segments:
         label = s.get("label") or f"pages {s['pages'][0]}-{s['pages'][1]}"
         lines.append(f"  {label} ({s['tokens']:,} tokens)")

@@ -46,6 +46,7 @@ def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
         status=doc.status,
         progress=progress,
         reading=_reading(doc, engine),
+        needs_reingest=engine.unfit.get(doc.id) if engine is not None else None,
         pages=doc.pages,
         tokens=doc.tokens,
         error=doc.error,
@@ -214,29 +215,33 @@ async def delete_document(doc: DocumentDep, store: StoreDep, engine: EngineDep) 
 
 @router.post("/documents/{doc_id}/reingest", status_code=202, response_model=DocumentCreated)
 async def reingest(
-    request: Request,
-    doc: DocumentDep,
-    store: StoreDep,
-    engine: EngineDep,
-    settings: SettingsDep,
-    extractor: ExtractorDep,
-    body: ReingestRequest | None = None,
+    request: Request, doc: DocumentDep, engine: EngineDep, body: ReingestRequest | None = None
 ) -> DocumentCreated:
     """Extract the stored upload again with the current text rules (ingest/reingest.py), then
-    prefill with the current model (after an upgrade, or a model or cache-type change)."""
+    prefill with the current model (after an upgrade, or a model or cache-type change) and at the
+    current context (a document read for a larger one: server/api/refit.py), in parts where it is
+    longer. ``engine``: 503 until the model is loaded."""
     if doc.status == INGESTING:
         raise DocumentIngesting(f"document {doc.id} is already being ingested")
-    running: set[str] = request.app.state.reingesting  # one re-ingest per document at a time
+    return await reingest_document(request.app.state, doc, body.password if body else None)
+
+
+async def reingest_document(state, doc: DocRecord, password: str | None = None) -> DocumentCreated:
+    """The re-ingest of ``doc`` (the route's, and DOCQA_REINGEST_UNFIT's after start-up: server/api/refit.py),
+    one per document at a time; ``state``: the app's state (store, engine, settings, extractor)."""
+    running: set[str] = state.reingesting
     if doc.id in running:
         raise ReingestRunning(f"document {doc.id} is being re-ingested already; wait for it (GET its status)")
     running.add(doc.id)
     try:
-        return await _reingest(request, doc, store, engine, settings, extractor, body.password if body else None)
+        created = await _reingest(state, doc, state.store, state.engine, state.settings, state.extractor, password)
     finally:
         running.discard(doc.id)
+    state.engine.unfit.pop(doc.id, None)  # read again at this size (server/api/refit.py)
+    return created
 
 
-async def _reingest(request, doc: DocRecord, store, engine, settings, extractor, password) -> DocumentCreated:
+async def _reingest(state, doc: DocRecord, store, engine, settings, extractor, password) -> DocumentCreated:
     upload = await asyncio.to_thread(store.read_upload, doc.id)
     try:
         stored = await asyncio.to_thread(store.read_text, doc.id)
@@ -258,5 +263,5 @@ async def _reingest(request, doc: DocRecord, store, engine, settings, extractor,
         writes.store_again(store, doc, prepared)
         return doc, True
 
-    await uploads.run(engine, store, settings, request.app.state.snapshot_bytes, extract, 0, store_doc, doc.id)
+    await uploads.run(engine, store, settings, state.snapshot_bytes, extract, 0, store_doc, doc.id)
     return DocumentCreated(id=doc.id, name=doc.name, status=INGESTING, note=notes[0])
