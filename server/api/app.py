@@ -130,14 +130,30 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
     return app
 
 
+#: The page's files are revalidated on every load (their ETag then answers 304): without a
+#: Cache-Control a browser keeps them by heuristic freshness (RFC 9111 4.2.2: a tenth of their age,
+#: days for files last changed weeks ago), so a new docqa at the same address showed an earlier one's
+#: scripts and words ("docqa reads .pdf, .txt and .md files", issue 39 item 2).
+PAGE_CACHE = {"Cache-Control": "no-cache"}
+
+
+class PageFiles(StaticFiles):
+    """``/static``: the page's scripts, styles and vendored libraries, with :data:`PAGE_CACHE`."""
+
+    def file_response(self, *args, **kwargs) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers.update(PAGE_CACHE)
+        return response
+
+
 def add_page_and_guards(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
     """The web page, and the middleware every request passes before routing (also the cluster's
     ingress, cluster/ingress.py). Call after the routes."""
-    app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
+    app.mount("/static", PageFiles(directory=WEB_DIR), name="static")
 
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:
-        return FileResponse(WEB_DIR / "index.html")
+        return FileResponse(WEB_DIR / "index.html", headers=PAGE_CACHE)
 
     app.add_middleware(HeadAsGet)  # the last added runs first
     app.add_middleware(Guard, settings=settings)

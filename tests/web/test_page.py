@@ -47,7 +47,7 @@ def test_upload_errors_are_sentences_for_people(open_page, cases):
     not_pdf = _upload_error(p, cases / NOT_A_PDF)
     assert not_pdf.locator(".error-sentence").inner_text() == (
         "docqa cannot read this kind of file. It reads PDF, Word (.docx), EPUB, HTML, text (.txt, .md), "
-        "spreadsheets (.xlsx, .ods, .csv) and PowerPoint (.pptx) files."
+        "spreadsheets (.xlsx, .xlsm, .ods, .csv, .tsv) and PowerPoint (.pptx) files."
     )
     too_long = _upload_error(p, cases / TOO_LONG)
     # n_ctx 8192 minus the 1024-token answer reserve, from GET /health.
