@@ -294,16 +294,19 @@ function showSelected(force = false) {
  * Show the citations of an answer in conversation `threadId`. A collection's citations name their
  * document (`document_id`): the viewer opens it (the first one quoted) and highlights its quotes.
  */
-function showCited(threadId, citations) {
+/** Show an answer's citations in the viewer; resolves once they are highlighted (chat.js then
+ * brings the focused one into view). */
+async function showCited(threadId, citations) {
   const docId = citations.length ? citations[0].document_id : null;
   if (!docId) {
-    showCitations(threadId.startsWith('group:') ? shownId() : threadId, citations);
+    await showCitations(threadId.startsWith('group:') ? shownId() : threadId, citations);
     return;
   }
   const doc = state.docs.find((d) => d.id === docId);
   if (!doc) return; // deleted since
   const mine = citations.filter((c) => c.document_id === docId);
-  showDocument(doc).then(() => showCitations(docId, mine));
+  await showDocument(doc);
+  await showCitations(docId, mine);
 }
 
 async function deleteDoc(doc) {

@@ -7,7 +7,7 @@
 import { ApiError, openStream, readEvents } from './api.js';
 import { $, el } from './dom.js';
 import { count, errorNode, plural, show } from './messages.js';
-import { showCitations } from './viewer.js';
+import { reveal, showCitations } from './viewer.js';
 
 // document id -> [turn]; turn: {question, answer, citations, stats, status, error, node}
 // status: waiting | streaming | done | stopped | error
@@ -156,9 +156,9 @@ function fillTurn(turn) {
       `${named}${cites.length === 1 ? '1 quote' : `${cites.length} quotes`} · ${place}`);
     quotes.type = 'button';
     quotes.title = `Highlight the quoted text in ${cites[0].document_name || 'the document'}`;
-    quotes.addEventListener('click', () => {
-      cite(node.docId, cites);
-      $('viewer').scrollIntoView({ block: 'nearest' });
+    quotes.addEventListener('click', async () => {
+      await cite(node.docId, cites);
+      reveal(); // the highlight itself in view, at every width (viewer.js)
     });
     meta.push(quotes);
   }
