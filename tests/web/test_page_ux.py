@@ -118,7 +118,7 @@ def test_while_preparing_the_heading_keeps_new_conversation_on_its_line(open_pag
     head = page.locator(".qa-panel .panel-head")
     h2, button = page.locator("#qa-title").bounding_box(), page.locator("#new-conversation").bounding_box()
     assert abs(h2["y"] + h2["height"] / 2 - (button["y"] + button["height"] / 2)) < 4, (h2, button)
-    assert head.bounding_box()["height"] < 40
+    assert head.bounding_box()["height"] < 70  # three lines of heading at most: a long name wraps (issue 39 item 8)
     p.assert_in_view(page.locator("#new-conversation"), "New conversation")
     page.unroute(re.compile(r".*/v1/documents/[0-9a-f]{16}$"))
 

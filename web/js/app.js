@@ -185,9 +185,11 @@ function renderDoc(doc) {
   }
   const name = el('span', 'doc-name', show(doc.name));
   name.title = doc.name; // long names are cut with an ellipsis
-  const remove = el('button', 'delete secondary', 'Delete');
+  // "×", not "Delete": beside the checkbox in a 260 px list every pixel is the name's (issue 39 item 8).
+  const remove = el('button', 'delete secondary', '×');
   remove.type = 'button';
   remove.title = `Delete ${doc.name}`;
+  remove.setAttribute('aria-label', `Delete ${doc.name}`);
   remove.addEventListener('click', (ev) => {
     ev.stopPropagation(); // don't also select the item
     deleteDoc(doc);
