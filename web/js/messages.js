@@ -23,6 +23,7 @@ const SENTENCES = {
   document_not_ready: 'This document is being prepared again. Ask again when it shows “ready”.',
   document_failed: 'This document could not be prepared. Delete it and upload it again.',
   snapshot_incompatible: 'The server’s model changed since this document was prepared. Delete the document and upload it again.',
+  needs_reingest: 'This document was read when the server read more at once than it does now, so it must be read again before it can be asked. Press “Re-read” under its name in the list.',
   snapshot_missing: 'The server lost its saved copy of this document and is preparing it again. Ask again in a moment.',
   question_too_long: 'The question, together with the conversation so far, is too long for this document. Start a new conversation, or ask a shorter question.',
   kv_cache_full: 'The server is busy with other questions. Try again in a moment.',
