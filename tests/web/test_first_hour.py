@@ -120,3 +120,68 @@ def test_a_reading_says_it_waits_its_rate_and_a_busy_machine(open_page, cases, w
     p.ask("Anything.")
     assert p.stat("busy") == "load average 8.2 on 2 cores: these times are slower than usual"
     p.assert_in_view(page.locator("#stats dd[data-stat='busy']"), "the busy machine's note")
+
+
+TWO_PARTS = [
+    {"index": i, "pages": [1, 1], "start": 0, "end": 10, "tokens": 200, "part": i + 1, "parts": 2,
+     "label": f"part {i + 1} of 2"}
+    for i in range(2)
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES, ids=IDS)
+def test_a_document_to_read_again_says_why_and_re_reads_on_a_click(open_page, cases, width, height):
+    """Items 9 and 11: a document read for a larger context says why it must be read again, and its
+    Re-read button reads it again (POST .../reingest, then its progress); one split for a smaller
+    context than today's says its parts now fit whole, with the same button."""
+    p = open_page(width, height)
+    page = p.page
+    name = f"read-for-a-larger-context-{width}.txt"
+    doc_id = p.upload(name=name, data=_own_text(cases, name))
+    why = "its saved state holds 6,534 tokens, more than the 3,072 a document may hold now"
+    state = {"unfit": True, "split": False, "reingested": 0}
+
+    def marked(route):
+        response = route.fetch()
+        body = response.json()
+        for doc in body.get("documents", [body]):
+            if doc.get("id") == doc_id and doc.get("status") == "ready":
+                if state["unfit"]:
+                    doc["needs_reingest"] = why
+                if state["split"]:
+                    doc["segments"] = TWO_PARTS
+        route.fulfill(response=response, json=body)
+
+    def reingest(route):
+        state["reingested"] += 1
+        state["unfit"] = False
+        route.continue_()
+
+    page.route(re.compile(r".*/v1/documents(/[0-9a-f]{16})?$"), marked)
+    page.route(re.compile(r".*/v1/documents/[0-9a-f]{16}/reingest$"), reingest)
+    page.reload()
+    p.wait_selected_ready(name)
+    item = page.locator("#doc-list li.doc.selected")
+    assert f"Must be read again before it can be asked: {why}." in item.inner_text()
+    assert "must be read again" in item.locator(".doc-meta").inner_text()
+    p.assert_in_view(item.locator("button.reread"), "the Re-read button")
+    item.locator("button.reread").click()
+    page.wait_for_function(
+        "(id) => { const li = document.querySelector(`#doc-list li.doc[data-id='${id}']`);"
+        " return li && li.classList.contains('status-ready') && !li.querySelector('.doc-reread'); }",
+        arg=doc_id,
+        timeout=120_000,
+    )
+    assert state["reingested"] == 1
+
+    state["split"] = True  # two parts of 400 tokens in all, where 3,072 fit: split for a smaller context
+    page.reload()
+    p.wait_selected_ready(name)
+    note = page.locator("#doc-list li.doc.selected .doc-split")
+    assert note.inner_text().startswith("In 2 parts, split when the server read fewer tokens at once"), (
+        note.inner_text()
+    )
+    assert "now fit in one piece" in note.inner_text() and "more than the" not in note.inner_text()
+    p.assert_in_view(page.locator("#doc-list li.doc.selected button.reread"), "the Re-read button of a split document")
+    p.screenshot(f"first-hour-reread-{width}.png")
+    page.unroute(re.compile(r".*/v1/documents(/[0-9a-f]{16})?$"))
