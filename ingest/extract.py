@@ -72,6 +72,9 @@ class ExtractedText:
     # keep_leading), so such a text is only ever refused; 0 for a whole text.
     omitted_chars: int = 0
     ocr_pages: list[int] = field(default_factory=list)  # numbers of the pages read by OCR (ingest/pdf.py)
+    # A PDF's printed page labels, one per page of the whole upload (page n's is page_labels[n - 1]),
+    # where any differs from its number ("i", "ii", "1", ...: ingest/pdf.py); None: the numbers are the labels.
+    page_labels: list[str] | None = None
 
     @property
     def pages(self) -> int:
@@ -118,10 +121,12 @@ def extract(
     """
     kind = sniff(data)
     ocr_pages: list[int] = []
+    labels: list[str] | None = None
     try:
         if kind == "pdf":
             read = pdf_pages(data, password, ocr)
             raw_pages, encoding, warnings, ocr_pages = read.texts, None, read.warnings, read.ocr_pages
+            labels = read.labels
         else:
             raw_pages, encoding, warnings = _read(kind, data)
         text, page_starts = normalize_pages(raw_pages, paged=kind == "pdf", rules=rules)
@@ -129,7 +134,9 @@ def extract(
         raise
     except Exception as exc:  # a reader's error that is not mapped above: the file, not the server
         raise _unreadable(kind, exc) from exc
-    result = ExtractedText(text, page_starts or [0], kind, encoding, rules, warnings, ocr_pages=ocr_pages)
+    result = ExtractedText(
+        text, page_starts or [0], kind, encoding, rules, warnings, ocr_pages=ocr_pages, page_labels=labels
+    )
     if not result.text.strip():
         if kind == "pdf":
             raise NoTextLayer(_no_text(result.pages, ocr))

@@ -45,11 +45,19 @@ def sheet_ref(sheet: str | None, ref: str) -> str:
 
 class Locator:
     """Cell and slide labels of one document's text (``page_starts``: where page ``first_page + i``
-    begins)."""
+    begins), and a PDF's printed page labels (``labels[n - 1]``: page n's, ingest/pdf.py)."""
 
-    def __init__(self, text: str, kind: str, page_starts: Sequence[int], first_page: int = 1) -> None:
+    def __init__(
+        self,
+        text: str,
+        kind: str,
+        page_starts: Sequence[int],
+        first_page: int = 1,
+        labels: Sequence[str] | None = None,
+    ) -> None:
         self.text, self.kind, self.first_page = text, kind, first_page
         self.page_starts = list(page_starts) or [0]
+        self.labels = list(labels) if labels else None
 
     def where(self, start: int, end: int) -> str | None:
         """The label of characters ``[start, end)``; None when it names nothing more than its page."""
@@ -59,7 +67,25 @@ class Locator:
             return self._slides(start, end)
         if self.kind in SHEET_KINDS:
             return self._cells(start, end)
+        if self.labels is not None:
+            return self._printed(start, end)
         return None
+
+    def _printed(self, start: int, end: int) -> str | None:
+        """ "p. ii (PDF p. 2)", "pp. iii–1 (PDF pp. 3–4)": the printed labels, and the PDF's page
+        numbers where a label differs from its number (issue 39 item 5: GeoTopo's page printed "ii"
+        was cited as "p. 2"); None where they agree."""
+        first, last = self._page(start) + self.first_page, self._page(end - 1) + self.first_page
+        labels = self.labels
+
+        def label(n: int) -> str:
+            return labels[n - 1] if 0 < n <= len(labels) else str(n)
+
+        if label(first) == str(first) and label(last) == str(last):
+            return None
+        if first == last:
+            return f"p. {label(first)} (PDF p. {first})"
+        return f"pp. {label(first)}–{label(last)} (PDF pp. {first}–{last})"
 
     # -- slides ---------------------------------------------------------------------------------------
     def _page(self, offset: int) -> int:

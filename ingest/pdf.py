@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ingest.errors import NoTextLayer, OcrUnavailable, PasswordRequired, UnreadablePdf, WrongPassword
+from ingest.marks import PageText, page_text
 from ingest.normalize import drop_unmapped, normalize_text
 from ingest.ocr import OcrSettings, PageOcr, unavailable
 from ingest.pdf_tables import PageTables, may_have_table, splice_tables
@@ -55,12 +56,13 @@ class PdfPages:
     texts: list[str]
     warnings: list[dict]
     ocr_pages: list[int]
+    labels: list[str] | None = None  # the printed page labels (/PageLabels) where any differs from its number
 
 
 def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> PdfPages:
     """Read every page of the PDF ``data``. Raises PasswordRequired, WrongPassword, UnreadablePdf,
     NoTextLayer (no pages) or OcrUnavailable; MemoryError and RecursionError are left to the worker."""
-    pages = _open(data, password)
+    pages, labels = _open(data, password)
     mode = ocr.settings.mode if ocr is not None else "off"
     why = unavailable(ocr.settings.languages) if ocr is not None and mode != "off" else None
     if why is not None and mode == "force":
@@ -77,7 +79,8 @@ def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> P
             need.append(i)
             continue
         try:
-            text = page.extract_text() or ""
+            read = page_text(page)  # superscripts written apart (ingest/marks.py)
+            text = read.text
         except (MemoryError, RecursionError):
             raise  # the whole file is a bomb or a loop: the worker answers for it
         except Exception as exc:  # one broken page (a bad font, a bad content stream) costs that page only
@@ -92,8 +95,8 @@ def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> P
                     f"page {i + 1} reads as mostly unreadable characters (a font without a text "
                     "mapping?); answers about it may be wrong"
                 )
-            elif may_have_table(page):
-                text = _with_tables(page, finder, i, text)
+            elif read.chunks is not None and may_have_table(page):
+                text = _with_tables(page, finder, i, read)
             text = drop_unmapped(text)
         texts.append(text)
         if mode == "auto" and _wanted(ocr, i) and (i in notes or not text.strip()) and i not in bombs:
@@ -108,10 +111,12 @@ def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> P
     if len(failures) == len(pages) and not ocr_pages:
         raise unreadable_pdf(failures[0])
     warnings = [{"page": i + 1, "message": notes[i]} for i in sorted(notes)]
-    return PdfPages(texts, warnings, ocr_pages)
+    return PdfPages(texts, warnings, ocr_pages, labels)
 
 
-def _open(data: bytes, password: str | None) -> list:
+def _open(data: bytes, password: str | None) -> tuple[list, list[str] | None]:
+    """The PDF's pages, and its printed page labels (ISO 32000-1 12.4.2: "i", "ii", "1", "A-3") when
+    any differs from its page's number (None otherwise)."""
     from pypdf import PasswordType, PdfReader
 
     # pypdf logs every repaired defect at WARNING; one upload of a broken file would flood the log.
@@ -131,7 +136,13 @@ def _open(data: bytes, password: str | None) -> list:
         raise unreadable_pdf(exc) from exc
     if not pages:
         raise NoTextLayer("the PDF has no pages; upload a PDF with text in it")
-    return pages
+    try:
+        labels = [str(label) for label in reader.page_labels]
+    except Exception:  # a malformed /PageLabels tree: the pages keep their numbers
+        labels = []
+    if len(labels) != len(pages) or all(label == str(i) for i, label in enumerate(labels, 1)):
+        return pages, None
+    return pages, labels
 
 
 def _wanted(ocr: OcrJob | None, index: int) -> bool:
@@ -199,18 +210,18 @@ def unreadable_pdf(exc: Exception) -> UnreadablePdf:
     )
 
 
-def _with_tables(page, finder: PageTables, index: int, text: str) -> str:
-    """``text`` (pypdf's) with the page's ruled tables as pipe rows (ingest/pdf_tables.py); ``text``
-    itself when there are none or splicing fails."""
-    tables = finder.tables(index)
-    if not tables:
-        return text
+def _with_tables(page, finder: PageTables, index: int, read: PageText) -> str:
+    """The page's text (``read``: pypdf's, ingest/marks.py) with its ruled tables as pipe rows
+    (ingest/pdf_tables.py); that text itself when there are none or splicing fails."""
+    tables = finder.tables(index, read.labels)
+    if not tables or read.chunks is None:
+        return read.text
     try:
-        return splice_tables(page, tables)
+        return splice_tables(page, tables, read.chunks)
     except (MemoryError, RecursionError):
         raise
     except Exception:  # pypdf read the page once; a second pass that fails keeps the first
-        return text
+        return read.text
 
 
 def garbled(text: str) -> bool:

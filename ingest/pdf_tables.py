@@ -6,8 +6,8 @@ layout mode breaks two-column pages and merged cells (measured in bench/results/
 tables are found by pdfplumber's table finder (its default "lines" strategy: cells bounded by ruling
 lines, as tables drawn by word processors are) and spliced into pypdf's text: pypdf's text is built
 from its text-show chunks (``visitor_text``, whose concatenation is the page text on every PDF of
-../shared/cases), the chunks whose baseline point lies inside a table's box are dropped, and the
-table's rows go where its first chunk was. Text outside tables stays exactly as pypdf gives it.
+../shared/cases; ingest/marks.py ``page_text``), the chunks whose baseline point lies inside a table's
+box are dropped, and the table's rows go where its first chunk was. Text outside tables stays exactly as pypdf gives it.
 
 Cost: pdfplumber (pdfminer) parses a page an order of magnitude slower than pypdf, so it only runs
 on pages whose content stream draws enough horizontal and vertical edges to bound cells
@@ -23,6 +23,7 @@ import io
 import logging
 from dataclasses import dataclass
 
+from ingest.marks import Chunk, mark_chars
 from ingest.normalize import drop_unmapped
 
 __all__ = ["PageTables", "Table", "is_table", "may_have_table", "rows_text", "splice_tables"]
@@ -149,15 +150,16 @@ def is_table(rows: list[list[str]]) -> bool:
 
 
 class PageTables:
-    """pdfplumber on one PDF, opened on first use: ``tables(i)`` are the tables of page index ``i``
-    that pass :func:`is_table`. A page pdfplumber cannot read has no tables (pypdf's text stands).
+    """pdfplumber on one PDF, opened on first use: ``tables(i, footnotes)`` are the tables of page
+    index ``i`` that pass :func:`is_table`, their superscripts written apart (``footnotes``: the
+    page's footnote labels, ingest/marks.py). A page pdfplumber cannot read has no tables (pypdf's text stands).
     Close it (or use ``with``)."""
 
     def __init__(self, data: bytes, password: str | None) -> None:
         self._data, self._password = data, password
         self._pdf = None
 
-    def tables(self, index: int) -> list[Table]:
+    def tables(self, index: int, footnotes: frozenset[str] = frozenset()) -> list[Table]:
         try:
             if self._pdf is None:
                 import pdfplumber
@@ -165,6 +167,7 @@ class PageTables:
                 logging.getLogger("pdfminer").setLevel(logging.ERROR)
                 self._pdf = pdfplumber.open(io.BytesIO(self._data), password=self._password or "")
             page = self._pdf.pages[index]
+            mark_chars(page.chars, footnotes)  # superscripts apart: "8,935,112[3]" (ingest/marks.py)
             found = [Table(t.bbox, _cells(t.extract())) for t in page.find_tables()]
             page.close()  # pdfplumber caches a page's objects until then
         except (MemoryError, RecursionError):
@@ -197,27 +200,18 @@ def rows_text(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def splice_tables(page, tables: list[Table]) -> str:
-    """The text of the pypdf ``page`` (``extract_text()``, the same call ingest/pdf.py makes) with
+def splice_tables(page, tables: list[Table], chunks: list[Chunk]) -> str:
+    """The text of the pypdf ``page`` as its ``chunks`` make it (ingest/marks.py ``page_text``) with
     each table of ``tables`` as pipe rows, on lines of their own, where its first chunk was."""
-    chunks: list[tuple[str, int | None]] = []  # (text, index of the table it lies in)
     box = page.mediabox
     left, top = float(box.left), float(box.top)
-
-    def visit(text, cm, tm, font, size) -> None:
-        x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4] - left
-        y = top - (tm[4] * cm[1] + tm[5] * cm[3] + cm[5])
-        inside = next((k for k, t in enumerate(tables) if _contains(t.bbox, x, y)), None)
-        chunks.append((text, inside))
-
-    plain = page.extract_text(visitor_text=visit) or ""
-    if "".join(text for text, _ in chunks) != plain:  # not pypdf's usual chunking: keep its text
-        return plain
     out: list[str] = []
     placed: set[int] = set()
-    for text, inside in chunks:
+    for chunk in chunks:
+        x, y = chunk.x - left, top - chunk.y
+        inside = next((k for k, t in enumerate(tables) if _contains(t.bbox, x, y)), None)
         if inside is None:
-            out.append(text)
+            out.append(chunk.text)
         elif inside not in placed:
             placed.add(inside)
             out.append("\n\n" + rows_text(tables[inside].rows) + "\n\n")

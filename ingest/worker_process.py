@@ -53,7 +53,9 @@ def ocr_job(settings: OcrSettings | None, cut: Cut | None, max_chars: int | None
     if settings is None or settings.mode == "off":
         return None
     pages, limit = None, max_chars
-    if cut is not None and cut.unit == "pages":
+    if cut is not None and cut.labels is not None:  # printed labels: their pages are known once the PDF is read
+        pass
+    elif cut is not None and cut.unit == "pages":
         pages = (cut.start, cut.end)
     elif cut is not None:
         limit = cut.end if max_chars is None else min(cut.end, cut.start + max_chars)

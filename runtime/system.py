@@ -16,10 +16,23 @@ if a build crashes anyway.
 from __future__ import annotations
 
 import functools
+import os
 import re
 
 import llama_cpp
 from llama_cpp import llama_cpp as C
+
+
+def busy() -> str | None:
+    """Why this machine is busy, or None: its 1-minute load average is at least its number of cores
+    ("load average 8.2 on 2 cores"), so every step runs slower than measured on it idle (every
+    number in an answer's stats, and a calibration taken now). None where the load is unknown."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return None
+    cores = os.cpu_count() or 1
+    return f"load average {load:.1f} on {cores} cores" if load >= cores else None
 
 
 @functools.cache

@@ -105,6 +105,9 @@ def _text_fields(raw: object) -> ExtractedText:
     ocr_pages = raw.get("ocr_pages", [])  # absent before OCR (issue 30): no page was read by OCR
     if not isinstance(ocr_pages, list) or not all(type(n) is int for n in ocr_pages):
         raise TypeError("ocr_pages is not a list of page numbers")
+    labels = raw.get("page_labels")  # absent before printed labels (issue 39 item 5): the numbers are the labels
+    if labels is not None and (not isinstance(labels, list) or not all(isinstance(x, str) for x in labels)):
+        raise TypeError("page_labels is not a list of strings")
     encoding = raw.get("encoding")
     return ExtractedText(
         text,
@@ -116,6 +119,7 @@ def _text_fields(raw: object) -> ExtractedText:
         first_page,
         cut,
         ocr_pages=ocr_pages,
+        page_labels=labels,
     )
 
 

@@ -166,6 +166,7 @@ class DocFiles:
             "rules": extracted.rules,
             "warnings": extracted.warnings,
             "ocr_pages": extracted.ocr_pages,
+            "page_labels": extracted.page_labels,
         }
         write_atomic(self.dir(doc_id) / TEXT_FILE, json.dumps(text, ensure_ascii=False).encode())
 

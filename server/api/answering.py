@@ -16,7 +16,7 @@ import numpy as np
 from fastapi import Request
 
 from ingest.errors import DocumentFilesDamaged
-from server.api import collection, segmented
+from server.api import collection, refit, segmented
 from server.api.schemas import AnswerRequest, AnswerStatsPublic, CitationPublic, QuotePublic, SegmentAnswerPublic
 from server.config.errors import (
     ClientGone,
@@ -93,6 +93,8 @@ def check_answerable(doc: DocRecord, engine: Engine) -> None:
         raise DocumentIngesting(f"document {doc.id} is still being ingested ({pct:.0f}%); retry soon")
     if doc.status == FAILED:
         raise DocumentFailed(f"document {doc.id} failed to ingest: {doc.error}; upload it again")
+    if (why := engine.unfit.get(doc.id)) is not None:  # read for a larger context (server/api/refit.py)
+        raise refit.refuse(doc.id, why)
 
 
 async def submit(

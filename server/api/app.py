@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from ingest.errors import DataDirUnusable
 from ingest.worker import ExtractionWorker
-from server.api import handlers
+from server.api import handlers, refit
 from server.api.guard import Guard
 from server.api.head import HeadAsGet
 from server.api.hosts import TrustedHosts
@@ -74,6 +74,18 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         app.state.snapshot_bytes = snapshot_estimate(settings, engine.model.path)  # for the free-space check
         await asyncio.to_thread(lambda: engine.model.max_token_chars)  # read the vocabulary once, now
         metrics.bind(engine, store)
+        # Documents read for a larger context than this one (DOCQA_N_CTX lowered): marked, and with
+        # DOCQA_REINGEST_UNFIT read again after start-up (server/api/refit.py).
+        engine.unfit.update(await asyncio.to_thread(refit.scan, store, settings))
+        rereads = None
+        if settings.reingest_unfit and engine.unfit:
+            rereads = asyncio.create_task(
+                refit.reingest_all(
+                    engine.unfit,
+                    lambda doc_id: asyncio.to_thread(store.get, doc_id),
+                    lambda doc: documents.reingest_document(app.state, doc),
+                )
+            )
         if leases is not None:
             leases.start()
         watch = app.state.watch = FolderWatch(app.state, settings) if settings.watch else None
@@ -82,6 +94,8 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         try:
             yield
         finally:
+            if rereads is not None:
+                rereads.cancel()
             if watch is not None:
                 await watch.stop()
             if mcp is not None:
@@ -116,14 +130,30 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
     return app
 
 
+#: The page's files are revalidated on every load (their ETag then answers 304): without a
+#: Cache-Control a browser keeps them by heuristic freshness (RFC 9111 4.2.2: a tenth of their age,
+#: days for files last changed weeks ago), so a new docqa at the same address showed an earlier one's
+#: scripts and words ("docqa reads .pdf, .txt and .md files", issue 39 item 2).
+PAGE_CACHE = {"Cache-Control": "no-cache"}
+
+
+class PageFiles(StaticFiles):
+    """``/static``: the page's scripts, styles and vendored libraries, with :data:`PAGE_CACHE`."""
+
+    def file_response(self, *args, **kwargs) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers.update(PAGE_CACHE)
+        return response
+
+
 def add_page_and_guards(app: FastAPI, settings: Settings, metrics: Metrics) -> None:
     """The web page, and the middleware every request passes before routing (also the cluster's
     ingress, cluster/ingress.py). Call after the routes."""
-    app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
+    app.mount("/static", PageFiles(directory=WEB_DIR), name="static")
 
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:
-        return FileResponse(WEB_DIR / "index.html")
+        return FileResponse(WEB_DIR / "index.html", headers=PAGE_CACHE)
 
     app.add_middleware(HeadAsGet)  # the last added runs first
     app.add_middleware(Guard, settings=settings)

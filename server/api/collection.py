@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ingest.errors import DocumentFilesDamaged, SegmentsDamaged, TextDamaged
-from server.api import segmented
+from server.api import refit, segmented
 from server.api.schemas import CollectionDocument, CollectionPublic
 from server.api.segmented import Source
 from server.config.errors import CollectionEmpty, DocumentFailed, DocumentIngesting
@@ -69,9 +69,12 @@ def public(collection: CollectionRecord, docs: list[DocRecord]) -> CollectionPub
     )
 
 
-def check_answerable(collection: CollectionRecord, docs: list[DocRecord], progress: dict[str, float]) -> None:
+def check_answerable(
+    collection: CollectionRecord, docs: list[DocRecord], progress: dict[str, float], unfit: dict[str, str] | None = None
+) -> None:
     """Raise a 409 naming the document that keeps the collection from being asked (``progress``:
-    the engine's prefill progress by document id), or that it has no documents left."""
+    the engine's prefill progress by document id; ``unfit``: the documents that must be read again,
+    server/api/refit.py), or that it has no documents left."""
     if not docs:
         raise CollectionEmpty(
             f"collection {collection.id} ({collection.name!r}) has no documents left (they were deleted); "
@@ -84,6 +87,8 @@ def check_answerable(collection: CollectionRecord, docs: list[DocRecord], progre
             raise DocumentIngesting(f"{where} is being ingested again ({pct:.0f}%); retry soon")
         if doc.status == FAILED:
             raise DocumentFailed(f"{where} failed to ingest: {doc.error}; upload it again, or delete it")
+        if unfit and doc.id in unfit:
+            raise refit.refuse(doc.id, f"{unfit[doc.id]} ({where})")
 
 
 def plan(

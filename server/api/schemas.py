@@ -80,6 +80,19 @@ class SegmentPublic(BaseModel):
     label: str | None = None  # "pages 5–9", or in a text without pages "part 2 of 3, characters 0–31,204"
 
 
+class ReadingPublic(BaseModel):
+    """A document being read (prefilled), as its reader waits for it (server/engine/reading.py)."""
+
+    waiting: bool  # its turn has not come: questions (``ahead``) or other documents' readings go first
+    ahead: int  # questions being answered now, which go before a reading that waits
+    documents_ahead: int  # documents queued to be read before it (one is read at a time)
+    tokens_done: int  # prefix tokens read (every segment's, for a long document)
+    tokens_total: int
+    tokens_per_s: float | None  # measured over the last 30 s; null until the first chunk is read
+    seconds_left: float | None  # the tokens left at that rate; null while the rate is unknown
+    busy: str | None = None  # "load average 8.2 on 2 cores": the machine is busy, so reading is slow
+
+
 class DocumentPublic(BaseModel):
     """A document as the API shows it."""
 
@@ -87,6 +100,10 @@ class DocumentPublic(BaseModel):
     name: str
     status: str  # ingesting | ready | failed
     progress: float  # prefill progress 0..1
+    reading: ReadingPublic | None = None  # while ingesting: waiting or read so far, the rate, the time left
+    # Why it must be read again before it can be asked (its saved state no longer fits the served
+    # context: DOCQA_N_CTX was lowered since; server/api/refit.py); null: it need not be.
+    needs_reingest: str | None = None
     pages: int
     tokens: int
     error: str | None
@@ -186,6 +203,9 @@ class AnswerStatsPublic(BaseModel):
     segments: list[SegmentUsed] | None = None  # a segmented document: the segments answered from ([]: none matched)
     replica: str | None = None  # the server that answered (DOCQA_REPLICA_NAME; a reader replica in a cluster)
     document_state: str = "hot"  # hot (in RAM) | restored (from its snapshot on disk) | prefilled (just ingested)
+    # The machine was busy when the answer ended ("load average 8.2 on 2 cores": the 1-minute load at
+    # least its cores), so its times are slower than this machine's own; null: it was not.
+    busy: str | None = None
 
 
 class CitationPublic(BaseModel):

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ingest.segments import Segment
+from server.api import agreement
 from server.engine.events import Answers, Citations, Done, Event, Failed, Quote, Stats, Token
 from server.engine.events import Segment as SegmentEvent
 from server.engine.jobs import AnswerJob
@@ -210,6 +211,8 @@ class SegmentedAnswer:
                     case Done():
                         break
             parts.append(part)
+        if many and (note := agreement.differ(parts)) is not None:  # "white" from one part, "pink" from the other
+            put(Token(f"\n\n{note}"))
         quotes = [p["quote"] for p in parts if p["quote"] is not None]
         quote = next((q for q in quotes if q["verified"]), quotes[0] if quotes else None)
         put(Citations([c for p in parts for c in p["citations"]], quote))

@@ -1,6 +1,10 @@
 """Serving: read settings from the environment, bind the port, run the start-up self-test, and serve
 the app with uvicorn on 127.0.0.1:8000 by default (``python -m server``, ``docqa serve``, ``make serve``).
 
+The address is logged ("serving on http://127.0.0.1:8000") only once the port accepts connections:
+after the model is loaded and the verify costs are measured (a minute on a loaded 2-core machine),
+when uvicorn listens; the line before the load says that it follows.
+
 Start-up fails with one line and exit status 1, before the model is loaded, on invalid settings, an
 unusable data directory, a port in use (server/api/listen.py) or a self-test crash. A shutdown asked
 for by a signal (Ctrl-C, SIGTERM) that completes is a clean exit, status 0, with nothing printed after
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 
 import uvicorn
 from pydantic import ValidationError
@@ -19,6 +24,7 @@ from server.config.settings import Settings
 
 
 def main() -> None:
+    began = time.monotonic()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from ingest.errors import DataDirUnusable
     from server.api.app import create_app, open_store
@@ -61,7 +67,8 @@ def main() -> None:
 
     logging.getLogger("docqa").info("llama.cpp threads wait with %s (docs/tuning.md)", described())
     logging.getLogger("docqa").info(
-        "self-test %s; serving on http://%s:%d", result.status, settings.host, settings.port
+        "self-test %s; loading the model (its address is logged once it accepts connections)",
+        result.status,
     )
     app = create_app(settings, result)
     config = uvicorn.Config(
@@ -73,7 +80,13 @@ def main() -> None:
         # Connections still open this long after SIGTERM (a reader that stopped reading) are closed.
         timeout_graceful_shutdown=settings.shutdown_timeout_s + GRACE_S,
     )
-    GracefulServer(config, app).run(sockets=[sock])
+    GracefulServer(config, app, address(settings.host, settings.port), began).run(sockets=[sock])
+
+
+def address(host: str, port: int) -> str:
+    """The page's address: ``http://127.0.0.1:8000``, ``http://[::1]:8000``."""
+    plain = host.strip("[]")
+    return f"http://[{plain}]:{port}" if ":" in plain else f"http://{plain}:{port}"
 
 
 #: Seconds past DOCQA_SHUTDOWN_TIMEOUT_S for the last events of cut-off answers to reach their clients.
@@ -85,9 +98,15 @@ class GracefulServer(uvicorn.Server):
     in flight finish for DOCQA_SHUTDOWN_TIMEOUT_S, then ends them with an error event, while uvicorn
     waits for their connections to close (and closes the rest after GRACE_S more)."""
 
-    def __init__(self, config: uvicorn.Config, app) -> None:
+    def __init__(self, config: uvicorn.Config, app, url: str = "", began: float | None = None) -> None:
         super().__init__(config)
-        self.app = app
+        self.app, self.url, self.began = app, url, began
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets)
+        if self.started:  # listening: a connection made now is accepted
+            took = f" (started in {time.monotonic() - self.began:.0f} s)" if self.began is not None else ""
+            logging.getLogger("docqa").info("serving on %s%s", self.url, took)
 
     async def _serve(self, sockets=None) -> None:
         await super()._serve(sockets)

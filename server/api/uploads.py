@@ -24,10 +24,11 @@ from store import disk
 from store.docstore import INGESTING, DocRecord, DocStore
 
 
-def parse_cut(pages: str | None, chars: str | None) -> cuts.Cut | None:
-    """The upload's ``pages`` / ``chars`` fields; InvalidRequest (422) saying how to write them."""
+def parse_cut(pages: str | None, chars: str | None, labels: bool = False) -> cuts.Cut | None:
+    """The upload's ``pages`` / ``chars`` fields (``labels``: the pages are printed labels, ingest/cut.py);
+    InvalidRequest (422) saying how to write them."""
     try:
-        return cuts.Cut.parse(pages, chars)
+        return cuts.Cut.parse(pages, chars, labels)
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from None
 

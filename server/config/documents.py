@@ -92,6 +92,13 @@ class DocumentSettings(BaseSettings):
             "snapshotted; questions answered from the best-ranked one); refuse = 413 document_too_long."
         ),
     )
+    reingest_unfit: bool = Field(
+        default=False,
+        description=(
+            "Re-read, after start-up, every document whose saved state no longer fits the context (DOCQA_N_CTX "
+            "lowered since it was read); off: it is marked needs_reingest and waits for the user's re-ingest."
+        ),
+    )
     segment_overlap_tokens: int = Field(
         default=256, ge=0, description="Tokens neighbouring segments share, so a passage at a cut is whole in one."
     )

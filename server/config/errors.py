@@ -99,6 +99,11 @@ class ReingestRunning(ApiError):
     """A re-ingest of this document is already running."""
 
 
+class NeedsReingest(ApiError):
+    """The document's saved state no longer fits the served context (DOCQA_N_CTX was lowered since it
+    was read): it must be read again, in parts, before it can be asked (server/api/refit.py)."""
+
+
 class QuestionTooLong(ApiError):
     """The question and the document together exceed n_ctx."""
 
@@ -158,6 +163,7 @@ STATUS: dict[type[Exception], tuple[int, str]] = {
     SnapshotRebuilding: (409, "snapshot_missing"),
     DocumentDamaged: (409, "document_damaged"),
     ReingestRunning: (409, "reingest_running"),
+    NeedsReingest: (409, "needs_reingest"),
     QuestionTooLong: (413, "question_too_long"),
     UploadTooLarge: (413, "upload_too_large"),
     BodyTimeout: (408, "body_timeout"),

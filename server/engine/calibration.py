@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import statistics
 import time
 from pathlib import Path
 
 from runtime.atomic import write_atomic
 from runtime.llama import Context, Model
+from runtime.system import busy
 from server.engine.contexts import Contexts
 from spec.cost import StepCosts, calibrate
 
@@ -80,13 +80,11 @@ def _measure(ctx: Context, token: int, steps) -> tuple[StepCosts, str | None]:
     """A calibration, and why it must not be stored (None: it may)."""
     why = None
     for _ in range(ATTEMPTS):
-        load = os.getloadavg()[0]
+        load = busy()  # before the measurement: the 1-minute average lags behind
         costs = calibrate(ctx, token, steps, repeats=3)
         why = implausible(costs)
         if why is None:
-            cores = os.cpu_count() or 1
-            why = f"load average {load:.1f} on {cores} cores" if load >= cores else None
-            return costs, why
+            return costs, load
     return costs, why
 
 

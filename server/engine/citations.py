@@ -116,7 +116,9 @@ class Citations:
             n_head, n_doc = self._document_tokens(hot.prefix, text)
             offsets = TokenOffsets(hot.prefix, n_head, n_doc, text, self.model.piece)
             index = CitationIndex(text, page_starts, first_page=first_page)
-            locator = Locator(extracted.text, extracted.kind, extracted.page_starts, extracted.first_page)
+            locator = Locator(  # cells, slides, and a PDF's printed page labels
+                extracted.text, extracted.kind, extracted.page_starts, extracted.first_page, extracted.page_labels
+            )
             hot.citations = index, offsets, locator
         if segment is None:
             return (*hot.citations[:2], 0)

@@ -35,6 +35,7 @@ from server.engine.hot import HotDocs
 from server.engine.ingestion import Ingestions
 from server.engine.jobs import AnswerJob, Deleted, DocStates, IngestJob, Job, ingest_jobs
 from server.engine.loading import Loaded, load
+from server.engine.reading import Readings
 from server.engine.recovery import resume_interrupted
 from server.engine.runner import Runner, StepReport
 from server.engine.scheduler import Scheduler
@@ -67,6 +68,8 @@ class Engine:
         self.load_error: str | None = None
         self.ready = threading.Event()
         self.progress: dict[str, float] = {}  # doc id -> prefill progress 0..1 (engine writes, routes read)
+        self.readings = Readings()  # doc id -> waiting or read so far, at what rate (server/engine/reading.py)
+        self.unfit: dict[str, str] = {}  # doc id -> why it must be read again (server/api/refit.py fills it)
         self.deleted = Deleted()  # documents deleted since the last step (routes add, the engine drops)
         self.states = DocStates()  # what the engine knows of each document (admission reads it, not the row)
         self.evicted = Deleted()  # documents whose RAM state to free (a cluster replica gave them up)
@@ -118,7 +121,9 @@ class Engine:
         segments (a segment whose snapshot is complete is skipped when its turn comes)."""
         self.progress[doc_id] = 0.0
         self.states.mark(doc_id, DocStates.INGESTING)
-        for job in ingest_jobs(doc_id, n_tokens, self.store.read_segments(doc_id)):
+        jobs = ingest_jobs(doc_id, n_tokens, self.store.read_segments(doc_id))
+        self.readings.queued(doc_id, jobs[0].tokens_total if jobs else n_tokens)
+        for job in jobs:
             self._jobs.put(job)
 
     def submit_answer(self, job: AnswerJob) -> int:
@@ -138,6 +143,7 @@ class Engine:
         self.states.mark(doc_id, DocStates.DELETED)
         self.deleted.add(doc_id)
         self.progress.pop(doc_id, None)
+        self.readings.forget(doc_id)
 
     # -- the engine thread ---------------------------------------------------------------------------
     def _run(self) -> None:
@@ -249,6 +255,7 @@ class Engine:
                     return
                 if work is not None:
                     sched.begin_ingest(work)
+                    self.readings.started(work.doc_id, work.before, work.total)
             else:
                 sched.start(self._admit(job))
         except Exception as exc:  # keep serving; tell the waiting request what happened
@@ -303,7 +310,9 @@ class Engine:
             busy = sched.n_running > 0 or sched.n_waiting > 0
             budget = self.slices.tokens(n_ubatch, alone=not busy)
             t0, done_before = time.perf_counter(), work.n_done
-            if self.ingest.step(work, budget, idle=not sched.n_running):
+            ended = self.ingest.step(work, budget, idle=not sched.n_running)
+            self.readings.advanced(work.doc_id, work.before + work.n_done)
+            if ended:
                 sched.end_ingest()  # its last step wrote the snapshot too: not a prefill time
             else:
                 self.slices.observe(work.n_done - done_before, time.perf_counter() - t0)

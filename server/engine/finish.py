@@ -10,6 +10,7 @@ import logging
 from dataclasses import asdict
 from typing import Protocol
 
+from runtime.system import busy
 from server.engine.citations import Citations
 from server.engine.history import AnswerHistories
 from server.engine.hot import HotDocs
@@ -48,6 +49,7 @@ class Finisher:
         what the client asks next (/health, /metrics) already sees it."""
         seq.answer.close()
         stats = asdict(seq.answer.stats) | {"replica": self.replica, "document_state": seq.document_state}
+        stats["busy"] = busy()  # a slow answer on a busy machine says so (runtime/system.py)
         if self.observer is not None:
             try:
                 self.observer.observe_answer(stats)

@@ -7,7 +7,6 @@ notes on stderr. Exit status 1 for any error, one line; for an answer with no te
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
@@ -16,37 +15,26 @@ from pathlib import Path
 import click
 import httpx
 
-from server.tools.client import About, check, client, explain, fail, server_options
+from server.tools.client import About, check, client, fail, server_options
+from server.tools.shown import print_answer, reading_line, segment_lines, warning_lines
 
 #: Seconds between two looks at a document being prepared (each is one line of the server's access log).
 POLL_S = 1.0
 _RANGE = re.compile(r"\d+(-\d+)?")
+_LABELS = re.compile(r"[^\s-]+(-[^\s-]+)?")  # printed page labels: ii-3 (ingest/cut.py)
 
 
 def _range(unit: str):
     def validate(_ctx, _param, value: str | None) -> str | None:
-        if value is not None and not _RANGE.fullmatch(value.strip()):
-            example = "--pages 1-80 (or --pages 7)" if unit == "pages" else "--chars 0-50000"
+        allowed = _LABELS if unit == "pages" else _RANGE
+        if value is not None and not allowed.fullmatch(value.strip()):
+            example = "--chars 0-50000"
+            if unit == "pages":
+                example = "--pages 1-80 (or --pages 7, or by printed labels --pages ii-3)"
             raise click.BadParameter(f"{value!r} is not a range; write it as {example}")
         return value.strip() if value else None
 
     return validate
-
-
-def segment_lines(doc: dict, budget: int | None = None) -> list[str]:
-    """A segmented document's note and parts, for people ([] for one answered whole)."""
-    segments = doc.get("segments")
-    if not segments:
-        return []
-    limit = f", more than the {budget:,} tokens one piece may hold" if budget else ""
-    lines = [
-        f"split into {len(segments)} parts: the document has {doc['tokens']:,} tokens{limit}; "
-        "each question is answered from the part(s) that match it best"
-    ]
-    for s in segments:
-        label = s.get("label") or f"pages {s['pages'][0]}-{s['pages'][1]}"
-        lines.append(f"  {label} ({s['tokens']:,} tokens)")
-    return lines
 
 
 @click.command()
@@ -57,45 +45,85 @@ def segment_lines(doc: dict, budget: int | None = None) -> list[str]:
     default=None,
     callback=_range("pages"),
     metavar="A-B",
-    help="ingest only pages A-B (as printed, from 1), e.g. the part of a long PDF that fits",
+    help="ingest only PDF pages A-B (from 1), e.g. the part of a long PDF that fits; ii-3: by printed labels",
 )
+@click.option("--labels", is_flag=True, help="--pages gives the labels printed on the pages (1 = the page printed 1)")
 @click.option(
     "--chars", default=None, callback=_range("chars"), metavar="A-B", help="ingest only characters [A, B) of the text"
 )
 @server_options
 @click.pass_context
-def ingest(ctx, file: Path, password: str | None, pages: str | None, chars: str | None, url, api_key) -> None:
+def ingest(ctx, file: Path, password, pages, labels: bool, chars, url, api_key) -> None:
     """Upload FILE and wait until it is prefilled, with a progress bar. Prints the document id."""
     if pages and chars:
         raise click.UsageError("give --pages or --chars, not both")
+    if labels and not pages:
+        raise click.UsageError("--labels says how to read --pages: give --pages too")
     about = About(file=file.name)
-    form = {k: v for k, v in {"password": password, "pages": pages, "chars": chars}.items() if v}
+    fields = {"password": password, "pages": pages, "chars": chars, "labels": "true" if labels else None}
+    form = {k: v for k, v in fields.items() if v}
     with client(ctx, url, api_key) as http:
         r = check(http.post("/v1/documents", files={"file": (file.name, file.read_bytes())}, data=form), about)
         doc = r.json()
         about = About(doc=doc["id"], file=file.name)
         if r.status_code == 200:
             click.echo(f"{file.name} is already on the server as {doc['id']} ({doc['status']})", err=True)
-        with click.progressbar(length=1000, label=f"prefill {file.name}", file=sys.stderr) as bar:
-            shown = 0
-            while True:
-                info = check(http.get(f"/v1/documents/{doc['id']}"), about).json()
-                done = int(info["progress"] * 1000) if info["status"] != "ready" else 1000
-                bar.update(done - shown)
-                shown = done
-                if info["status"] != "ingesting":
-                    break
-                time.sleep(POLL_S)
-        if info["status"] == "failed":
-            raise click.ClickException(
-                f"ingestion failed: {info['error']}; remove it with `docqa delete {doc['id']}` and try again"
-            )
+        info = _follow(http, doc["id"], file.name, about)
         click.echo(f"{doc['id']}\t{info['pages']} pages\t{info['tokens']} tokens", err=True)
         for line in segment_lines(info):
             click.echo(line, err=True)
-        for warning in info.get("warnings", []):
-            click.echo(f"warning: {warning['message']}", err=True)
+        for line in warning_lines(info.get("warnings", [])):
+            click.echo(f"warning: {line}", err=True)
         click.echo(doc["id"])
+
+
+def _follow(http: httpx.Client, doc_id: str, name: str, about: About) -> dict:
+    """Wait for document ``doc_id`` to be prefilled, with a progress bar that shows the server's rate
+    and time left (or that it waits its turn: reading_line), not click's own guess from the bar's
+    steps; its final state. Raises ClickException when it failed."""
+    bar = click.progressbar(
+        length=1000, label=f"prefill {name}", file=sys.stderr, show_eta=False, item_show_func=_reading
+    )
+    with bar:
+        shown = 0
+        while True:
+            info = check(http.get(f"/v1/documents/{doc_id}"), about).json()
+            done = int(info["progress"] * 1000) if info["status"] != "ready" else 1000
+            bar.update(done - shown, current_item=info)
+            shown = done
+            if info["status"] != "ingesting":
+                break
+            time.sleep(POLL_S)
+    if info["status"] == "failed":
+        raise click.ClickException(
+            f"ingestion failed: {info['error']}; remove it with `docqa delete {doc_id}` and try again"
+        )
+    return info
+
+
+@click.command()
+@click.argument("doc")
+@click.option("--password", default=None, help="password of an encrypted PDF (passwords are never stored)")
+@server_options
+@click.pass_context
+def reingest(ctx, doc: str, password: str | None, url, api_key) -> None:
+    """Read document DOC again from its stored upload, at this server's context and text rules (after
+    DOCQA_N_CTX changed, a model or an upgrade; a longer document is read in parts), and wait for it."""
+    about = About(doc=doc)
+    with client(ctx, url, api_key) as http:
+        r = check(http.post(f"/v1/documents/{doc}/reingest", json={"password": password} if password else None), about)
+        created = r.json()
+        if created.get("note"):
+            click.echo(f"note: {created['note']}", err=True)
+        info = _follow(http, doc, created["name"], about)
+    click.echo(f"{doc}\t{info['pages']} pages\t{info['tokens']} tokens", err=True)
+    for line in segment_lines(info):
+        click.echo(line, err=True)
+    click.echo(doc)
+
+
+def _reading(info: dict | None) -> str | None:
+    return reading_line(info) if info and info.get("status") == "ingesting" else None
 
 
 @click.command()
@@ -135,50 +163,7 @@ def ask(ctx, doc, question, collection, max_tokens, temperature, verify16, draft
         if r.status_code >= 400:
             r.read()
             fail(r, about)
-        _print_answer(r, about)
-
-
-def _print_answer(r: httpx.Response, about: About) -> None:
-    event, text, stats = None, "", None
-    for line in r.iter_lines():
-        if line.startswith("event: "):
-            event = line[7:]
-        elif line.startswith("data: "):
-            data = json.loads(line[6:])
-            if event == "token":
-                text += data["text"]
-                click.echo(data["text"], nl=False)
-            elif event == "citations":
-                if data["citations"]:
-                    click.echo("", err=True)  # end the answer's line (stderr may not be a terminal)
-                for c in data["citations"]:
-                    pages = f"p. {c['page']}" if c["page"] == c["page_end"] else f"pp. {c['page']}-{c['page_end']}"
-                    pages = c.get("where") or pages  # a spreadsheet's cell, a deck's slide
-                    quote = c["text"] if len(c["text"]) <= 100 else c["text"][:97] + "..."
-                    named = f"{c['document_name']}, " if c.get("document_name") else ""  # a collection's
-                    click.echo(f"[{named}{pages}, chars {c['start']}-{c['end']}] {quote!r}", err=True)
-            elif event == "stats":
-                stats = data
-                click.echo("")
-                click.echo(
-                    f"[{data['completion_tokens']} tokens, TTFT {data['ttft_ms']:.0f} ms, "
-                    f"{data['decode_tokens_per_s']:.1f} tok/s, drafted/accepted "
-                    f"{data['drafted_tokens']}/{data['accepted_tokens']}]",
-                    err=True,
-                )
-                if data.get("finish_reason") == "repetition":  # spec/repetition.py
-                    click.echo("[stopped: the answer began to repeat itself]", err=True)
-                if data.get("segments") is not None:  # a long document: where the answer came from
-                    spans = [s.get("label") or f"pages {s['pages'][0]}-{s['pages'][1]}" for s in data["segments"]]
-                    click.echo(f"[answered from {' and '.join(spans) or 'no part of the document'}]", err=True)
-            elif event == "error":
-                error = data["error"]
-                raise click.ClickException(explain(error.get("type", ""), error["message"], {}, about))
-    if stats is not None and not text.strip():
-        raise click.ClickException(
-            f"the model wrote no answer ({stats['completion_tokens']} tokens, none of them text; finish reason "
-            f"{stats['finish_reason']}); rephrase the question, or sample other words with --temperature 0.7"
-        )
+        print_answer(r, about)
 
 
 @click.command(name="list")
@@ -190,9 +175,13 @@ def list_documents(ctx: click.Context, url: str | None, api_key: str | None) -> 
         documents = check(http.get("/v1/documents")).json()["documents"]
     click.echo("ID\tSTATUS\tPAGES\tTOKENS\tNAME")
     for d in documents:
-        click.echo(f"{d['id']}\t{d['status']}\t{d['pages']}\t{d['tokens']}\t{d['name']}")
+        state = "needs_reingest" if d.get("needs_reingest") else d["status"]  # server/api/refit.py
+        click.echo(f"{d['id']}\t{state}\t{d['pages']}\t{d['tokens']}\t{d['name']}")
     if not documents:
         click.echo("no documents yet; add one with `docqa ingest FILE`", err=True)
+    unfit = [d["id"] for d in documents if d.get("needs_reingest")]
+    if unfit:
+        click.echo(f"{len(unfit)} must be read again at this server's context: `docqa reingest {unfit[0]}`", err=True)
 
 
 @click.command()
@@ -208,16 +197,20 @@ def status(ctx: click.Context, doc: str | None, url: str | None, api_key: str | 
             return
         info = check(http.get(f"/v1/documents/{doc}"), About(doc=doc)).json()
     state = info["status"] if info["status"] != "ingesting" else f"preparing, {info['progress']:.0%}"
+    if info["status"] == "ingesting" and reading_line(info):
+        state += f": {reading_line(info)}"
     rows = [("id", info["id"]), ("name", info["name"]), ("status", state), ("kind", info.get("kind", "?"))]
     rows += [("pages", f"{info['pages']:,}"), ("tokens", f"{info['tokens']:,}")]
     if info.get("error"):
         rows.append(("error", info["error"]))
+    if info.get("needs_reingest"):  # server/api/refit.py
+        rows.append(("reingest", f"needed: {info['needs_reingest']}; run `docqa reingest {info['id']}`"))
     for name, value in rows:
         click.echo(f"{name:<8}{value}")
     for line in segment_lines(info, health.get("document_budget")):
         click.echo(line)
-    for w in info.get("warnings", []):
-        click.echo(f"warning: page {w['page']}: {w['message']}" if w.get("page") else f"warning: {w['message']}")
+    for line in warning_lines(info.get("warnings", [])):
+        click.echo(f"warning: {line}")
 
 
 def _server_status(http: httpx.Client, health: dict) -> None:
@@ -267,4 +260,4 @@ def collect(ctx: click.Context, name: str, docs: tuple[str, ...], url: str | Non
     click.echo(made["id"])
 
 
-COMMANDS = (ingest, ask, collect, list_documents, status, delete)
+COMMANDS = (ingest, reingest, ask, collect, list_documents, status, delete)

@@ -149,15 +149,7 @@ def pdf(pages: list[str], compress: bool = True) -> bytes:
         else:
             objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    out, offsets = [b"%PDF-1.4\n"], []
-    for i, body in enumerate(objects, start=1):
-        offsets.append(sum(len(p) for p in out))
-        out.append(b"%d 0 obj\n%s\nendobj\n" % (i, body))
-    xref = sum(len(p) for p in out)
-    out.append(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
-    out += [b"%010d 00000 n \n" % o for o in offsets]
-    out.append(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
-    return b"".join(out)
+    return pdf_file(objects)
 
 
 def ruled_table_pdf(rows: list[list[str]], before: str, after: str) -> bytes:
@@ -174,7 +166,11 @@ def ruled_table_pdf(rows: list[list[str]], before: str, after: str) -> bytes:
             at = (x0 + w * c + 4, top - h * (r + 1) + 6)
             ops.append(b"BT /F1 10 Tf %d %d Td (%s) Tj ET" % (*at, cell.encode("latin-1")))
     ops.append(b"BT /F1 12 Tf 72 %d Td (%s) Tj ET" % (bottom - 40, after.encode("latin-1")))
-    stream = b"\n".join(ops)
+    return page_pdf(b"\n".join(ops))
+
+
+def page_pdf(stream: bytes) -> bytes:
+    """A one-page PDF (US Letter, Helvetica as /F1) whose content stream is ``stream``."""
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
@@ -183,6 +179,11 @@ def ruled_table_pdf(rows: list[list[str]], before: str, after: str) -> bytes:
         b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
+    return pdf_file(objects)
+
+
+def pdf_file(objects: list[bytes]) -> bytes:
+    """A PDF of ``objects`` (numbered from 1; the first is the catalog) with a correct xref table."""
     out, offsets = [b"%PDF-1.4\n"], []
     for i, body in enumerate(objects, start=1):
         offsets.append(sum(len(p) for p in out))

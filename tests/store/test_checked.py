@@ -187,3 +187,15 @@ def test_rank_segments_repairs_a_corrupt_index_on_the_way(segmented):
     with pytest.raises(sqlite3.DatabaseError):
         index.rank(seg_dir, question)
     assert repair.rank_segments(seg_dir, question, history) == before and before
+
+
+def test_a_pdf_s_printed_page_labels_are_kept_and_checked(tmp_path):
+    """Issue 39 item 5: the labels a citation names ("p. ii (PDF p. 2)") survive the store."""
+    files = DocFiles(tmp_path)
+    extracted = ExtractedText("one\n\ntwo", [0, 5], "pdf", None, page_labels=["i", "ii"])
+    files.write_files("lab", b"upload", extracted, None)
+    assert checked.read_text(files.dir("lab"), 8, 2).page_labels == ["i", "ii"]
+    raw = json.loads((files.dir("lab") / "text.json").read_text())
+    (files.dir("lab") / "text.json").write_text(json.dumps({**raw, "page_labels": [1, 2]}))
+    with pytest.raises(TextDamaged):
+        checked.read_text(files.dir("lab"), 8, 2)

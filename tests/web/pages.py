@@ -18,6 +18,8 @@ PDF = "pdf/pypdf-resources/crazyones.pdf"  # 1 page, about 260 prefix tokens wit
 # window gives the same greedy answer every run (an adaptive one changes the rows per decode call, which
 # moves Q4 logits a little).
 QUOTE = "Quote the whole text of the document verbatim."
+# An answer's statistics but "Machine busy", which a loaded test machine adds (runtime/system.py busy).
+OWN_STATS = "#stats dd:not([data-stat='busy'])"
 
 # The element under a point of `el` (the middle of its first line box, clipped to the viewport):
 # null when that is `el` or inside it, else what covers it. A click there would land on that.

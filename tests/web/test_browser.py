@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.web.pages import PDF, QUOTE, document_tokens
+from tests.web.pages import OWN_STATS, PDF, QUOTE, document_tokens
 
 SIZES = [(390, 844), (1024, 768), (1280, 720), (1920, 1080)]
 ONE_COLUMN_BELOW = 900  # px: one scrolling column below, three panels from here
@@ -70,7 +70,7 @@ def test_upload_ask_and_see_everything(open_page, cases, width, height):
              }).map((dd) => dd.dataset.stat + '=' + dd.textContent); }"""
     )
     assert clipped == []
-    assert page.locator("#stats dd").count() == 10
+    assert page.locator(OWN_STATS).count() == 10
     assert p.stat("finish") in ("stop", "length")
     assert p.stat("cached") == n_tokens  # the document came from its saved state
 

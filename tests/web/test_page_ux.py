@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.web.pages import PDF, QUOTE, chunk, sse
+from tests.web.pages import OWN_STATS, PDF, QUOTE, chunk, sse
 from tests.web.test_browser import SIZES
 
 AGREEMENT = "synthetic/agreement-880-tokens.txt"
@@ -74,7 +74,8 @@ def _show_preparing(p, cases, label: str) -> list[float]:
         body = response.json()
         if body.get("name") == name:
             looks.append(time.monotonic())
-            body.update(status="ingesting", progress=min(0.05 + 0.01 * (time.monotonic() - t0), 0.9))
+            # reading=None: a server that does not say its rate, so the page measures it (progress.js)
+            body.update(status="ingesting", progress=min(0.05 + 0.01 * (time.monotonic() - t0), 0.9), reading=None)
         route.fulfill(response=response, json=body)
 
     page.route(re.compile(r".*/v1/documents/[0-9a-f]{16}$"), preparing)
@@ -118,7 +119,7 @@ def test_while_preparing_the_heading_keeps_new_conversation_on_its_line(open_pag
     head = page.locator(".qa-panel .panel-head")
     h2, button = page.locator("#qa-title").bounding_box(), page.locator("#new-conversation").bounding_box()
     assert abs(h2["y"] + h2["height"] / 2 - (button["y"] + button["height"] / 2)) < 4, (h2, button)
-    assert head.bounding_box()["height"] < 40
+    assert head.bounding_box()["height"] < 70  # three lines of heading at most: a long name wraps (issue 39 item 8)
     p.assert_in_view(page.locator("#new-conversation"), "New conversation")
     page.unroute(re.compile(r".*/v1/documents/[0-9a-f]{16}$"))
 
@@ -150,7 +151,7 @@ def test_after_stop_the_statistics_are_not_the_previous_answer_s(open_page, case
     page = p.page
     p.upload(cases / PDF)
     p.ask(QUOTE, max_tokens=16)
-    assert page.locator("#stats dd").count() == 10
+    assert page.locator(OWN_STATS).count() == 10
     page.fill("#question", "Write a long story about the crazy ones, with many chapters.")
     page.set_checked("#verify16", False)
     page.fill("#max-tokens", "2000")
@@ -219,6 +220,7 @@ def test_a_long_text_says_it_was_split_and_names_its_parts(open_page, cases):
         for doc in body.get("documents", [body]):
             if doc.get("id") == doc_id:
                 doc["segments"] = parts
+                doc["tokens"] = 4_000  # more than the 3,072 a document may hold: why it was split
         route.fulfill(response=response, json=body)
 
     page.route(re.compile(r".*/v1/documents(/[0-9a-f]{16})?$"), split)

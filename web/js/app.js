@@ -8,7 +8,7 @@ import * as chat from './chat.js';
 import { $, el, percent, progressBar } from './dom.js';
 import { download, fileName, toMarkdown } from './export.js';
 import { count, errorNode, plural, show } from './messages.js';
-import { remaining, Progress } from './progress.js';
+import { readingWords, remaining, Progress } from './progress.js';
 import * as together from './together.js';
 import * as viewer from './viewer.js';
 
@@ -124,19 +124,51 @@ function removeDoc(id) {
 }
 
 function statusWord(doc) {
+  if (doc.status === 'ready' && doc.needs_reingest) return 'must be read again';
   if (doc.status !== 'ingesting') return doc.status;
-  const tracked = state.progress.get(doc.id);
+  if (doc.reading) return readingWords(doc.reading, percent(doc.progress));
+  const tracked = state.progress.get(doc.id); // a server that does not say: the rate measured here
   const eta = tracked ? tracked.eta() : null;
   return `preparing ${percent(doc.progress)}%${eta === null ? '' : ` · ${remaining(eta)}`}`;
 }
 
-/** Why and how a long document was split: "In 3 parts: 40,123 tokens, more than …". */
+/** Why and how a long document was split: "In 3 parts: 40,123 tokens, more than …"; one split when
+ * the server read less at once, which now fits whole, says so (issue 39 item 11: "3,922 tokens, more
+ * than the 31,744 the model reads at once"), and the list offers to read it again (rereadButton). */
 function splitNote(doc) {
   const parts = doc.segments;
   if (!Array.isArray(parts) || parts.length < 2) return '';
+  if (fitsWhole(doc)) {
+    return `In ${parts.length} parts, split when the server read fewer tokens at once: its `
+      + `${plural(doc.tokens, 'token')} now fit in one piece. Read it again to answer from all of it.`;
+  }
   const limit = state.budget ? `, more than the ${count(state.budget)} the model reads at once` : ', more than the model reads at once';
   return `In ${parts.length} parts: ${plural(doc.tokens, 'token')}${limit}. `
     + 'Each question is answered from the part (or two) that best matches it.';
+}
+
+/** A document split into parts whose whole text now fits what the model reads at once. */
+const fitsWhole = (doc) => Array.isArray(doc.segments) && doc.segments.length > 1
+  && doc.status === 'ready' && Number(state.budget) > 0 && doc.tokens <= state.budget;
+
+/** "Re-read": POST /v1/documents/{id}/reingest, then follow its reading (server/api/refit.py). */
+function rereadButton(doc) {
+  const button = el('button', 'reread secondary', 'Re-read');
+  button.type = 'button';
+  button.title = `Read ${doc.name} again at this server's size`;
+  button.addEventListener('click', async (ev) => {
+    ev.stopPropagation(); // don't also select the item
+    button.disabled = true;
+    try {
+      await api(`${docUrl(doc.id)}/reingest`, { method: 'POST' });
+      upsertDoc(await api(docUrl(doc.id)));
+      startPolling(doc.id);
+    } catch (err) {
+      button.disabled = false;
+      setUploadError(err);
+    }
+  });
+  return button;
 }
 
 function renderDocs() {
@@ -185,9 +217,11 @@ function renderDoc(doc) {
   }
   const name = el('span', 'doc-name', show(doc.name));
   name.title = doc.name; // long names are cut with an ellipsis
-  const remove = el('button', 'delete secondary', 'Delete');
+  // "×", not "Delete": beside the checkbox in a 260 px list every pixel is the name's (issue 39 item 8).
+  const remove = el('button', 'delete secondary', '×');
   remove.type = 'button';
   remove.title = `Delete ${doc.name}`;
+  remove.setAttribute('aria-label', `Delete ${doc.name}`);
   remove.addEventListener('click', (ev) => {
     ev.stopPropagation(); // don't also select the item
     deleteDoc(doc);
@@ -202,6 +236,14 @@ function renderDoc(doc) {
     const note = el('div', 'doc-split', split);
     note.title = doc.segments.map((p) => p.label || `pages ${p.pages[0]}–${p.pages[1]}`).join('\n');
     item.append(note);
+  }
+  if (doc.status === 'ready' && doc.needs_reingest) {
+    // Read for a larger context than this server's (DOCQA_N_CTX lowered): it cannot be asked until read again.
+    const note = el('div', 'doc-reread', `Must be read again before it can be asked: ${doc.needs_reingest}. `);
+    note.append(rereadButton(doc));
+    item.append(note);
+  } else if (fitsWhole(doc)) {
+    item.append(rereadButton(doc));
   }
   if (doc.status === 'failed') item.append(errorNode(new ApiError(0, 'document_failed', doc.error || 'unknown error')));
   if (Array.isArray(doc.warnings) && doc.warnings.length) {
@@ -294,16 +336,19 @@ function showSelected(force = false) {
  * Show the citations of an answer in conversation `threadId`. A collection's citations name their
  * document (`document_id`): the viewer opens it (the first one quoted) and highlights its quotes.
  */
-function showCited(threadId, citations) {
+/** Show an answer's citations in the viewer; resolves once they are highlighted (chat.js then
+ * brings the focused one into view). */
+async function showCited(threadId, citations) {
   const docId = citations.length ? citations[0].document_id : null;
   if (!docId) {
-    showCitations(threadId.startsWith('group:') ? shownId() : threadId, citations);
+    await showCitations(threadId.startsWith('group:') ? shownId() : threadId, citations);
     return;
   }
   const doc = state.docs.find((d) => d.id === docId);
   if (!doc) return; // deleted since
   const mine = citations.filter((c) => c.document_id === docId);
-  showDocument(doc).then(() => showCitations(docId, mine));
+  await showDocument(doc);
+  await showCitations(docId, mine);
 }
 
 async function deleteDoc(doc) {

@@ -7,7 +7,7 @@
 import { ApiError, openStream, readEvents } from './api.js';
 import { $, el } from './dom.js';
 import { count, errorNode, plural, show } from './messages.js';
-import { showCitations } from './viewer.js';
+import { reveal, showCitations } from './viewer.js';
 
 // document id -> [turn]; turn: {question, answer, citations, stats, status, error, node}
 // status: waiting | streaming | done | stopped | error
@@ -156,9 +156,9 @@ function fillTurn(turn) {
       `${named}${cites.length === 1 ? '1 quote' : `${cites.length} quotes`} · ${place}`);
     quotes.type = 'button';
     quotes.title = `Highlight the quoted text in ${cites[0].document_name || 'the document'}`;
-    quotes.addEventListener('click', () => {
-      cite(node.docId, cites);
-      $('viewer').scrollIntoView({ block: 'nearest' });
+    quotes.addEventListener('click', async () => {
+      await cite(node.docId, cites);
+      reveal(); // the highlight itself in view, at every width (viewer.js)
     });
     meta.push(quotes);
   }
@@ -202,7 +202,7 @@ export function renderThread(doc) {
 
 // Statistics whose values are long ("1,248 / 1,107 (89%)", a part's characters): a row of their own,
 // so that the value stays on its label's line.
-const WIDE = new Set(['drafts', 'sources', 'segments']);
+const WIDE = new Set(['busy', 'drafts', 'sources', 'segments']);
 const SOURCE_NAMES = { history: 'earlier answers', lookup: 'lookup', mtp: 'MTP', draft: 'draft model' };
 
 function renderStats(s) {
@@ -233,12 +233,16 @@ function renderStats(s) {
     ['per-step', 'Accepted / step', fixed(s.mean_accepted_per_step, 2), 'accepted draft tokens per verify step'],
     ['finish', 'Finish reason', show(s.finish_reason), 'stop: the model ended; length: max tokens reached; repetition: stopped where the answer began to repeat itself'],
   ];
+  if (s.busy) { // runtime/system.py busy: a slow answer on a busy machine, not a broken one
+    rows.unshift(['busy', 'Machine busy', `${s.busy}: these times are slower than usual`,
+      'the 1-minute load average is at least the number of cores: other work shares them']);
+  }
   if (s.segments) {
     rows.push(['segments', 'Segments', answeredFrom(s) || 'none matched the question',
       'a long document is kept in segments; the question was answered from the best-matching one(s)']);
   }
   box.replaceChildren(...rows.map(([key, label, value, why]) => {
-    const stat = el('div', WIDE.has(key) ? 'stat wide' : 'stat');
+    const stat = el('div', `${WIDE.has(key) ? 'stat wide' : 'stat'}${key === 'busy' ? ' warn' : ''}`);
     const dt = el('dt', '', label);
     dt.title = why;
     const dd = el('dd', '', value);

@@ -10,7 +10,7 @@ const SENTENCES = {
   // Uploads
   password_required: 'This PDF is locked with a password. Type the password in the “PDF password” field and upload it again.',
   wrong_password: 'That password does not open this PDF. Check the password and upload the file again.',
-  unsupported_type: 'docqa cannot read this kind of file. It reads PDF, Word (.docx), EPUB, HTML, text (.txt, .md), spreadsheets (.xlsx, .ods, .csv) and PowerPoint (.pptx) files.',
+  unsupported_type: 'docqa cannot read this kind of file. It reads PDF, Word (.docx), EPUB, HTML, text (.txt, .md), spreadsheets (.xlsx, .xlsm, .ods, .csv, .tsv) and PowerPoint (.pptx) files.',
   empty_document: 'This file has no text in it, so there is nothing to ask about.',
   no_text_layer: 'This PDF contains only images of pages (a scan), no text. Convert it with a text-recognition (OCR) tool first, then upload the result.',
   unreadable_pdf: 'This PDF could not be read; the file may be damaged. Try saving or exporting it as a PDF again.',
@@ -23,6 +23,7 @@ const SENTENCES = {
   document_not_ready: 'This document is being prepared again. Ask again when it shows “ready”.',
   document_failed: 'This document could not be prepared. Delete it and upload it again.',
   snapshot_incompatible: 'The server’s model changed since this document was prepared. Delete the document and upload it again.',
+  needs_reingest: 'This document was read when the server read more at once than it does now, so it must be read again before it can be asked. Press “Re-read” under its name in the list.',
   snapshot_missing: 'The server lost its saved copy of this document and is preparing it again. Ask again in a moment.',
   question_too_long: 'The question, together with the conversation so far, is too long for this document. Start a new conversation, or ask a shorter question.',
   kv_cache_full: 'The server is busy with other questions. Try again in a moment.',

@@ -1,6 +1,7 @@
 // A document being prepared: its progress over time, the time left at the recent rate, and how
-// often to look again. The server reports only the fraction prefilled (GET /v1/documents/{id}
-// `progress`, 0..1); the rate is measured here.
+// often to look again. The server reports the fraction prefilled (GET /v1/documents/{id} `progress`,
+// 0..1) and its own measured reading (`reading`: waiting its turn, tokens/s, seconds left, a busy
+// machine; readingWords); a server without `reading` leaves the rate to be measured here.
 
 const WINDOW_MS = 30_000; // the rate is measured over the last 30 s (prefill speed changes little)
 const MIN_SPAN_MS = 2_000; // no ETA before two looks at least 2 s apart that saw progress
@@ -56,4 +57,22 @@ export function remaining(seconds) {
   if (seconds < 3600) return `about ${Math.round(seconds / 60)} min left`;
   const h = Math.floor(seconds / 3600);
   return `about ${h} h ${Math.round((seconds - h * 3600) / 60)} min left`;
+}
+
+/** A document's `reading` (server/engine/reading.py) in words: "waiting its turn (2 questions are being answered first)",
+ * "preparing 40% · 38 tok/s · about 2 min left", "… · machine busy (load average 8.2 on 2 cores)";
+ * never "0.0 tok/s": before the first chunk is read the rate is "measuring the rate". */
+export function readingWords(r, pct) {
+  let words;
+  if (r.waiting) {
+    const first = [];
+    if (r.ahead) first.push(r.ahead === 1 ? '1 question is being answered' : `${r.ahead} questions are being answered`);
+    if (r.documents_ahead) first.push(r.documents_ahead === 1 ? 'another document is read' : `${r.documents_ahead} documents are read`);
+    words = `waiting its turn (${first.length ? `${first.join(' and ')} first` : 'next'})`;
+  } else if (r.tokens_per_s && r.seconds_left !== null) {
+    words = `preparing ${pct}% · ${r.tokens_per_s.toFixed(r.tokens_per_s < 10 ? 1 : 0)} tok/s · ${remaining(r.seconds_left)}`;
+  } else {
+    words = `preparing ${pct}% · measuring the rate`;
+  }
+  return r.busy ? `${words} · machine busy (${r.busy})` : words;
 }

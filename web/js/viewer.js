@@ -89,13 +89,31 @@ export async function showDocument(doc) {
   }
 }
 
-/** Highlight `citations` if the viewer shows document `docId` (a no-op otherwise). */
-export function showCitations(docId, citations) {
+/** Highlight `citations` if the viewer shows document `docId` (a no-op otherwise); resolves once the
+ * PDF view, when shown, has highlighted them too. */
+export async function showCitations(docId, citations) {
   if (view.id !== docId) return;
   view.citations = citations || [];
   view.focus = 0;
   render();
-  if (mode() === 'pdf') highlightPdf();
+  if (mode() === 'pdf') await highlightPdf();
+}
+
+/**
+ * Bring the focused quote into the window's view, not only into its box's: in the one-column layout
+ * (below 900 px) the viewer lies under the conversation, and a quote button that only scrolled the box
+ * left the highlight below the screen's edge (issue 39 item 4; the PDF view also hid the text box that
+ * was scrolled into view). The box has already put the mark in its middle; with three panels the
+ * window does not scroll and this does nothing.
+ */
+export function reveal() {
+  const pdf = mode() === 'pdf';
+  const box = pdf ? $('pdf-view') : $('viewer');
+  const target = box.querySelector(pdf ? 'mark.pdf-cite.focused' : 'mark.cite.focused') || box;
+  const r = target.getBoundingClientRect();
+  if (r.top >= 0 && r.bottom <= window.innerHeight) return;
+  const room = Math.max(0, window.innerHeight - r.height);
+  window.scrollBy({ top: r.top - room / 2, behavior: 'instant' });
 }
 
 // ---------------------------------------------------------------- text or PDF

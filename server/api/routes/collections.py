@@ -82,7 +82,7 @@ async def answer(
     settings: SettingsDep,
 ):
     docs = await asyncio.to_thread(collection.members, store, found)
-    collection.check_answerable(found, docs, engine.progress)
+    collection.check_answerable(found, docs, engine.progress, engine.unfit)
     params = answer_params(req, settings, engine)
     stream, position = await submit_collection(engine, store, settings, found.id, docs, req.question, params)
     return await respond(stream, position, req, request, settings)

@@ -11,6 +11,7 @@ from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 from ingest import pipeline
 from ingest.errors import DocumentError, DocumentFilesDamaged, TextDamaged
 from ingest.reingest import reextract_async
+from runtime.system import busy
 from server.api import segmented, uploads
 from server.api.deps import DocumentDep, EngineDep, ExtractorDep, SettingsDep, StoreDep
 from server.api.schemas import (
@@ -20,6 +21,7 @@ from server.api.schemas import (
     DocumentText,
     PageSpan,
     PageWarning,
+    ReadingPublic,
     ReingestRequest,
     SegmentPublic,
 )
@@ -43,6 +45,8 @@ def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
         name=doc.name,
         status=doc.status,
         progress=progress,
+        reading=_reading(doc, engine),
+        needs_reingest=engine.unfit.get(doc.id) if engine is not None else None,
         pages=doc.pages,
         tokens=doc.tokens,
         error=doc.error,
@@ -54,6 +58,24 @@ def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
         segments=_segments(doc, engine),
         source_path=doc.source_path,
         read_at=doc.read_at,
+    )
+
+
+def _reading(doc: DocRecord, engine: Engine | None) -> ReadingPublic | None:
+    """How the reading of a document being ingested goes (server/engine/reading.py); None otherwise."""
+    reading = engine.readings.of(doc.id) if engine is not None and doc.status == INGESTING else None
+    if reading is None:
+        return None
+    rate, left = reading.tokens_per_s, reading.seconds_left
+    return ReadingPublic(
+        waiting=not reading.started,
+        ahead=engine.active_answers,
+        documents_ahead=engine.readings.ahead_of(doc.id),
+        tokens_done=reading.done,
+        tokens_total=reading.total,
+        tokens_per_s=None if rate is None else round(rate, 1),
+        seconds_left=None if left is None else round(left, 1),
+        busy=busy(),
     )
 
 
@@ -93,10 +115,14 @@ async def upload(
     extractor: ExtractorDep,
     file: UploadFile = File(description="PDF, DOCX, EPUB, HTML, .txt, .md, XLSX, ODS, CSV/TSV or PPTX"),  # noqa: B008
     password: str | None = Form(default=None),
-    pages: str | None = Form(default=None, description="A part: pages 5-9 (1-based, inclusive), as printed"),
+    pages: str | None = Form(
+        default=None,
+        description="A part: PDF pages 5-9 (1-based, inclusive), or by the labels printed on them: ii-3",
+    ),
     chars: str | None = Form(default=None, description="A part of the text: characters 0-50000 ([start, end))"),
+    labels: bool = Form(default=False, description="pages are the printed page labels, even where they are numbers"),
 ) -> DocumentCreated:
-    cut = uploads.parse_cut(pages, chars)
+    cut = uploads.parse_cut(pages, chars, labels)
     # Admitted before the body is read into memory: at most DOCQA_EXTRACT_WORKERS + DOCQA_EXTRACT_QUEUE
     # uploads (and their bytes) wait for extraction; the next gets 503 with Retry-After at once.
     async with extractor.slot(file.size or 0) as slot:
@@ -189,29 +215,33 @@ async def delete_document(doc: DocumentDep, store: StoreDep, engine: EngineDep) 
 
 @router.post("/documents/{doc_id}/reingest", status_code=202, response_model=DocumentCreated)
 async def reingest(
-    request: Request,
-    doc: DocumentDep,
-    store: StoreDep,
-    engine: EngineDep,
-    settings: SettingsDep,
-    extractor: ExtractorDep,
-    body: ReingestRequest | None = None,
+    request: Request, doc: DocumentDep, engine: EngineDep, body: ReingestRequest | None = None
 ) -> DocumentCreated:
     """Extract the stored upload again with the current text rules (ingest/reingest.py), then
-    prefill with the current model (after an upgrade, or a model or cache-type change)."""
+    prefill with the current model (after an upgrade, or a model or cache-type change) and at the
+    current context (a document read for a larger one: server/api/refit.py), in parts where it is
+    longer. ``engine``: 503 until the model is loaded."""
     if doc.status == INGESTING:
         raise DocumentIngesting(f"document {doc.id} is already being ingested")
-    running: set[str] = request.app.state.reingesting  # one re-ingest per document at a time
+    return await reingest_document(request.app.state, doc, body.password if body else None)
+
+
+async def reingest_document(state, doc: DocRecord, password: str | None = None) -> DocumentCreated:
+    """The re-ingest of ``doc`` (the route's, and DOCQA_REINGEST_UNFIT's after start-up: server/api/refit.py),
+    one per document at a time; ``state``: the app's state (store, engine, settings, extractor)."""
+    running: set[str] = state.reingesting
     if doc.id in running:
         raise ReingestRunning(f"document {doc.id} is being re-ingested already; wait for it (GET its status)")
     running.add(doc.id)
     try:
-        return await _reingest(request, doc, store, engine, settings, extractor, body.password if body else None)
+        created = await _reingest(state, doc, state.store, state.engine, state.settings, state.extractor, password)
     finally:
         running.discard(doc.id)
+    state.engine.unfit.pop(doc.id, None)  # read again at this size (server/api/refit.py)
+    return created
 
 
-async def _reingest(request, doc: DocRecord, store, engine, settings, extractor, password) -> DocumentCreated:
+async def _reingest(state, doc: DocRecord, store, engine, settings, extractor, password) -> DocumentCreated:
     upload = await asyncio.to_thread(store.read_upload, doc.id)
     try:
         stored = await asyncio.to_thread(store.read_text, doc.id)
@@ -233,5 +263,5 @@ async def _reingest(request, doc: DocRecord, store, engine, settings, extractor,
         writes.store_again(store, doc, prepared)
         return doc, True
 
-    await uploads.run(engine, store, settings, request.app.state.snapshot_bytes, extract, 0, store_doc, doc.id)
+    await uploads.run(engine, store, settings, state.snapshot_bytes, extract, 0, store_doc, doc.id)
     return DocumentCreated(id=doc.id, name=doc.name, status=INGESTING, note=notes[0])

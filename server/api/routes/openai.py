@@ -161,7 +161,7 @@ async def chat_completions(
 ):
     doc, asked = await asyncio.to_thread(_asked, store, req)  # asked: a collection, its documents
     if asked is not None:
-        collection.check_answerable(*asked, engine.progress)
+        collection.check_answerable(*asked, engine.progress, engine.unfit)
     else:
         check_answerable(doc, engine)
     history, question = conversation(req.messages)

@@ -57,15 +57,19 @@ def test_two_segments_answer_in_turn_with_their_pages_and_summed_stats():
     plan = Plan([segment(3, [7, 9]), segment(0, [1, 2])], [2.0, 1.8], 5, paged=True)
     events = asyncio.run(read(SegmentedAnswer(jobs, plan)))
     kinds = [e.kind for e in events]
+    # The fifth token: the parts answer differently (server/api/agreement.py).
     assert kinds == [
         EventKind.SEGMENT, EventKind.TOKEN, EventKind.TOKEN, EventKind.SEGMENT, EventKind.TOKEN, EventKind.TOKEN,
-        EventKind.CITATIONS, EventKind.ANSWERS, EventKind.STATS, EventKind.DONE,
+        EventKind.TOKEN, EventKind.CITATIONS, EventKind.ANSWERS, EventKind.STATS, EventKind.DONE,
     ]  # fmt: skip
     text = "".join(e.text for e in events if isinstance(e, Token))
-    assert text == "From pages 7–9: Lyon.\n\nFrom pages 1–2: Paris."
-    assert isinstance(events[6], Citations) and [c["start"] for c in events[6].citations] == [1, 2]
-    assert isinstance(events[7], Answers) and [a["text"] for a in events[7].answers] == ["Lyon.", "Paris."]
-    stats = events[8].values
+    assert text == (
+        "From pages 7–9: Lyon.\n\nFrom pages 1–2: Paris.\n\nThe parts answer differently: "
+        "pages 7–9 say “Lyon.”; pages 1–2 say “Paris.”. Both are cited: check them."
+    )
+    assert isinstance(events[7], Citations) and [c["start"] for c in events[7].citations] == [1, 2]
+    assert isinstance(events[8], Answers) and [a["text"] for a in events[8].answers] == ["Lyon.", "Paris."]
+    stats = events[9].values
     assert stats["completion_tokens"] == 6 and stats["cached_tokens"] == 200
     assert stats["segments"] == [
         {"index": 3, "pages": [7, 9], "part": 4, "parts": 5, "chars": [0, 10], "label": "pages 7–9", "score": 2.0},
@@ -79,7 +83,10 @@ def test_a_text_without_pages_names_its_segments_by_part_and_characters():
     plan = Plan([segment(1, [1, 1], (31_204, 62_880)), segment(0, [1, 1], (0, 31_900))], [2.0, 1.9], 3, paged=False)
     events = asyncio.run(read(SegmentedAnswer(jobs, plan)))
     text = "".join(e.text for e in events if isinstance(e, Token))
-    assert text == "From part 2 of 3, characters 31,204–62,880: Lyon.\n\nFrom part 1 of 3, characters 0–31,900: Paris."
+    assert text.startswith(
+        "From part 2 of 3, characters 31,204–62,880: Lyon.\n\nFrom part 1 of 3, characters 0–31,900: Paris.\n\n"
+        "The parts answer differently: part 2 of 3, characters 31,204–62,880 says “Lyon.”;"
+    )
     assert "page" not in text
     first = events[0]
     assert isinstance(first, SegmentEvent) and first.where == {

@@ -52,7 +52,7 @@ def measured(monkeypatch):
     results: list[StepCosts] = []
     monkeypatch.setattr(calibration, "calibrate", lambda *a, **k: results.pop(0))
     monkeypatch.setattr(calibration, "one_row_now", lambda *a: ONE_ROW)
-    monkeypatch.setattr(calibration.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(calibration, "busy", lambda: None)  # an idle machine
     return results
 
 
@@ -78,7 +78,7 @@ def test_a_stored_inflated_calibration_is_not_reused(ctx, gemma, tmp_path, measu
 
 
 def test_a_calibration_measured_under_load_is_used_but_not_stored(ctx, gemma, tmp_path, measured, monkeypatch):
-    monkeypatch.setattr(calibration.os, "getloadavg", lambda: (64.0, 64.0, 64.0))
+    monkeypatch.setattr(calibration, "busy", lambda: "load average 64.0 on 2 cores")
     measured.append(PLAUSIBLE)
     assert calibration.step_costs(Contexts(ctx), gemma, tmp_path / "calibration.json") == PLAUSIBLE
     assert not (tmp_path / "calibration.json").exists()

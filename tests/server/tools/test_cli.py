@@ -3,17 +3,14 @@ its words for the API's errors (server/tools/client.py) and an answer with no te
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 
-import httpx
 import pytest
 from click.testing import CliRunner
 
 from server.tools.cli import default_url, main
 from server.tools.client import About, explain
-from server.tools.remote import _print_answer
 from testkit.live import ROOT, Live, free_port
 
 PDF = "pdf/pypdf-resources/crazyones.pdf"
@@ -189,35 +186,6 @@ def test_default_url(monkeypatch, env, url):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert default_url() == url
-
-
-def _sse(*events: tuple[str, dict]) -> httpx.Response:
-    body = "".join(f"event: {kind}\ndata: {json.dumps(data)}\n\n" for kind, data in events)
-    return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
-
-
-STATS = {"completion_tokens": 3, "ttft_ms": 20.0, "decode_tokens_per_s": 50.0, "drafted_tokens": 0}
-STATS |= {"accepted_tokens": 0, "finish_reason": "stop"}
-
-
-def test_an_answer_with_no_text_says_so_and_fails(capsys):
-    """The model stopped at once (3 end-of-turn tokens, no text): not a blank line and exit 0."""
-    empty = _sse(("token", {"text": " "}), ("citations", {"citations": []}), ("stats", STATS), ("done", {}))
-    with pytest.raises(Exception) as info:
-        _print_answer(empty, About(doc="abc"))
-    assert info.value.exit_code == 1
-    message = info.value.format_message()
-    assert message.startswith("the model wrote no answer (3 tokens, none of them text") and "--temperature" in message
-    capsys.readouterr()
-    answered = _sse(("token", {"text": "Berlin."}), ("stats", STATS), ("done", {}))
-    _print_answer(answered, About(doc="abc"))
-    assert capsys.readouterr().out.startswith("Berlin.")
-
-
-def test_a_segmented_answer_names_its_part(capsys):
-    segments = [{"index": 1, "pages": [1, 1], "label": "part 2 of 3, characters 31,204–62,880"}]
-    _print_answer(_sse(("token", {"text": "Lyon."}), ("stats", {**STATS, "segments": segments})), About())
-    assert "[answered from part 2 of 3, characters 31,204–62,880]" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

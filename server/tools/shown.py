@@ -1,0 +1,148 @@
+"""How the CLI shows documents and answers to people (server/tools/remote.py): a split document's
+parts, how its reading goes (the rate and the time left, or that it waits its turn), a document's
+warnings (one line per message, its pages joined as the page joins them: "pages 1–2: read by OCR
+..."), and a streamed answer with its citations and stats.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+import httpx
+
+from server.tools.client import About, explain
+
+
+def segment_lines(doc: dict, budget: int | None = None) -> list[str]:
+    """A segmented document's note and parts, for people ([] for one answered whole)."""
+    segments = doc.get("segments")
+    if not segments:
+        return []
+    if budget and doc["tokens"] <= budget and doc.get("status") == "ready":  # split for a smaller context
+        lines = [
+            f"split into {len(segments)} parts when the server read fewer tokens at once: its {doc['tokens']:,} "
+            f"tokens now fit in one piece; `docqa reingest {doc['id']}` reads it whole"
+        ]
+    else:
+        limit = f", more than the {budget:,} tokens one piece may hold" if budget else ""
+        lines = [
+            f"split into {len(segments)} parts: the document has {doc['tokens']:,} tokens{limit}; "
+            "each question is answered from the part(s) that match it best"
+        ]
+    for s in segments:
+        label = s.get("label") or f"pages {s['pages'][0]}-{s['pages'][1]}"
+        lines.append(f"  {label} ({s['tokens']:,} tokens)")
+    return lines
+
+
+def remaining(seconds: float) -> str:
+    """ "about 40 s left", "about 3 min left": rounded as the page rounds it (web/js/progress.js)."""
+    if seconds < 10:
+        return "a few seconds left"
+    if seconds < 60:
+        return f"about {-(-int(seconds) // 5) * 5} s left"
+    if seconds < 90:
+        return "about 1 min left"
+    if seconds < 3600:
+        return f"about {round(seconds / 60)} min left"
+    hours = int(seconds // 3600)
+    return f"about {hours} h {round((seconds - hours * 3600) / 60)} min left"
+
+
+def first(questions: int, documents: int) -> str:
+    """What goes before a reading that waits: "2 questions are being answered first", "another
+    document is read first", both joined by "and"; "next" when nothing is."""
+    said = []
+    if questions:
+        said.append(f"{questions} question{'s are' if questions != 1 else ' is'} being answered")
+    if documents:
+        said.append("another document is read" if documents == 1 else f"{documents} documents are read")
+    return f"{' and '.join(said)} first" if said else "next"
+
+
+def reading_line(doc: dict) -> str:
+    """How a document's reading goes (its ``reading``, server/engine/reading.py), for people: "waiting
+    its turn (2 questions are being answered first)", "1,234 of 5,678 tokens at 38.2 tok/s, about 2 min
+    left", with "the machine is busy (...)" when it is; "" when the server does not say."""
+    r = doc.get("reading")
+    if not r:
+        return ""
+    if r["waiting"]:
+        line = f"waiting its turn ({first(r.get('ahead') or 0, r.get('documents_ahead') or 0)})"
+    else:
+        line = f"{r['tokens_done']:,} of {r['tokens_total']:,} tokens"
+        rate, left = r.get("tokens_per_s"), r.get("seconds_left")
+        line += f" at {rate:.1f} tok/s, {remaining(left)}" if rate and left is not None else ", measuring the rate"
+    return f"{line}; the machine is busy ({r['busy']})" if r.get("busy") else line
+
+
+def page_list(numbers: list[int]) -> str:
+    """ "page 3", "pages 2–4, 7": page numbers with runs joined (as the page writes them, web/js/app.js)."""
+    runs: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    text = ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in runs)
+    return f"page {text}" if len(numbers) == 1 else f"pages {text}"
+
+
+def warning_lines(warnings: list[dict]) -> list[str]:
+    """A document's warnings (``[{page, message}]``) as lines, one per message: a message of several
+    pages (OCR's "read by OCR ..." on each scanned page) is one line that names them,
+    "pages 1–2: read by OCR ..."; a warning without a page is its message."""
+    pages: dict[str, list[int]] = {}  # message -> its pages, in the order the messages first appear
+    lines: list[str] = []
+    for w in warnings:
+        if not w.get("page"):
+            lines.append(w["message"])
+        else:
+            pages.setdefault(w["message"], []).append(w["page"])
+    return lines + [f"{page_list(numbers)}: {message}" for message, numbers in pages.items()]
+
+
+def print_answer(r: httpx.Response, about: About) -> None:
+    event, text, stats = None, "", None
+    for line in r.iter_lines():
+        if line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: "):
+            data = json.loads(line[6:])
+            if event == "token":
+                text += data["text"]
+                click.echo(data["text"], nl=False)
+            elif event == "citations":
+                if data["citations"]:
+                    click.echo("", err=True)  # end the answer's line (stderr may not be a terminal)
+                for c in data["citations"]:
+                    pages = f"p. {c['page']}" if c["page"] == c["page_end"] else f"pp. {c['page']}-{c['page_end']}"
+                    pages = c.get("where") or pages  # a spreadsheet's cell, a deck's slide
+                    quote = c["text"] if len(c["text"]) <= 100 else c["text"][:97] + "..."
+                    named = f"{c['document_name']}, " if c.get("document_name") else ""  # a collection's
+                    click.echo(f"[{named}{pages}, chars {c['start']}-{c['end']}] {quote!r}", err=True)
+            elif event == "stats":
+                stats = data
+                click.echo("")
+                click.echo(
+                    f"[{data['completion_tokens']} tokens, TTFT {data['ttft_ms']:.0f} ms, "
+                    f"{data['decode_tokens_per_s']:.1f} tok/s, drafted/accepted "
+                    f"{data['drafted_tokens']}/{data['accepted_tokens']}]",
+                    err=True,
+                )
+                if data.get("busy"):  # runtime/system.py busy: slow because the machine is, not broken
+                    click.echo(f"[the machine is busy ({data['busy']}): these times are slower than usual]", err=True)
+                if data.get("finish_reason") == "repetition":  # spec/repetition.py
+                    click.echo("[stopped: the answer began to repeat itself]", err=True)
+                if data.get("segments") is not None:  # a long document: where the answer came from
+                    spans = [s.get("label") or f"pages {s['pages'][0]}-{s['pages'][1]}" for s in data["segments"]]
+                    click.echo(f"[answered from {' and '.join(spans) or 'no part of the document'}]", err=True)
+            elif event == "error":
+                error = data["error"]
+                raise click.ClickException(explain(error.get("type", ""), error["message"], {}, about))
+    if stats is not None and not text.strip():
+        raise click.ClickException(
+            f"the model wrote no answer ({stats['completion_tokens']} tokens, none of them text; finish reason "
+            f"{stats['finish_reason']}); rephrase the question, or sample other words with --temperature 0.7"
+        )

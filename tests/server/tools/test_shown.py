@@ -1,0 +1,87 @@
+"""What the CLI shows of documents and answers (server/tools/shown.py): an answer with no text, a
+segmented answer's part, and a document's warnings with their pages (issue 39 item 7: the CLI's OCR
+warning named no page, where the page says "Pages 1–2: read by OCR")."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from ingest.pdf import OCR_NOTE
+from server.tools.client import About
+from server.tools.shown import page_list, print_answer, reading_line, warning_lines
+
+
+def _sse(*events: tuple[str, dict]) -> httpx.Response:
+    body = "".join(f"event: {kind}\ndata: {json.dumps(data)}\n\n" for kind, data in events)
+    return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+
+
+STATS = {"completion_tokens": 3, "ttft_ms": 20.0, "decode_tokens_per_s": 50.0, "drafted_tokens": 0}
+STATS |= {"accepted_tokens": 0, "finish_reason": "stop"}
+
+
+def test_an_answer_with_no_text_says_so_and_fails(capsys):
+    """The model stopped at once (3 end-of-turn tokens, no text): not a blank line and exit 0."""
+    empty = _sse(("token", {"text": " "}), ("citations", {"citations": []}), ("stats", STATS), ("done", {}))
+    with pytest.raises(Exception) as info:
+        print_answer(empty, About(doc="abc"))
+    assert info.value.exit_code == 1
+    message = info.value.format_message()
+    assert message.startswith("the model wrote no answer (3 tokens, none of them text") and "--temperature" in message
+    capsys.readouterr()
+    answered = _sse(("token", {"text": "Berlin."}), ("stats", STATS), ("done", {}))
+    print_answer(answered, About(doc="abc"))
+    assert capsys.readouterr().out.startswith("Berlin.")
+
+
+def test_a_segmented_answer_names_its_part(capsys):
+    segments = [{"index": 1, "pages": [1, 1], "label": "part 2 of 3, characters 31,204–62,880"}]
+    print_answer(_sse(("token", {"text": "Lyon."}), ("stats", {**STATS, "segments": segments})), About())
+    assert "[answered from part 2 of 3, characters 31,204–62,880]" in capsys.readouterr().err
+
+
+def test_warnings_name_their_pages_one_line_per_message():
+    warnings = [
+        {"page": 1, "message": OCR_NOTE},
+        {"page": 2, "message": OCR_NOTE},
+        {"page": 4, "message": "page 4 could not be read (KeyError); it is left empty"},
+        {"page": 5, "message": OCR_NOTE},
+        {"message": "the document's fonts map no text"},
+    ]
+    assert warning_lines(warnings) == [
+        "the document's fonts map no text",
+        f"pages 1–2, 5: {OCR_NOTE}",
+        "page 4: page 4 could not be read (KeyError); it is left empty",
+    ]
+    assert page_list([3]) == "page 3" and page_list([2, 3, 4, 7]) == "pages 2–4, 7"
+
+
+def test_a_busy_machine_is_named_under_a_slow_answer(capsys):
+    """Issue 39 item 6: "0.1 tok/s" with nothing saying that the machine was busy."""
+    slow = {**STATS, "decode_tokens_per_s": 0.1, "busy": "load average 8.2 on 2 cores"}
+    print_answer(_sse(("token", {"text": "Berlin."}), ("stats", slow), ("done", {})), About())
+    err = capsys.readouterr().err
+    assert "0.1 tok/s" in err and "[the machine is busy (load average 8.2 on 2 cores): these times are slower" in err
+    print_answer(_sse(("token", {"text": "Berlin."}), ("stats", {**STATS, "busy": None}), ("done", {})), About())
+    assert "busy" not in capsys.readouterr().err
+
+
+def test_a_reading_says_it_waits_its_turn_or_its_rate_and_time_left():
+    """Issue 39 item 12 ("preparing 0 %" for minutes, with no word that it waits) and issue 36 item 7
+    (the rate and the time left, from the server's measured rate)."""
+    waiting = {"waiting": True, "ahead": 2, "documents_ahead": 1, "tokens_done": 0, "tokens_total": 900}
+    assert reading_line({"reading": {**waiting, "tokens_per_s": None, "seconds_left": None}}) == (
+        "waiting its turn (2 questions are being answered and another document is read first)"
+    )
+    going = {"waiting": False, "ahead": 0, "documents_ahead": 0, "tokens_done": 1234, "tokens_total": 5678}
+    assert reading_line({"reading": {**going, "tokens_per_s": 38.2, "seconds_left": 116.3}}) == (
+        "1,234 of 5,678 tokens at 38.2 tok/s, about 2 min left"
+    )
+    busy = {**going, "tokens_per_s": None, "seconds_left": None, "busy": "load average 8.2 on 2 cores"}
+    assert reading_line({"reading": busy}) == (
+        "1,234 of 5,678 tokens, measuring the rate; the machine is busy (load average 8.2 on 2 cores)"
+    )
+    assert reading_line({"reading": None}) == ""
