@@ -45,9 +45,9 @@ def apply(environ: MutableMapping[str, str] | None = None) -> str:
     """Add :data:`DEFAULT` to ``environ`` unless the user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``.
 
     Returns the description :func:`described` gives afterwards, e.g. ``"libgomp's default (spin
-    300,000 times, then sleep)"`` or ``"OMP_WAIT_POLICY=PASSIVE (set by the user)"``. Takes effect only if llama_cpp was not
-    imported yet in this process (libgomp reads the environment when it is loaded). ``environ``: this
-    process's environment when None (and then :func:`described` reports it).
+    300,000 times, then sleep)"`` or ``"OMP_WAIT_POLICY=PASSIVE (set by the user)"``. Takes effect only
+    if llama_cpp was not imported yet in this process (libgomp reads the environment when it is loaded).
+    ``environ``: this process's environment when None (and then :func:`described` reports it).
     """
     global _chosen
     env = os.environ if environ is None else environ
