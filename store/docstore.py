@@ -92,6 +92,15 @@ class DocumentsMissing(Exception):
         super().__init__(f"no document with id {', '.join(self.ids)}")
 
 
+def printable(name: str, limit: int = 200) -> str:
+    """``name`` as a document or collection name is kept: characters that are not printable dropped
+    (NUL, which PostgreSQL text cannot hold; bidirectional overrides such as U+202E, which make
+    "deed\u202efdp.exe" show as "deedexe.pdf"; zero-width spaces; controls), each run of whitespace one
+    space, at most ``limit`` characters; "" when nothing printable is left."""
+    kept = "".join(ch if ch.isprintable() else " " if ch.isspace() else "" for ch in name)
+    return " ".join(kept.split())[:limit]
+
+
 class DocStore(DocFiles, ABC):
     """Rows and files. Thread-safe. Subclasses implement the row operations below ``# -- rows``."""
 
@@ -120,7 +129,7 @@ class DocStore(DocFiles, ABC):
         """Insert a new ``ingesting`` document; raise DuplicateDocument if the bytes are known."""
         owner, lease_until = self.owner, (time.time() + self.lease_s if self.owner else None)
         row = {
-            "id": uuid.uuid4().hex[:16], "name": name, "sha256": sha256, "kind": kind, "pages": pages,
+            "id": uuid.uuid4().hex[:16], "name": printable(name) or "document", "sha256": sha256, "kind": kind, "pages": pages,
             "tokens": tokens, "chars": chars, "status": INGESTING, "error": None, "created_at": time.time(),
             "text_rules": text_rules, "encoding": encoding, "warnings": json.dumps(list(warnings)), "owner": owner,
             "lease_until": lease_until, "source_path": None, "source_stat": None, "read_at": None,
@@ -138,7 +147,7 @@ class DocStore(DocFiles, ABC):
     def set_upload(self, doc_id: str, name: str, sha256: str) -> None:
         """A watched file changed: the document's new name and bytes (``upload.bin`` is rewritten by
         the caller before its text is stored again)."""
-        self._update(doc_id, {"name": name, "sha256": sha256})
+        self._update(doc_id, {"name": printable(name) or "document", "sha256": sha256})
 
     def set_status(self, doc_id: str, status: str, error: str | None = None) -> None:
         """``ingesting`` again (a reingest, a missing snapshot) makes this server its owner."""
@@ -171,11 +180,11 @@ class DocStore(DocFiles, ABC):
 
     # -- collections ------------------------------------------------------------------------------
     def create_collection(self, name: str, document_ids: Sequence[str]) -> CollectionRecord:
-        """A new collection of ``document_ids`` (in that order, each once) named ``name``, in one
-        transaction. Raises DuplicateCollection when the name is taken, DocumentsMissing naming the
+        """A new collection of ``document_ids`` (in that order, each once) named ``name`` (made
+        :func:`printable`), in one transaction. Raises DuplicateCollection when the name is taken, DocumentsMissing naming the
         ids that have no document (a document deleted meanwhile included: nothing is written)."""
         ids = list(dict.fromkeys(document_ids))
-        row = {"id": uuid.uuid4().hex[:16], "name": name, "created_at": time.time()}
+        row = {"id": uuid.uuid4().hex[:16], "name": printable(name) or "collection", "created_at": time.time()}
         return self._insert_collection(row, ids)
 
     def delete_collection(self, collection_id: str) -> None:

@@ -21,7 +21,7 @@ from server.config.errors import InvalidRequest
 from server.config.settings import Settings
 from server.engine.engine import Engine
 from store import disk
-from store.docstore import INGESTING, DocRecord, DocStore
+from store.docstore import INGESTING, DocRecord, DocStore, printable
 
 
 def parse_cut(pages: str | None, chars: str | None) -> cuts.Cut | None:
@@ -75,7 +75,7 @@ def display_name(filename: str | None, extracted: ExtractedText) -> str:
     """The file's own name (no directories, printable, at most 200 characters), and the part of it
     the document is ("book.pdf (pages 5-9)")."""
     name = (filename or "document").replace("\\", "/").rsplit("/", 1)[-1]
-    name = "".join(ch for ch in name if ch.isprintable())[:200] or "document"
+    name = printable(name) or "document"
     if extracted.cut is not None:
         part = cuts.Cut.from_spec(extracted.cut)
         name += f" ({'pages' if part.unit == 'pages' else 'characters'} {part.start}-{part.end})"
