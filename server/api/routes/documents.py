@@ -172,10 +172,10 @@ async def _text_again(store, extractor, doc: DocRecord, exc: TextDamaged):
 
 @router.get("/documents/{doc_id}/file", response_class=Response)
 async def get_file(doc: DocumentDep, request: Request, store: StoreDep) -> Response:
-    """The upload as it was sent (server/api/served.py): the page shows a PDF with PDF.js from it.
-    A part (``pages=`` / ``chars=``) gets the whole file: its page numbers are the file's own."""
-    data = await asyncio.to_thread(store.read_upload, doc.id)
-    return served_file(doc, data, request.headers.get("if-none-match"))
+    """The upload as it was sent, streamed with ranges (server/api/served.py): the page shows a PDF with
+    PDF.js from it. A part (``pages=`` / ``chars=``) gets the whole file: its page numbers are the file's own."""
+    opened = await asyncio.to_thread(store.open_upload, doc.id)
+    return served_file(doc, opened, request.headers.get("if-none-match"))
 
 
 @router.delete("/documents/{doc_id}", status_code=204)
