@@ -128,8 +128,9 @@ class DocStore(DocFiles, ABC):
     ) -> DocRecord:
         """Insert a new ``ingesting`` document; raise DuplicateDocument if the bytes are known."""
         owner, lease_until = self.owner, (time.time() + self.lease_s if self.owner else None)
+        name = printable(name) or "document"
         row = {
-            "id": uuid.uuid4().hex[:16], "name": printable(name) or "document", "sha256": sha256, "kind": kind, "pages": pages,
+            "id": uuid.uuid4().hex[:16], "name": name, "sha256": sha256, "kind": kind, "pages": pages,
             "tokens": tokens, "chars": chars, "status": INGESTING, "error": None, "created_at": time.time(),
             "text_rules": text_rules, "encoding": encoding, "warnings": json.dumps(list(warnings)), "owner": owner,
             "lease_until": lease_until, "source_path": None, "source_stat": None, "read_at": None,
@@ -181,8 +182,9 @@ class DocStore(DocFiles, ABC):
     # -- collections ------------------------------------------------------------------------------
     def create_collection(self, name: str, document_ids: Sequence[str]) -> CollectionRecord:
         """A new collection of ``document_ids`` (in that order, each once) named ``name`` (made
-        :func:`printable`), in one transaction. Raises DuplicateCollection when the name is taken, DocumentsMissing naming the
-        ids that have no document (a document deleted meanwhile included: nothing is written)."""
+        :func:`printable`), in one transaction. Raises DuplicateCollection when the name is taken,
+        DocumentsMissing naming the ids that have no document (a document deleted meanwhile included:
+        nothing is written)."""
         ids = list(dict.fromkeys(document_ids))
         row = {"id": uuid.uuid4().hex[:16], "name": printable(name) or "collection", "created_at": time.time()}
         return self._insert_collection(row, ids)
