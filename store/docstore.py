@@ -95,7 +95,7 @@ class DocumentsMissing(Exception):
 def printable(name: str, limit: int = 200) -> str:
     """``name`` as a document or collection name is kept: characters that are not printable dropped
     (NUL, which PostgreSQL text cannot hold; bidirectional overrides such as U+202E, which make
-    "deed\u202efdp.exe" show as "deedexe.pdf"; zero-width spaces; controls), each run of whitespace one
+    "deed" + U+202E + "fdp.exe" show as "deedexe.pdf"; zero-width spaces; controls), each run of whitespace one
     space, at most ``limit`` characters; "" when nothing printable is left."""
     kept = "".join(ch if ch.isprintable() else " " if ch.isspace() else "" for ch in name)
     return " ".join(kept.split())[:limit]
