@@ -61,6 +61,7 @@ class Engine:
         self.loaded: Loaded | None = None
         self.load_error: str | None = None
         self.ready = threading.Event()
+        self.kv_positions = 0  # KV positions held after the last step (Contexts.kv_positions; /metrics)
         self.progress: dict[str, float] = {}  # doc id -> prefill progress 0..1 (engine writes, routes read)
         self.deleted = Deleted()  # documents deleted since the last step (routes add, the engine drops)
         self.states = DocStates()  # what the engine knows of each document (admission reads it, not the row)
@@ -204,6 +205,7 @@ class Engine:
                 self.observer.observe_step(len(answering), report.model_batched)
             self._postprocess(report)
         self._prefill_next_chunk()
+        self.kv_positions = self.loaded.contexts.kv_positions(1 + sched.n_seqs + int(sched.parallel_ingest))
 
     def _postprocess(self, report: StepReport) -> None:
         """Send each question its tokens; then rebuild the sequences whose rollback failed (after every

@@ -8,9 +8,9 @@ from __future__ import annotations
 import bisect
 
 from ingest.pdf import OCR_NOTE
+from server.api.background import NOTE
 from testkit.live import Live
 from testkit.scans import CARD, card_pdf, mixed_pdf
-from server.api.background import NOTE
 from tests.conftest import upload, wait_ready
 from tests.ingest.samples import pdf
 
