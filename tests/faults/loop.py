@@ -71,7 +71,7 @@ def run(seed: int, n: int, root: Path, model: Path, text, pdf, postgres=None) ->
     env = {
         "DOCQA_N_CTX": "2048", "DOCQA_ANSWER_RESERVE": "512", "DOCQA_BATCH_INVARIANT": "true",
         "DOCQA_DISK_BUDGET_BYTES": str(BUDGET), "DOCQA_SHUTDOWN_TIMEOUT_S": "2", "DOCQA_RESUME_CHECK_S": "2",
-        "DOCQA_N_SEQ_MAX": "4",
+        "DOCQA_N_SEQ_MAX": "4", "DOCQA_N_BATCH": "128", "DOCQA_N_UBATCH": "128",
     }  # fmt: skip
     lab = Lab(root, model, TMPFS, postgres, **env)
     rng = random.Random(seed * 7919 + 1)

@@ -8,6 +8,7 @@ seed), which writes bench/results/faults.md. Needs root for the tmpfs (tests/sma
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -27,7 +28,9 @@ def sources(cases):
         return f"Document {serial}.\n\n{book[start : start + chars]}".encode()
 
     def make_pdf(serial: int) -> bytes:
-        return pdf([f"Page {i} of document {serial}: {book[i * 300 : i * 300 + 200]}" for i in range(30)])
+        start = (serial * 2333) % (len(book) - 2000)
+        lines = [re.sub(r"[^A-Za-z0-9 .,;:!?']", " ", book[start + i * 150 : start + i * 150 + 100]) for i in range(10)]
+        return pdf([f"Page {i} of document {serial}: {line}" for i, line in enumerate(lines)])
 
     return text, make_pdf
 

@@ -46,14 +46,14 @@ class Workload:
     def _extraction(self, at, server, data, world, kill) -> bool:
         t = threading.Thread(target=_quietly, args=(server.upload, f"p{self._next()}.pdf", self.pdf(self.serial)))
         t.start()
-        time.sleep(0.05 + 0.6 * at)
+        time.sleep(0.01 + 0.4 * at)
         inside = t.is_alive()
         kill()
         t.join(30)
         return inside
 
     def _prefill(self, at, server, data, world, kill) -> bool:
-        doc_id = self._upload(server, self.text(self._next(), 6000))
+        doc_id = self._upload(server, self.text(self._next(), 2000))
         if doc_id is None:
             kill()
             return False
@@ -63,7 +63,7 @@ class Workload:
         return inside
 
     def _snapshot(self, at, server, data, world, kill) -> bool:
-        doc_id = self._upload(server, self.text(self._next(), 1200))
+        doc_id = self._upload(server, self.text(self._next(), 800))
         if doc_id is None:
             kill()
             return False
@@ -94,7 +94,7 @@ class Workload:
         return inside
 
     def _eviction(self, at, server, data, world, kill) -> bool:
-        doc_id = self._upload(server, self.text(self._next(), 2500))
+        doc_id = self._upload(server, self.text(self._next(), 1200))
         if doc_id is not None:
             _until(lambda: _doc(server, doc_id).get("status") != "ingesting", 60 * at)
             if _doc(server, doc_id).get("status") == "ready":
