@@ -85,6 +85,8 @@ def run(seed: int, n: int, root: Path, model: Path, text, pdf, postgres=None) ->
             fault.begin()
             try:
                 work.run(point.phase, point.at, server, lab.data, world, lambda p=point: lab.kill(p.sig))
+            except (AssertionError, OSError, ValueError, KeyError) as exc:  # a fault met the workload: kill now
+                print(f"seed {seed} kill point {point}: the workload stopped early: {exc!r}")
             finally:
                 lab.kill(signal.SIGKILL)  # a phase that failed before its kill
                 fault.end()
@@ -92,8 +94,15 @@ def run(seed: int, n: int, root: Path, model: Path, text, pdf, postgres=None) ->
             report.phases[point.phase] += 1
             report.faults[point.fault] += 1
             report.signals[signal.Signals(point.sig).name] += 1
-            server = lab.start()
-            found = check(server, lab.data, world, BUDGET)
+            try:
+                server = lab.start()
+            except (RuntimeError, TimeoutError) as exc:  # a restart that fails breaks the invariant outright
+                report.violations.append(f"seed {seed} kill point {point}: the server did not start again: {exc}")
+                break
+            try:
+                found = check(server, lab.data, world, BUDGET)
+            except (AssertionError, OSError, ValueError, KeyError) as exc:
+                found = [f"checking the invariant failed: {exc!r}"]
             report.documents_checked += len(world.ready)
             report.violations += [f"seed {seed} kill point {point}: {v}" for v in found]
             if found:
