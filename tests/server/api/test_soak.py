@@ -34,6 +34,7 @@ def _usage(directory: Path) -> int:
 
 
 def _footprint(server: Live, data: Path) -> dict[str, int]:
+    time.sleep(0.5)  # the server sees the last connections close
     pid = server.proc.pid
     status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
     return {

@@ -9,6 +9,7 @@ tests check with drafts forced to be rejected."""
 from __future__ import annotations
 
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -37,6 +38,7 @@ def _metric(server: Live, name: str) -> float:
 
 
 def _footprint(server: Live) -> dict[str, int]:
+    time.sleep(0.5)  # the server sees the last connections close
     pid = server.proc.pid
     status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
     return {
