@@ -102,11 +102,13 @@ test-slow: $(STAMP) $(MODELS_STAMP)
 # The long seeded fault loop (tests/faults; `make test` runs 20 of its kill points): FAULT_SEEDS seeds of
 # FAULT_KILLS kill points each (one seed in three on PostgreSQL), its result appended to
 # bench/results/faults.md. Needs root for its tmpfs, as CI. A failing seed is printed: replay it with
-# `make test-faults FAULT_SEEDS=<seed> FAULT_KILLS=<n>`.
+# `make test-faults FAULT_SEEDS=<seed> FAULT_KILLS=<n>`. FAULT_SECONDS caps each seed's time (unset: none).
 FAULT_SEEDS ?= 1,2,3
 FAULT_KILLS ?= 170
+FAULT_SECONDS ?=
 test-faults: $(STAMP) $(CLUSTER_STAMP)
-	DOCQA_FAULT_SEEDS=$(FAULT_SEEDS) DOCQA_FAULT_KILLS=$(FAULT_KILLS) DOCQA_FAULT_RESULTS=bench/results/faults.md \
+	DOCQA_FAULT_SEEDS=$(FAULT_SEEDS) DOCQA_FAULT_KILLS=$(FAULT_KILLS) DOCQA_FAULT_SECONDS=$(FAULT_SECONDS) \
+	  DOCQA_FAULT_RESULTS=bench/results/faults.md \
 	  $(BIN)/python -m pytest -m faults tests/faults -s -q
 
 # Benchmarks against plain llama-cpp-python and llama.cpp's llama-server (builds them; ~35 min on 2 cores).

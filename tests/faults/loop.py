@@ -56,17 +56,20 @@ class Report:
     faults: Counter = field(default_factory=Counter)
     signals: Counter = field(default_factory=Counter)
     documents_checked: int = 0
+    spent: Counter = field(default_factory=Counter)  # seconds by part: phase, kill, start, check
 
     def line(self) -> str:
         return (
             f"seed {self.seed} ({self.store}): {self.kills} kill points in {self.seconds:.0f} s, "
             f"{len(self.violations)} violations; phases {dict(self.phases)} (landed inside {self.landed}); "
-            f"faults {dict(self.faults)}; signals {dict(self.signals)}; {self.documents_checked} document checks"
+            f"faults {dict(self.faults)}; signals {dict(self.signals)}; {self.documents_checked} document checks; "
+            f"seconds in {', '.join(f'{k} {v:.0f}' for k, v in self.spent.items())}"
         )
 
 
-def run(seed: int, n: int, root: Path, model: Path, text, pdf, postgres=None) -> Report:
-    """Run seed ``seed``'s first ``n`` kill points in ``root`` (module docstring)."""
+def run(seed: int, n: int, root: Path, model: Path, text, pdf, postgres=None, seconds: float | None = None) -> Report:
+    """Run seed ``seed``'s first ``n`` kill points in ``root`` (module docstring), or as many as
+    ``seconds`` allow (the report says how many ran)."""
     report = Report(seed, "postgresql" if postgres is not None else "sqlite")
     env = {
         "DOCQA_N_CTX": "2048", "DOCQA_ANSWER_RESERVE": "512", "DOCQA_BATCH_INVARIANT": "true",
@@ -80,11 +83,22 @@ def run(seed: int, n: int, root: Path, model: Path, text, pdf, postgres=None) ->
     try:
         server = lab.start()
         for point in schedule(seed, n, postgres is not None):
+            if seconds is not None and time.monotonic() - t0 > seconds:
+                break
             fault = Fault(point.fault, lab, rng)
             work._full_disk = point.fault == "full_disk"
             fault.begin()
+            t = time.monotonic()
+
+            def kill(p=point) -> None:
+                nonlocal t
+                report.spent["phase"] += time.monotonic() - t
+                t = time.monotonic()
+                lab.kill(p.sig)
+                report.spent["kill"] += time.monotonic() - t
+
             try:
-                work.run(point.phase, point.at, server, lab.data, world, lambda p=point: lab.kill(p.sig))
+                work.run(point.phase, point.at, server, lab.data, world, kill)
             except (AssertionError, OSError, ValueError, KeyError) as exc:  # a fault met the workload: kill now
                 print(f"seed {seed} kill point {point}: the workload stopped early: {exc!r}")
             finally:
@@ -94,8 +108,11 @@ def run(seed: int, n: int, root: Path, model: Path, text, pdf, postgres=None) ->
             report.phases[point.phase] += 1
             report.faults[point.fault] += 1
             report.signals[signal.Signals(point.sig).name] += 1
+            t = time.monotonic()
             try:
                 server = lab.start()
+                report.spent["start"] += time.monotonic() - t
+                t = time.monotonic()
             except (RuntimeError, TimeoutError) as exc:  # a restart that fails breaks the invariant outright
                 report.violations.append(f"seed {seed} kill point {point}: the server did not start again: {exc}")
                 break
@@ -103,6 +120,7 @@ def run(seed: int, n: int, root: Path, model: Path, text, pdf, postgres=None) ->
                 found = check(server, lab.data, world, BUDGET)
             except (AssertionError, OSError, ValueError, KeyError) as exc:
                 found = [f"checking the invariant failed: {exc!r}"]
+            report.spent["check"] += time.monotonic() - t
             report.documents_checked += len(world.ready)
             report.violations += [f"seed {seed} kill point {point}: {v}" for v in found]
             if found:

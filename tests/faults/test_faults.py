@@ -57,10 +57,12 @@ def test_ten_kill_points_keep_the_invariant(store, request, sources, tmp_path, g
 def test_the_long_fault_loop(request, sources, tmp_path, gemma_path):
     seeds = [int(s) for s in os.environ.get("DOCQA_FAULT_SEEDS", "1,2,3").split(",")]
     kills = int(os.environ.get("DOCQA_FAULT_KILLS", "170"))
+    seconds = float(os.environ["DOCQA_FAULT_SECONDS"]) if os.environ.get("DOCQA_FAULT_SECONDS") else None
     reports, t0 = [], time.monotonic()
     for i, seed in enumerate(seeds):
         postgres = request.getfixturevalue("postgres") if i % 3 == 2 else None
-        reports.append(run(seed, kills, tmp_path / f"seed{seed}", gemma_path, *sources, postgres=postgres))
+        root = tmp_path / f"seed{seed}"
+        reports.append(run(seed, kills, root, gemma_path, *sources, postgres=postgres, seconds=seconds))
         print(reports[-1].line())
     violations = [v for r in reports for v in r.violations]
     out = os.environ.get("DOCQA_FAULT_RESULTS")
