@@ -117,7 +117,7 @@ def run(seed: int, n: int, root: Path, model: Path, text, pdf, postgres=None, se
                 report.violations.append(f"seed {seed} kill point {point}: the server did not start again: {exc}")
                 break
             try:
-                found = check(server, lab.data, world, BUDGET)
+                found = check(server, lab.data, world, BUDGET, lab.log_tail(10**9))
             except (AssertionError, OSError, ValueError, KeyError) as exc:
                 found = [f"checking the invariant failed: {exc!r}"]
             report.spent["check"] += time.monotonic() - t
