@@ -1,11 +1,13 @@
 """Forced rejection (issue 37 item 3): with ``DOCQA_DEBUG_REJECT_DRAFTS`` every draft is rejected after
 its verify call, so every step takes the rollback path (``seq_rm`` of the draft's cells). 50 questions
 through a small context (n_ctx 1024, 4 sequences), 5 at a time, on a real server process: the KV
-positions held (``docqa_kv_positions``), RSS (within 2 %), open file descriptors and threads are
-the same after the last round as after the first five (by then the worker thread pools have grown to
-what 5 questions at a time use), and the answers stay the target's own (in invariant mode a
-greedy answer with rejected drafts equals the one decoded without drafts), as llama-server's server
-tests check with drafts forced to be rejected."""
+positions held (``docqa_kv_positions``) the same after the last round as after the first, RSS after
+the last round within 2 % of what it was after the first five, and KV positions, open file
+descriptors and threads never more in the last 25 questions than at the highest point of the first
+25 (worker threads come and go). The
+answers stay the target's own: in invariant mode a greedy answer with rejected drafts equals the one
+decoded without drafts. llama-server's server tests check the same with drafts forced to be
+rejected."""
 
 from __future__ import annotations
 
@@ -84,10 +86,15 @@ def test_fifty_questions_with_every_draft_rejected_leak_nothing(tmp_path, gemma_
                 assert sum(a["stats"]["drafted_tokens"] for a in answers) > 0
                 seen.append(_footprint(server))
                 print(f"after {5 * round_ + 5} questions: {seen[-1]}")
-        first, last = seen[4], seen[-1]  # after the first 25: the thread pools have grown to what 5 at a time use
+        first, last = seen[4], seen[-1]
         print(f"footprint after 25 questions {first}, after 50 {last}")
-        assert last["kv_positions"] == first["kv_positions"], seen
-        assert last["fds"] == first["fds"] and last["threads"] == first["threads"], seen
+        # KV positions: after some rounds one finished answer's cells were still held when its response
+        # had come (348 + 381 seen in 2 of 10 rounds), and gone by the next: no growth, checked as below.
+        assert last["kv_positions"] == seen[0]["kv_positions"], [m["kv_positions"] for m in seen]
         assert last["rss_kib"] <= first["rss_kib"] * 1.02 + 2048, seen
+        # Worker threads come and go with the requests (anyio's idle ones end): no more at any point of
+        # the last 25 than at the busiest point of the first 25, and open files likewise.
+        for key in ("kv_positions", "fds", "threads"):
+            assert max(m[key] for m in seen[5:]) <= max(m[key] for m in seen[:5]), (key, seen)
     finally:
         server.stop()
