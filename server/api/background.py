@@ -1,10 +1,11 @@
-"""An upload read by OCR finishes in the background (issue 37): the 202 comes as soon as OCR starts,
-not after it (a 30-page scan kept the request open 54 s on a loaded machine, with no id and no
+"""An upload read by OCR finishes in the background (issue 37): the 202 comes once OCR has read its
+first page, not after the last (a 30-page scan kept the request open 54 s on a loaded machine, with no id and no
 progress).
 
 The route starts the pipeline (server/api/uploads.py ``run``) and waits for whichever comes first:
-its end (the 202 or the error as before: a text PDF, a 413, a 422 for a scan without Tesseract) or
-OCR's first progress beat (ingest/pdf.py reports ``(0, pages)`` before the first page). Then the
+its end (the 202 or the error as before: a text PDF, a 413, a 422 for a scan without Tesseract or a
+one-page scan OCR finds no text on) or OCR's first page read with more to come (ingest/pdf.py
+reports ``(done, pages)`` as it goes), so the request waits for one page at most (~2 CPU s). Then the
 document's row is made at once, ``ingesting`` with no files (counts 0 until its text is stored), its
 ``progress`` is OCR's share of pages done, and the rest of the pipeline stores its files into that
 row (store/writes.py ``store_into``) and queues the prefill. What fails later marks it ``failed``
@@ -46,7 +47,7 @@ class Reading:
         """OCR's progress (``done`` of ``total`` pages), from a worker thread."""
         if self.doc is not None:
             self.engine.progress[self.doc.id] = 0.99 * done / max(1, total)
-        elif not self._started.is_set():
+        elif 1 <= done < total and not self._started.is_set():  # the first page is read, more are to come
             self._loop.call_soon_threadsafe(self._started.set)
 
     def put(
@@ -58,7 +59,10 @@ class Reading:
             if self.doc is None:
                 self._stored = True
                 return new()
-        return into(self.doc)
+        doc, queued = into(self.doc)
+        if not queued:  # deleted while OCR read it: no progress is left behind for it
+            self.engine.progress.pop(doc.id, None)
+        return doc, queued
 
     async def wait(self, pipeline: asyncio.Task) -> DocRecord | None:
         """The row made when OCR started, the pipeline going on in the background; None when the

@@ -116,8 +116,8 @@ async def upload(
                 lambda row: writes.store_into(store, row, data, prepared),
             )
 
-        run = asyncio.ensure_future(
-            uploads.run(
+        async def stored() -> tuple[DocRecord, pipeline.Prepared, bool]:
+            return await uploads.run(
                 engine,
                 store,
                 settings,
@@ -127,7 +127,8 @@ async def upload(
                 store_doc,
                 replaces=known.id if known is not None else None,
             )
-        )
+
+        run = asyncio.ensure_future(stored())
         row = await reading.wait(run)  # OCR started: the rest goes on in the background (server/api/background.py)
         if row is not None:
             return DocumentCreated(id=row.id, name=row.name, status=INGESTING, note=background.NOTE)

@@ -54,7 +54,7 @@ def test_without_tesseract_a_scan_gets_422_with_the_install_command(server, scan
 
 def test_a_scan_gets_its_202_when_ocr_starts_and_is_read_in_the_background(server, tesseract):
     """Issue 37: OCR ran inside the upload request (the 202 for a 30-page scan came after 54 s, with
-    no id and no progress meanwhile). The 202 now comes when OCR starts: the row is there before its
+    no id and no progress meanwhile). The 202 now comes once OCR has read the first page: the row is there before its
     text (no tokens yet), its progress is OCR's pages, and it becomes ready by itself
     (server/api/background.py)."""
     data = card_pdf([ENGLISH, GERMAN, "A third page was scanned as well."])
