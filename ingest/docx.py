@@ -10,6 +10,14 @@ An ``altChunk`` (ECMA-376 Part 1 §17.17.2.1) imports another file's content at 
 body: html-docx-js and several exporters write the whole document as one HTML or MHT chunk. Each
 chunk's ``w:altChunk`` element is replaced by a paragraph holding a unique marker before mammoth
 runs, and the marker's line in the text by the chunk's text afterwards, so the chunk keeps its place.
+
+A DrawingML text box (``w:drawing`` → ``wp:anchor`` or ``wp:inline`` → ``wps:txbx`` →
+``w:txbxContent``, ECMA-376 Part 1 §20.4 and [MS-ODRAWXML] 2.3.10) is read by mammoth for its
+pictures only, so its text was dropped without a warning (microsoft/markitdown pull request 2514 is
+the same class); the same box with a VML fallback (``mc:AlternateContent`` → ``mc:Fallback`` →
+``w:pict`` → ``v:textbox``) is read, since mammoth takes the fallback. So before mammoth runs, each
+``w:txbxContent`` of a drawing that has no such fallback is copied into a ``w:pict`` right after the
+drawing, which mammoth reads as it reads a VML box: its paragraphs after the paragraph holding it.
 A chunk is read by what its bytes are: MHT (a MIME ``multipart/related`` message, RFC 2557: its
 HTML part), HTML or XHTML (the HTML path of an HTML upload), or plain text; an RTF or DOCX chunk,
 or one that is missing, is skipped with a warning.
@@ -45,8 +53,9 @@ def docx_pages(data: bytes) -> tuple[list[str], list[dict]]:
 
     archive = zipfile.ZipFile(io.BytesIO(data))
     marked, chunks, warnings = _replace_alt_chunks(archive)
-    if marked is not None:
-        data = _with_member(archive, _main_part(archive), marked)
+    boxed = _text_boxes(marked if marked is not None else _read_main(archive))
+    if boxed is not None or marked is not None:
+        data = _with_member(archive, _main_part(archive), boxed if boxed is not None else marked)
     no_images = mammoth.images.img_element(lambda image: {"alt": image.alt_text or ""})
     try:
         result = mammoth.convert_to_html(io.BytesIO(data), convert_image=no_images)
@@ -62,6 +71,58 @@ def docx_pages(data: bytes) -> tuple[list[str], list[dict]]:
         elif chunk_text:
             text += "\n\n" + chunk_text
     return [text], warnings
+
+
+def _read_main(archive: zipfile.ZipFile) -> bytes | None:
+    try:
+        return archive.read(_main_part(archive))
+    except (KeyError, *ZIP_ERRORS):
+        return None  # mammoth says what is missing or broken
+
+
+_W = (
+    "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
+    "http://purl.oclc.org/ooxml/wordprocessingml/main",
+)
+_MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
+
+
+def _text_boxes(xml: bytes | None) -> bytes | None:
+    """The main part with a ``w:pict`` holding a copy of each DrawingML text box's ``w:txbxContent``
+    after its ``w:drawing`` (module docstring); None when there is none to copy (or the part is not
+    well-formed XML: mammoth says so)."""
+    if xml is None or b"txbxContent" not in xml or b"drawing" not in xml:
+        return None
+    import copy
+
+    from lxml import etree
+
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+    try:
+        root = etree.fromstring(xml, parser)
+    except etree.XMLSyntaxError:
+        return None
+    copied = False
+    for drawing in list(root.iter(*(f"{{{ns}}}drawing" for ns in _W))):
+        if _has_fallback(drawing):
+            continue
+        boxes = [e for e in drawing.iter() if isinstance(e.tag, str) and e.tag.endswith("}txbxContent")]
+        if boxes:
+            pict = etree.Element(drawing.tag.rsplit("}", 1)[0] + "}pict")
+            pict.extend(copy.deepcopy(box) for box in boxes)
+            drawing.addnext(pict)
+            copied = True
+    return etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=True) if copied else None
+
+
+def _has_fallback(element) -> bool:
+    """Whether ``element`` lies in an ``mc:Choice`` whose ``mc:AlternateContent`` has an
+    ``mc:Fallback``, which mammoth reads instead."""
+    for ancestor in element.iterancestors(f"{_MC}Choice"):
+        parent = ancestor.getparent()
+        if parent is not None and parent.find(f"{_MC}Fallback") is not None:
+            return True
+    return False
 
 
 def _main_part(archive: zipfile.ZipFile) -> str:

@@ -102,6 +102,8 @@ def html_to_text(markup: str) -> str:
         soup = BeautifulSoup(markup, "lxml")
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
     text = _AFTER_BREAK.sub(r"\1\n", _CONVERTER.convert_soup(_main_content(soup))).strip("\n")
-    if title and not text.lstrip().startswith("#") and title not in text[: len(title) + 200]:
-        text = f"# {title}\n\n{text}"  # a page with no heading of its own: its title says what it is
+    # A page with no heading of its own: its title says what it is. A page with no text at all (an EPUB's
+    # cover, an image) stays empty: its title alone is no text (a cover-only EPUB is empty_document).
+    if title and text.strip() and not text.lstrip().startswith("#") and title not in text[: len(title) + 200]:
+        text = f"# {title}\n\n{text}"
     return text

@@ -48,6 +48,9 @@ class AnswerParams:
     stops: tuple[str, ...] | None = None  # None: the prompt layout's default stop strings
     sources: tuple[str, ...] = NAMES  # drafters allowed to fill the window
     quote: QuoteParams | None = None  # quote-first (spec/quote.py): the caller gives AnswerRun.quote
+    # Debug (DOCQA_DEBUG_REJECT_DRAFTS): every draft rejected after verification, the target's choice at
+    # the first row emitted: a greedy answer is unchanged, and every step rolls its draft back.
+    reject_drafts: bool = False
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -225,6 +228,8 @@ class Answer:
             result, kinds = self._accept_quote(rows, draft.tokens)
         else:
             result, kinds = accept(self.sampler, rows, draft.tokens), None
+            if self.params.reject_drafts and result.n_accepted:
+                result = VerifyResult(result.tokens[:1], 0)  # the target's choice at row 0: still lossless
         self._n_accepted = n_accepted = result.n_accepted
         stats.drafted_tokens += len(draft.tokens)
         stats.accepted_tokens += n_accepted

@@ -11,16 +11,16 @@ What can be rebuilt without the model from what is intact is rebuilt by store/re
 ==================== ====================================== ==============================================
 file                 check                                  repair
 ==================== ====================================== ==============================================
-``text.json``        JSON, field types, ``page_starts``     re-extract ``upload.bin`` (the server: it needs
-                     ascending within the text, ``chars``   the worker); else reingest
-                     and ``pages`` of the document's row
+``text.json``        JSON, field types, ``page_starts``     re-extract ``upload.bin`` wherever it is read
+                     ascending within the text, ``chars``   (store/docstore.py ``read_text``: the server's
+                     and ``pages`` of the document's row    worker); else reingest
 ``prefix.npy``       a 1-D int32 ``.npy`` of token ids in   ``repair_prefix``: lay out and tokenize the
                      ``[0, n_vocab)``, the length the row   stored text again (the tokenizer, as an
                      records; the snapshot manifest's       upload does: ingest/pipeline.py)
                      ``tokens_sha256`` when there is one
-``segments.json``    segments 0..n-1 covering the text in   none without the tokenizer and the budget:
-                     order, each overlapping or touching    reingest
-                     the next
+``segments.json``    segments 0..n-1 covering the text in   split the stored text again with the loaded
+                     order, each overlapping or touching    tokenizer and the budget, kept when it gives
+                     the next                               every stored prefix (``resplit``); else reingest
 ``segments.sqlite3`` SQLite ``quick_check``, one row per    ``ensure_index``: rebuilt from the stored text
                      segment, :data:`store.index.           and ``segments.json`` (old versions too)
                      INDEX_VERSION` (store/repair.py)

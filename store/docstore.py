@@ -21,16 +21,21 @@ files (the ranking index of its documents, store/collection_index.py) are ``file
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ingest import segments as segs
+from ingest.errors import DocumentError, SegmentsDamaged, TextDamaged
 from ingest.extract import ExtractedText
-from store import schema
+from store import repair, schema
 from store.files import DocFiles
+
+log = logging.getLogger("docqa.store")
 
 INGESTING, READY, FAILED = "ingesting", "ready", "failed"
 
@@ -92,6 +97,15 @@ class DocumentsMissing(Exception):
         super().__init__(f"no document with id {', '.join(self.ids)}")
 
 
+def printable(name: str, limit: int = 200) -> str:
+    """``name`` as a document or collection name is kept: characters that are not printable dropped
+    (NUL, which PostgreSQL text cannot hold; bidirectional overrides such as U+202E, which make
+    "deed" + U+202E + "fdp.exe" show as "deedexe.pdf"; zero-width spaces; controls), each run of whitespace one
+    space, at most ``limit`` characters; "" when nothing printable is left."""
+    kept = "".join(ch if ch.isprintable() else " " if ch.isspace() else "" for ch in name)
+    return " ".join(kept.split())[:limit]
+
+
 class DocStore(DocFiles, ABC):
     """Rows and files. Thread-safe. Subclasses implement the row operations below ``# -- rows``."""
 
@@ -99,6 +113,12 @@ class DocStore(DocFiles, ABC):
     #: it ingests, and the seconds its lease lasts unless renewed. None: the only server.
     owner: str | None = None
     lease_s: float = 0.0
+    #: Repairs of derived files that need the server (set by server/api/app.py once it has them):
+    #: ``reextract(upload) -> ExtractedText`` in the calling thread (the extraction worker), and
+    #: ``resplit(text) -> (segments, prefixes)`` with the loaded tokenizer and the budget
+    #: (ingest/segments.py ``split``). None: a damaged file is reported, not repaired.
+    reextract: Callable[[bytes], ExtractedText] | None = None
+    resplit: Callable[[ExtractedText], tuple[list, list]] | None = None
 
     def share(self, owner: str, lease_s: float) -> None:
         """Ingest as ``owner`` with leases of ``lease_s`` seconds (servers sharing the database)."""
@@ -119,6 +139,7 @@ class DocStore(DocFiles, ABC):
     ) -> DocRecord:
         """Insert a new ``ingesting`` document; raise DuplicateDocument if the bytes are known."""
         owner, lease_until = self.owner, (time.time() + self.lease_s if self.owner else None)
+        name = printable(name) or "document"
         row = {
             "id": uuid.uuid4().hex[:16], "name": name, "sha256": sha256, "kind": kind, "pages": pages,
             "tokens": tokens, "chars": chars, "status": INGESTING, "error": None, "created_at": time.time(),
@@ -138,7 +159,7 @@ class DocStore(DocFiles, ABC):
     def set_upload(self, doc_id: str, name: str, sha256: str) -> None:
         """A watched file changed: the document's new name and bytes (``upload.bin`` is rewritten by
         the caller before its text is stored again)."""
-        self._update(doc_id, {"name": name, "sha256": sha256})
+        self._update(doc_id, {"name": printable(name) or "document", "sha256": sha256})
 
     def set_status(self, doc_id: str, status: str, error: str | None = None) -> None:
         """``ingesting`` again (a reingest, a missing snapshot) makes this server its owner."""
@@ -169,13 +190,60 @@ class DocStore(DocFiles, ABC):
         self.remove_files(doc_id)
         self._delete(doc_id)
 
+    # -- derived files, repaired where they are read ----------------------------------------------
+    def read_text(self, doc_id: str) -> ExtractedText:
+        """The stored text (store/files.py). A damaged ``text.json`` is extracted again from the stored
+        upload with :attr:`reextract` and written back when that gives the row's characters and pages
+        (the text its snapshot was made from), wherever it is read: ``/text``, an answer's citations,
+        a collection's index, a resumed ingestion. Else TextDamaged as before."""
+        try:
+            return super().read_text(doc_id)
+        except TextDamaged as exc:
+            fresh = self._text_again(doc_id)
+            if fresh is None:
+                raise
+            log.warning("%s: %s; extracted again from the stored upload and written back", doc_id, exc)
+            self.write_text(doc_id, fresh)
+            return fresh
+
+    def _text_again(self, doc_id: str) -> ExtractedText | None:
+        doc, upload = self.get(doc_id), self.read_upload(doc_id)
+        if self.reextract is None or doc is None or upload is None:
+            return None
+        try:
+            fresh = self.reextract(upload)
+        except DocumentError:
+            return None
+        return fresh if len(fresh.text) == doc.chars and fresh.pages == doc.pages else None
+
+    def read_segments(self, doc_id: str) -> list[segs.Segment] | None:
+        """A segmented document's segments (store/files.py). A damaged ``segments.json`` is made again
+        from the stored text with :attr:`resplit` and written back when every segment's prefix is the
+        one stored (store/repair.py ``resplit``: the same tokenizer and budget made it). Else
+        SegmentsDamaged as before (reingest)."""
+        try:
+            return super().read_segments(doc_id)
+        except SegmentsDamaged as exc:
+            if self.resplit is None:
+                raise
+            try:
+                text = self.read_text(doc_id)
+                made = self.resplit(text)
+            except (OSError, DocumentError, ValueError):
+                raise exc from None
+            if not repair.resplit(self.dir(doc_id), *made):
+                raise
+            log.warning("%s: %s; made again from the stored text and written back", doc_id, exc)
+            return made[0]
+
     # -- collections ------------------------------------------------------------------------------
     def create_collection(self, name: str, document_ids: Sequence[str]) -> CollectionRecord:
-        """A new collection of ``document_ids`` (in that order, each once) named ``name``, in one
-        transaction. Raises DuplicateCollection when the name is taken, DocumentsMissing naming the
-        ids that have no document (a document deleted meanwhile included: nothing is written)."""
+        """A new collection of ``document_ids`` (in that order, each once) named ``name`` (made
+        :func:`printable`), in one transaction. Raises DuplicateCollection when the name is taken,
+        DocumentsMissing naming the ids that have no document (a document deleted meanwhile included:
+        nothing is written)."""
         ids = list(dict.fromkeys(document_ids))
-        row = {"id": uuid.uuid4().hex[:16], "name": name, "created_at": time.time()}
+        row = {"id": uuid.uuid4().hex[:16], "name": printable(name) or "collection", "created_at": time.time()}
         return self._insert_collection(row, ids)
 
     def delete_collection(self, collection_id: str) -> None:

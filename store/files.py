@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -177,6 +178,13 @@ class DocFiles:
         """The bytes as uploaded, or None if they are gone."""
         path = self.dir(doc_id) / UPLOAD_FILE
         return path.read_bytes() if path.is_file() else None
+
+    def open_upload(self, doc_id: str) -> BinaryIO | None:
+        """The bytes as uploaded, opened for reading (the caller closes it), or None if they are gone."""
+        try:
+            return (self.dir(doc_id) / UPLOAD_FILE).open("rb")
+        except (FileNotFoundError, NotADirectoryError):
+            return None
 
     def read_text(self, doc_id: str) -> ExtractedText:
         """The stored text; FileNotFoundError when it was never stored (a failed upload), TextDamaged

@@ -3,7 +3,8 @@ store/checked.py's): ``prefix.npy`` laid out and tokenized again from the stored
 (:func:`repair_prefix`), and a segmented document's FTS5 index ``segments.sqlite3`` rebuilt from its
 stored text and ``segments.json`` when it is missing, damaged or of an older
 :data:`store.index.INDEX_VERSION` (:func:`ensure_index`, and :func:`rank_segments` on the way to a
-question). :func:`check_document` lists every problem of a document's files.
+question), and ``segments.json`` written again when a list made again reproduces every stored
+segment prefix (:func:`resplit`). :func:`check_document` lists every problem of a document's files.
 """
 
 from __future__ import annotations
@@ -38,6 +39,26 @@ def repair_prefix(
     with replacing(state_dir / PREFIX_FILE) as tmp, tmp.open("wb") as f:
         np.save(f, ids)
     return ids
+
+
+def resplit(directory: Path, segments: Sequence[segs.Segment], prefixes: Sequence[np.ndarray]) -> bool:
+    """Write ``segments.json`` in ``directory`` again from ``segments`` (made again from the stored text,
+    ingest/segments.py ``split``) when each one's ``prefixes[i]`` is the ``prefix.npy`` stored in
+    ``segments/<i>/`` and no other segment directory is there: a list that reproduces every stored
+    prefix is the one they were made with. Returns False (nothing written) when any differs, as it
+    does after the tokenizer, the prompt or the budget changed (reingest then)."""
+    stored = sorted(p.name for p in (directory / "segments").glob("*") if p.is_dir())
+    if stored != sorted(str(s.index) for s in segments):
+        return False
+    for segment, prefix in zip(segments, prefixes, strict=True):
+        try:
+            ids = read_prefix(directory / "segments" / str(segment.index), n_tokens=segment.n_tokens)
+        except (FileNotFoundError, DocumentFilesDamaged):
+            return False
+        if not np.array_equal(ids, np.asarray(prefix, dtype=np.int32)):
+            return False
+    segs.write(directory, list(segments))
+    return True
 
 
 def ensure_index(directory: Path, text: str | None = None) -> bool:

@@ -21,7 +21,7 @@ def store_new(store: DocStore, data: bytes, digest: str, name: str, prepared: Pr
     known = store.by_sha256(digest)
     if known is not None and known.status == FAILED:
         store.delete(known.id)
-    extracted, prefix = prepared.extracted, prepared.prefix
+    extracted = prepared.extracted
     try:
         doc = store.create(
             name=name,
@@ -36,14 +36,30 @@ def store_new(store: DocStore, data: bytes, digest: str, name: str, prepared: Pr
         )
     except DuplicateDocument as dup:
         return dup.existing, False
-    try:
-        store.write_files(doc.id, data, extracted, prefix if not prepared.segments else None)
-        if prepared.segments:
-            store.write_segments(doc.id, extracted.text, list(prepared.segments), list(prepared.segment_prefixes))
-    except OSError as exc:
-        store.remove_files(doc.id)  # all of them: their space is what SQLite may need to record the failure
-        raise _failed(store, doc.id, exc, "storing the upload", "upload it again") from exc
+    _write_files(store, doc.id, data, prepared)
     return doc, True
+
+
+def store_into(store: DocStore, doc: DocRecord, data: bytes, prepared: Prepared) -> tuple[DocRecord, bool]:
+    """Store the files of an upload whose row was made before its text was read (OCR in the
+    background, server/api/background.py) and record its text in the row. Returns (record, whether
+    to prefill it): False when it was deleted meanwhile (nothing is written)."""
+    if store.get(doc.id) is None:
+        return doc, False
+    _write_files(store, doc.id, data, prepared)
+    store.set_text(doc.id, prepared.extracted, prepared.n_tokens)
+    return store.get(doc.id) or doc, True
+
+
+def _write_files(store: DocStore, doc_id: str, data: bytes, prepared: Prepared) -> None:
+    extracted = prepared.extracted
+    try:
+        store.write_files(doc_id, data, extracted, prepared.prefix if not prepared.segments else None)
+        if prepared.segments:
+            store.write_segments(doc_id, extracted.text, list(prepared.segments), list(prepared.segment_prefixes))
+    except OSError as exc:
+        store.remove_files(doc_id)  # all of them: their space is what SQLite may need to record the failure
+        raise _failed(store, doc_id, exc, "storing the upload", "upload it again") from exc
 
 
 def store_again(store: DocStore, doc: DocRecord, prepared: Prepared) -> None:

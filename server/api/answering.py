@@ -75,6 +75,7 @@ def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_a
             stops=tuple(req.stop) if req.stop is not None else layout_stops,
             sources=sources.NAMES if req.draft_source in ("all", "both") else (req.draft_source,),
             quote=SERVED if answer_mode(req, settings) == "quote" else None,
+            reject_drafts=settings.debug_reject_drafts,
         )
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from exc

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -22,7 +23,7 @@ from starlette.routing import Route
 
 from ingest.errors import DataDirUnusable
 from ingest.worker import ExtractionWorker
-from server.api import handlers, refit
+from server.api import handlers, refit, uploads
 from server.api.guard import Guard
 from server.api.head import HeadAsGet
 from server.api.hosts import TrustedHosts
@@ -71,6 +72,8 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         )
         extractor.prestart()
         await asyncio.to_thread(engine.start)
+        store.reextract = extractor.extract  # damaged derived files repaired wherever read (store/docstore.py)
+        store.resplit = partial(uploads.resplit, engine, settings)
         app.state.snapshot_bytes = snapshot_estimate(settings, engine.model.path)  # for the free-space check
         await asyncio.to_thread(lambda: engine.model.max_token_chars)  # read the vocabulary once, now
         metrics.bind(engine, store)

@@ -16,6 +16,7 @@ from server.api.schemas import (
     Body,
     DraftSource,
     Finite,
+    blank,
 )
 from server.config.errors import InvalidRequest
 from spec.limits import MAX_WINDOW
@@ -119,7 +120,7 @@ def conversation(messages: list[ChatMessage]) -> tuple[tuple[tuple[str, str], ..
     if system:
         turns[0][0][:0] = system
     pairs = [("\n\n".join(q), "\n\n".join(a)) for q, a in turns]
-    if not pairs[-1][0].strip():
+    if blank(pairs[-1][0]):
         raise InvalidRequest("the question (last user message) is empty")
     return tuple(pairs[:-1]), pairs[-1][0]
 

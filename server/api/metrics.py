@@ -77,6 +77,11 @@ class Metrics:
             for doc_id, value in list(self._engine.progress.items()):
                 progress.add_metric([doc_id], value)
             yield progress
+            yield GaugeMetricFamily(
+                "docqa_kv_positions",
+                "KV cache positions held, summed over sequences, after the last engine step",
+                value=self._engine.kv_positions,
+            )
         if self._store is not None:
             yield GaugeMetricFamily(
                 "docqa_snapshot_bytes", "Bytes of document snapshots on disk", value=self._store.snapshot_bytes()

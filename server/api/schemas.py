@@ -148,6 +148,12 @@ class DocumentText(BaseModel):
     pages: list[PageSpan]
 
 
+def blank(text: str) -> bool:
+    """Whether ``text`` shows nothing: only whitespace and characters that are neither printable nor
+    space (zero-width space U+200B, word joiner U+2060, byte order mark U+FEFF, joiners, controls)."""
+    return not any(ch.isprintable() and not ch.isspace() for ch in text)
+
+
 class AnswerRequest(Body):
     """A question about one document. Only `question` is required; null means unset for the rest."""
 
@@ -167,8 +173,9 @@ class AnswerRequest(Body):
     @field_validator("question")
     @classmethod
     def _not_blank(cls, question: str) -> str:
-        """A question of whitespace only is refused, as the chat route refuses an empty last message."""
-        if not question.strip():
+        """A question of whitespace only (zero-width spaces and joiners included: :func:`blank`) is
+        refused, as the chat route refuses an empty last message."""
+        if blank(question):
             raise PydanticCustomError("empty_question", "the question is empty (only whitespace); send its text")
         return question
 

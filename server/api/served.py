@@ -11,15 +11,27 @@ What is served is the upload as it was sent, whole: a document that is a part of
   sandbox`` (a unique origin, no script), and all with ``X-Content-Type-Options: nosniff``. A PDF opens
   in the browser's PDF viewer, which runs none of the file's script as this site.
 * The bytes of an id never change (a re-ingest keeps them), so the ETag is the upload's sha256 and an
-  ``If-None-Match`` that names it gets a 304.
+  ``If-None-Match`` that names it, weakly (``W/"<sha256>"``) or not, or is ``*``, gets a 304 (RFC 9110
+  §13.1.2: If-None-Match uses the weak comparison, and ``*`` matches any current representation).
+* The file is streamed from disk in 64 KiB chunks (Starlette's ``FileResponse``), with ``Range``,
+  ``If-Range`` and 416 as it serves them (RFC 9110 §14), never read whole: 8 parallel reads of a 50 MB
+  PDF used to take a server from 591 MB to 1,025 MB. It is opened before the response starts and read
+  from that open file, so a DELETE meanwhile (its directory removed) does not cut a read short.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import BinaryIO
 from urllib.parse import quote
 
+import anyio
 from fastapi import Response
+from starlette.responses import FileResponse
+from starlette.types import Receive, Scope, Send
 
 from server.config.errors import DocumentFailed, DocumentIngesting
 from store.docstore import INGESTING, DocRecord
@@ -71,10 +83,39 @@ def media_type(doc: DocRecord, name: str) -> str:
     return media
 
 
-def served_file(doc: DocRecord, data: bytes | None, if_none_match: str | None = None) -> Response:
-    """The response for ``doc``'s stored upload ``data`` (None: not stored). Raises DocumentIngesting
-    (409) while the upload is still being written, DocumentFailed (409) when it is gone."""
-    if data is None:
+def matches(if_none_match: str | None, etag: str) -> bool:
+    """Whether an ``If-None-Match`` header value matches the strong ``etag``: ``*``, or one of its
+    entity tags compared weakly (``W/`` ignored; RFC 9110 §8.8.3.2, §13.1.2)."""
+    if not if_none_match:
+        return False
+    tags = [t.strip() for t in if_none_match.split(",")]
+    return "*" in tags or any(t.removeprefix("W/") == etag for t in tags)
+
+
+class OpenedFile(FileResponse):
+    """A FileResponse that reads from a file opened before it was made (``opened``, closed when the
+    response is done) rather than opening its path again: the path may be gone by then (a DELETE)."""
+
+    def __init__(self, opened: BinaryIO, **kwargs) -> None:
+        self.opened = opened
+        super().__init__(opened.name, stat_result=os.fstat(opened.fileno()), **kwargs)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.opened.close()
+
+    @asynccontextmanager
+    async def _open_file(self) -> AsyncIterator[anyio.AsyncFile[bytes]]:  # FileResponse opens its file here
+        yield anyio.wrap_file(self.opened)
+
+
+def served_file(doc: DocRecord, opened: BinaryIO | None, if_none_match: str | None = None) -> Response:
+    """The response for ``doc``'s stored upload, ``opened`` for reading (None: not stored; closed by
+    the response). Raises DocumentIngesting (409) while the upload is still being written,
+    DocumentFailed (409) when it is gone."""
+    if opened is None:
         if doc.status == INGESTING:
             raise DocumentIngesting(f"document {doc.id} is still being stored; ask for its file again in a moment")
         why = f" ({doc.error})" if doc.error else ""
@@ -89,6 +130,7 @@ def served_file(doc: DocRecord, data: bytes | None, if_none_match: str | None = 
     }
     if doc.kind != "pdf":
         headers["Content-Security-Policy"] = "sandbox"
-    if if_none_match and etag in [t.strip() for t in if_none_match.split(",")]:
+    if matches(if_none_match, etag):
+        opened.close()
         return Response(status_code=304, headers={k: v for k, v in headers.items() if k != "Content-Disposition"})
-    return Response(data, media_type=media_type(doc, name), headers=headers)
+    return OpenedFile(opened, media_type=media_type(doc, name), headers=headers)

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from ingest import cut as cuts
 from ingest import pipeline
+from ingest import segments as segs
 from ingest.budget import Budget
 from ingest.extract import ExtractedText
 from ingest.pipeline import Prepared
@@ -21,7 +22,7 @@ from server.config.errors import InvalidRequest
 from server.config.settings import Settings
 from server.engine.engine import Engine
 from store import disk
-from store.docstore import INGESTING, DocRecord, DocStore
+from store.docstore import INGESTING, DocRecord, DocStore, printable
 
 
 def parse_cut(pages: str | None, chars: str | None, labels: bool = False) -> cuts.Cut | None:
@@ -38,6 +39,17 @@ def prepare(engine: Engine, settings: Settings, extracted: ExtractedText) -> Pre
     leading part that fits."""
     budget = Budget(settings.document_budget, engine.n_ctx, engine.model.n_ctx_train)
     return pipeline.prepare(extracted, engine.layout, engine.model, budget, segmenting(settings))
+
+
+def resplit(engine: Engine, settings: Settings, extracted: ExtractedText) -> tuple[list, list]:
+    """The segments of ``extracted`` and their prefixes as an upload would make them now (the loaded
+    tokenizer, DOCQA_DOCUMENT_BUDGET, DOCQA_SEGMENT_OVERLAP_TOKENS): what a damaged ``segments.json``
+    is checked against (store/docstore.py ``read_segments``). ValueError when documents are not split."""
+    how = segmenting(settings)
+    if how is None:
+        raise ValueError("long documents are refused (DOCQA_LONG_DOCUMENTS=refuse)")
+    budget = Budget(settings.document_budget, engine.n_ctx, engine.model.n_ctx_train)
+    return segs.split(extracted, engine.layout, engine.model, budget.limit, how.overlap)
 
 
 def segmenting(settings: Settings) -> pipeline.Segmenting | None:
@@ -76,7 +88,7 @@ def display_name(filename: str | None, extracted: ExtractedText) -> str:
     """The file's own name (no directories, printable, at most 200 characters), and the part of it
     the document is ("book.pdf (pages 5-9)")."""
     name = (filename or "document").replace("\\", "/").rsplit("/", 1)[-1]
-    name = "".join(ch for ch in name if ch.isprintable())[:200] or "document"
+    name = printable(name) or "document"
     if extracted.cut is not None:
         part = cuts.Cut.from_spec(extracted.cut)
         name += f" ({'pages' if part.unit == 'pages' else 'characters'} {part.start}-{part.end})"

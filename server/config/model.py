@@ -119,6 +119,15 @@ class ModelSettings(BaseSettings):
             "the measured cost."
         ),
     )
+    debug_reject_drafts: bool = Field(
+        default=False,
+        description=(
+            "Debug: every draft is rejected after its verify call (the target's token at the first row "
+            "is emitted, the draft's cells are rolled back), so answers stay the target's own while every "
+            "step takes the rollback path; for leak tests (tests/server/engine/test_rejection_leaks.py). "
+            "Slow: never in production."
+        ),
+    )
     parallel_ingest: bool = Field(
         default=True,
         description=(

@@ -57,6 +57,16 @@ class Contexts:
             return None
         return self.target.state_get(seq_id), {name: get() for name, (_, get) in parts.items()}
 
+    def kv_positions(self, n_seqs: int) -> int:
+        """Positions the target's KV cache holds, summed over sequences ``0..n_seqs-1`` (a shared
+        prefix counts once per sequence holding it): after the same answers, cells a rollback left
+        behind show here (the ``docqa_kv_positions`` gauge, tests/server/engine/test_rejection_leaks.py)."""
+        total = 0
+        for seq_id in range(n_seqs):
+            if (hi := self.target.pos_max(seq_id)) >= 0:
+                total += hi - self.target.pos_min(seq_id) + 1
+        return total
+
     def set_ram_state(self, state: RamState, seq_id: int) -> None:
         """Put the target's part of a RAM state back into ``seq_id`` (the companions take theirs in
         ``Companions.restore``)."""

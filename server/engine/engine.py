@@ -67,6 +67,7 @@ class Engine:
         self.loaded: Loaded | None = None
         self.load_error: str | None = None
         self.ready = threading.Event()
+        self.kv_positions = 0  # KV positions held after the last step (Contexts.kv_positions; /metrics)
         self.progress: dict[str, float] = {}  # doc id -> prefill progress 0..1 (engine writes, routes read)
         self.readings = Readings()  # doc id -> waiting or read so far, at what rate (server/engine/reading.py)
         self.unfit: dict[str, str] = {}  # doc id -> why it must be read again (server/api/refit.py fills it)
@@ -221,6 +222,7 @@ class Engine:
                 self.observer.observe_step(len(answering), report.model_batched)
             self._postprocess(report)
         self._prefill_next_chunk()
+        self.kv_positions = self.loaded.contexts.kv_positions(1 + sched.n_seqs + int(sched.parallel_ingest))
 
     def _postprocess(self, report: StepReport) -> None:
         """Send each question its tokens; then rebuild the sequences whose rollback failed (after every

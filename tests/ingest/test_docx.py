@@ -61,3 +61,61 @@ def test_a_document_with_only_an_unreadable_chunk_is_empty_with_the_reason():
 def test_a_plain_text_chunk_is_read():
     result = extract(docx('<w:altChunk r:id="t"/>', {"notes.txt": "Plain notes in a chunk."}, {"t": "notes.txt"}))
     assert "Plain notes in a chunk." in result.text
+
+
+WP = "http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing"
+A = "http://schemas.openxmlformats.org/drawingml/2006/main"
+WPS = "http://schemas.microsoft.com/office/word/2010/wordprocessingShape"
+MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
+V = "urn:schemas-microsoft-com:vml"
+
+
+def _text_box(text: str, anchored: bool) -> str:
+    """A DrawingML text box (``w:drawing`` → ``wps:txbx`` → ``w:txbxContent``) as Word writes one,
+    anchored to its paragraph or inline in it."""
+    shape = (
+        f'<a:graphic xmlns:a="{A}"><a:graphicData uri="{WPS}"><wps:wsp xmlns:wps="{WPS}">'
+        '<wps:cNvSpPr txBox="1"/><wps:spPr/>'
+        f"<wps:txbx><w:txbxContent>{paragraph(text)}</w:txbxContent></wps:txbx><wps:bodyPr/></wps:wsp>"
+        "</a:graphicData></a:graphic>"
+    )
+    if anchored:
+        return (
+            f'<w:drawing><wp:anchor xmlns:wp="{WP}" distT="0" distB="0" distL="0" distR="0" simplePos="0" '
+            'relativeHeight="1" behindDoc="0" locked="0" layoutInCell="1" allowOverlap="1"><wp:simplePos x="0" y="0"/>'
+            '<wp:positionH relativeFrom="column"><wp:posOffset>0</wp:posOffset></wp:positionH>'
+            '<wp:positionV relativeFrom="paragraph"><wp:posOffset>0</wp:posOffset></wp:positionV>'
+            '<wp:extent cx="914400" cy="914400"/><wp:wrapSquare wrapText="bothSides"/>'
+            f'<wp:docPr id="1" name="Text Box 1"/>{shape}</wp:anchor></w:drawing>'
+        )
+    return (
+        f'<w:drawing><wp:inline xmlns:wp="{WP}"><wp:extent cx="914400" cy="914400"/>'
+        f'<wp:docPr id="2" name="Text Box 2"/>{shape}</wp:inline></w:drawing>'
+    )
+
+
+@pytest.mark.parametrize("anchored", [True, False])
+def test_text_in_a_drawingml_text_box_is_read(anchored):
+    """mammoth reads a ``w:drawing`` for its pictures only, so a text box's text was dropped without a
+    warning (microsoft/markitdown pull request 2514 is the same class); the same box with a VML
+    fallback was read."""
+    box = _text_box("The pump room key hangs behind the blue door.", anchored)
+    body = paragraph("Notes from the site visit.") + f"<w:p><w:r><w:t>See the box.</w:t></w:r><w:r>{box}</w:r></w:p>"
+    body += paragraph("End of the notes.")
+    text = extract(docx(body)).text
+    assert "The pump room key hangs behind the blue door." in text, text
+    assert text.index("Notes from the site visit.") < text.index("pump room key") < text.index("End of the notes.")
+
+
+def test_a_text_box_with_a_vml_fallback_is_read_once():
+    choice = _text_box("Read me once, from either form.", anchored=True)
+    fallback = (
+        f'<w:pict><v:shape xmlns:v="{V}"><v:textbox><w:txbxContent>{paragraph("Read me once, from either form.")}'
+        "</w:txbxContent></v:textbox></v:shape></w:pict>"
+    )
+    box = (
+        f'<mc:AlternateContent xmlns:mc="{MC}"><mc:Choice Requires="wps">{choice}</mc:Choice>'
+        f"<mc:Fallback>{fallback}</mc:Fallback></mc:AlternateContent>"
+    )
+    text = extract(docx(f"<w:p><w:r>{box}</w:r></w:p>" + paragraph("After."))).text
+    assert text.count("Read me once, from either form.") == 1, text

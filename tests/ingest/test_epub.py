@@ -70,12 +70,29 @@ def test_a_book_whose_chapters_are_all_missing_is_empty_with_the_reason():
         [],  # an empty spine: normalize_pages([]) raised ValueError (a 500)
         [("cover.jpg", "image/jpeg", b"\xff\xd8\xff\xe0")],  # only an image page
         [("a.xhtml", XHTML, "<html><body>   </body></html>")],  # a chapter without text
+        # The only chapter is an XHTML page holding an image, as most covers are: it became a
+        # document whose whole text was its <title> ("# Cover").
+        [
+            (
+                "cover.xhtml",
+                XHTML,
+                '<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><head><title>Cover</title></head>'
+                '<body><div><img src="cover.jpg" alt=""/></div></body></html>',
+            )
+        ],
     ],
 )
 def test_a_book_with_no_pages_is_empty_document(items):
     spine = [h for h, _, _ in items]
     with pytest.raises(EmptyDocument):
         extract(epub(items, spine=spine))
+
+
+def test_a_cover_page_adds_no_title_page_to_a_book():
+    cover = '<html><head><title>Cover</title></head><body><img src="c.jpg" alt=""/></body></html>'
+    book = epub([("cover.xhtml", XHTML, cover), ("a.xhtml", XHTML, chapter("One", "The first chapter."))])
+    result = extract(book)
+    assert result.pages == 1 and "Cover" not in result.text and "The first chapter." in result.text
 
 
 def test_hrefs_are_relative_to_the_package_and_url_encoded():

@@ -130,6 +130,9 @@ def test_collections_round_trip_keep_their_order_and_survive_a_reopen(tmp_path, 
     assert reopened.collection(first.id) is None and [x.id for x in store.collections()] == [second.id]
     assert store.get(a.id) is not None, "deleting a collection keeps its documents"
     store.create_collection("contracts", [a.id])  # the name is free again
+    # Names are kept printable on both stores (PostgreSQL text cannot hold NUL; a bidi override misleads).
+    odd = store.create_collection("nul\u0000 and \u202eoverride", [a.id])
+    assert odd.name == "nul and override" and reopened.collection(odd.id).name == "nul and override"
     store.close()
     reopened.close()
 

@@ -158,3 +158,34 @@ def test_stream_events_markdown_empty_answer_and_stream_errors(open_page, cases)
     assert roles == [["user"], ["user", "assistant", "user"], ["user", "assistant", "user"]]
     assert json.dumps(requests[2]["messages"][1]["content"]) == json.dumps(MARKDOWN)
     assert p.problems == []
+
+
+def test_an_answer_marked_cannot_parse_is_shown_as_text(open_page, cases):
+    """About 1,800 nested ``>`` make the vendored marked throw RangeError (markedjs/marked issue 1462
+    is the same class), which stopped the page from rendering the conversation: the answer is now
+    shown as plain text, and the turns around it as Markdown."""
+    p = open_page(1280, 720)
+    page = p.page
+    p.upload(cases / PDF)
+    deep = ">" * 1800 + " deep"
+    answers = ["**First** answer.", deep, "**Third** answer."]
+    requests: list[dict] = []
+
+    def fulfil(route):
+        requests.append(route.request.post_data_json)
+        text = answers[len(requests) - 1]
+        body = sse(
+            chunk({"role": "assistant", "content": ""}), chunk({"content": text}), chunk({}, "stop"), "data: [DONE]"
+        )
+        route.fulfill(status=200, headers={"content-type": "text/event-stream"}, body=body)
+
+    page.route("**/v1/chat/completions", fulfil)
+    for question in ("One?", "Two?", "Three?"):
+        p.ask(question)
+        assert page.inner_text("#ask-status") == "Done."
+    turns = page.locator("#thread .turn")
+    assert turns.count() == 3 and turns.nth(1).get_attribute("class") == "turn done"
+    assert turns.nth(1).locator(".answer").inner_text() == deep
+    assert turns.nth(0).locator(".answer strong").inner_text() == "First"
+    assert turns.nth(2).locator(".answer strong").inner_text() == "Third"
+    assert p.problems == []

@@ -76,7 +76,14 @@ function renderMarkdown(node, text) {
     });
     purifyHooked = true;
   }
-  node.innerHTML = DOMPurify.sanitize(marked.parse(text, { gfm: true, breaks: true, async: false }), PURIFY);
+  let html;
+  try {
+    html = marked.parse(text, { gfm: true, breaks: true, async: false });
+  } catch (err) { // marked recurses per nesting level: ~1,800 nested '>' throw RangeError (marked issue 1462)
+    node.textContent = text;
+    return;
+  }
+  node.innerHTML = DOMPurify.sanitize(html, PURIFY);
 }
 
 // Tokens arrive faster than frames: re-render each changed answer at most once per frame.

@@ -14,7 +14,7 @@ from server.api.deps import CollectionDep, EngineDep, SettingsDep, StoreDep, fin
 from server.api.responses import respond
 from server.api.schemas import AnswerRequest, AnswerResponse, CollectionList, CollectionPublic, CollectionRequest
 from server.config.errors import CollectionDocumentsInvalid, CollectionExists, InvalidRequest
-from store.docstore import READY, DocumentsMissing, DuplicateCollection
+from store.docstore import READY, DocumentsMissing, DuplicateCollection, printable
 
 router = APIRouter(prefix="/v1")
 
@@ -33,9 +33,9 @@ def _refuse(unknown: list[str], not_ready: list[tuple[str, str]]) -> CollectionD
 
 @router.post("/collections", status_code=201, response_model=CollectionPublic)
 async def create_collection(req: CollectionRequest, store: StoreDep) -> CollectionPublic:
-    name = " ".join(req.name.split())
+    name = printable(req.name)  # as a document's name: no NUL (PostgreSQL refuses it), no bidi overrides
     if not name:
-        raise InvalidRequest("name: a collection needs a name with more than spaces in it")
+        raise InvalidRequest("name: a collection needs a name with printable characters in it, not only spaces")
     ids = list(dict.fromkeys(req.document_ids))
     docs = await asyncio.to_thread(lambda: [find_document(store, i) for i in ids])
     unknown = [i for i, d in zip(ids, docs, strict=True) if d is None]

@@ -9,10 +9,10 @@ import logging
 from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 
 from ingest import pipeline
-from ingest.errors import DocumentError, DocumentFilesDamaged, TextDamaged
+from ingest.errors import DocumentFilesDamaged, TextDamaged
 from ingest.reingest import reextract_async
 from runtime.system import busy
-from server.api import segmented, uploads
+from server.api import background, segmented, uploads
 from server.api.deps import DocumentDep, EngineDep, ExtractorDep, SettingsDep, StoreDep
 from server.api.schemas import (
     DocumentCreated,
@@ -133,20 +133,32 @@ async def upload(
             response.status_code = 200
             return DocumentCreated(id=known.id, name=known.name, status=known.status)
 
+        reading = background.Reading(store, engine, file.filename, digest, cut)
+
         def store_doc(prepared: pipeline.Prepared) -> tuple[DocRecord, bool]:
             name = uploads.display_name(file.filename, prepared.extracted)
-            return writes.store_new(store, data, digest, name, prepared)  # False: the same bytes came meanwhile
+            return reading.put(
+                lambda: writes.store_new(store, data, digest, name, prepared),  # False: the same bytes came meanwhile
+                lambda row: writes.store_into(store, row, data, prepared),
+            )
 
-        doc, _, created = await uploads.run(
-            engine,
-            store,
-            settings,
-            request.app.state.snapshot_bytes,
-            lambda cap: slot.extract(data, password or None, cut, cap),
-            len(data),
-            store_doc,
-            replaces=known.id if known is not None else None,
-        )
+        async def stored() -> tuple[DocRecord, pipeline.Prepared, bool]:
+            return await uploads.run(
+                engine,
+                store,
+                settings,
+                request.app.state.snapshot_bytes,
+                lambda cap: slot.extract(data, password or None, cut, cap, reading.tell),
+                len(data),
+                store_doc,
+                replaces=known.id if known is not None else None,
+            )
+
+        run = asyncio.ensure_future(stored())
+        row = await reading.wait(run)  # OCR started: the rest goes on in the background (server/api/background.py)
+        if row is not None:
+            return DocumentCreated(id=row.id, name=row.name, status=INGESTING, note=background.NOTE)
+        doc, _, created = await run
     if not created:
         response.status_code = 200
     return DocumentCreated(id=doc.id, name=doc.name, status=doc.status)
@@ -163,45 +175,30 @@ def get_document(doc: DocumentDep, engine: EngineDep) -> DocumentPublic:
 
 
 @router.get("/documents/{doc_id}/text", response_model=DocumentText)
-async def get_text(doc: DocumentDep, store: StoreDep, extractor: ExtractorDep) -> DocumentText:
+async def get_text(doc: DocumentDep, store: StoreDep) -> DocumentText:
     """The stored text and its page map, numbered as in the upload (a part keeps its page numbers).
     A damaged ``text.json`` is extracted again from the stored upload when that gives the same text
-    length and pages (then written back); otherwise 409 with the action that repairs it."""
+    length and pages, and written back (store/docstore.py ``read_text``, as wherever it is read);
+    otherwise 409 with the action that repairs it."""
     try:
         extracted = await asyncio.to_thread(store.read_text, doc.id)
     except FileNotFoundError:
         why = doc.error or doc.status
         raise DocumentFailed(f"document {doc.id} has no stored text ({why}); upload it again") from None
     except TextDamaged as exc:
-        extracted = await _text_again(store, extractor, doc, exc)
+        raise damaged(exc, doc.id) from None
     starts, first = extracted.page_starts, extracted.first_page
     ends = [*starts[1:], len(extracted.text)]
     pages = [PageSpan(page=first + i, start=s, end=e) for i, (s, e) in enumerate(zip(starts, ends, strict=True))]
     return DocumentText(id=doc.id, text=extracted.text, pages=pages)
 
 
-async def _text_again(store, extractor, doc: DocRecord, exc: TextDamaged):
-    """``doc``'s text extracted again from its stored upload and written back, if it is the text its
-    snapshot was made from (the same length and pages); else DocumentDamaged (409)."""
-    upload = await asyncio.to_thread(store.read_upload, doc.id)
-    if upload is not None:
-        try:
-            fresh = await extractor.extract_async(upload)
-        except DocumentError:
-            fresh = None
-        if fresh is not None and len(fresh.text) == doc.chars and fresh.pages == doc.pages:
-            log.warning("%s: %s; extracted again from the stored upload and written back", doc.id, exc)
-            await asyncio.to_thread(store.write_text, doc.id, fresh)
-            return fresh
-    raise damaged(exc, doc.id) from None
-
-
 @router.get("/documents/{doc_id}/file", response_class=Response)
 async def get_file(doc: DocumentDep, request: Request, store: StoreDep) -> Response:
-    """The upload as it was sent (server/api/served.py): the page shows a PDF with PDF.js from it.
-    A part (``pages=`` / ``chars=``) gets the whole file: its page numbers are the file's own."""
-    data = await asyncio.to_thread(store.read_upload, doc.id)
-    return served_file(doc, data, request.headers.get("if-none-match"))
+    """The upload as it was sent, streamed with ranges (server/api/served.py): the page shows a PDF with
+    PDF.js from it. A part (``pages=`` / ``chars=``) gets the whole file: its page numbers are the file's own."""
+    opened = await asyncio.to_thread(store.open_upload, doc.id)
+    return served_file(doc, opened, request.headers.get("if-none-match"))
 
 
 @router.delete("/documents/{doc_id}", status_code=204)

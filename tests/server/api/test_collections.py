@@ -269,3 +269,21 @@ def test_deleting_a_member_removes_it_and_its_answers(client):
     assert emptied["documents"] == [] and emptied["status"] == "empty"
     r = client.post(f"/v1/collections/{cid}/answers", json={"question": q})
     assert r.status_code == 409 and r.json()["error"]["type"] == "collection_empty", r.text
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_a_collection_name_is_made_printable_on_both_stores(request, server, tmp_path, store):
+    """A name holding NUL gave 500 on PostgreSQL (``text fields cannot contain NUL``); on SQLite it and
+    RIGHT-TO-LEFT OVERRIDE were stored and shown as sent. Collection names are now made printable as
+    document names are (store/docstore.py ``printable``), on both stores, and a name of nothing
+    printable is refused like one of spaces."""
+    url = request.getfixturevalue("postgres_url") if store == "postgres" else None
+    with server(database_url=url) as client:
+        doc = upload(client, None, name="ferry.md", data=FERRY.encode())
+        for sent, shown in [("a\u0000b", "ab"), ("deed \u202eexe.pdf", "deed exe.pdf"), ("x\u200b\ty", "x y")]:
+            r = client.post("/v1/collections", json={"name": sent, "document_ids": [doc["id"]]})
+            assert r.status_code == 201, r.text
+            assert r.json()["name"] == shown
+            assert client.get(f"/v1/collections/{r.json()['id']}").json()["name"] == shown
+        r = client.post("/v1/collections", json={"name": "\u0000\u202e\u200b", "document_ids": [doc["id"]]})
+        assert r.status_code == 422 and "name" in r.json()["error"]["message"], r.text

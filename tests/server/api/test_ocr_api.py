@@ -8,9 +8,10 @@ from __future__ import annotations
 import bisect
 
 from ingest.pdf import OCR_NOTE
+from server.api.background import NOTE
 from testkit.live import Live
 from testkit.scans import CARD, card_pdf, mixed_pdf
-from tests.conftest import upload
+from tests.conftest import upload, wait_ready
 from tests.ingest.samples import pdf
 
 ENGLISH = "The harbour master counted seven ships before the storm."
@@ -49,3 +50,24 @@ def test_without_tesseract_a_scan_gets_422_with_the_install_command(server, scan
         assert client.get("/v1/documents").json()["documents"] == []
         doc = upload(client, tmp_path / "typed.pdf", data=pdf(["A typed page is read as before."]))
         assert doc["status"] == "ready" and doc["warnings"] == []
+
+
+def test_a_scan_gets_its_202_when_ocr_starts_and_is_read_in_the_background(server, tesseract):
+    """Issue 37: OCR ran inside the upload request (the 202 for a 30-page scan came after 54 s, with
+    no id and no progress meanwhile). The 202 now comes once OCR has read the first page: the row is there before its
+    text (no tokens yet), its progress is OCR's pages, and it becomes ready by itself
+    (server/api/background.py)."""
+    data = card_pdf([ENGLISH, GERMAN, "A third page was scanned as well."])
+    with server(ocr_languages=tesseract, selftest=False, n_ctx=2048) as client:
+        r = client.post("/v1/documents", files={"file": ("scan.pdf", data)})
+        assert r.status_code == 202, r.text
+        created = r.json()
+        assert created["status"] == "ingesting" and created["note"] == NOTE, created
+        early = client.get(f"/v1/documents/{created['id']}").json()
+        assert early["status"] == "ingesting" and early["tokens"] == 0 and early["progress"] < 1, early
+        assert early["name"] == "scan.pdf"
+        doc = wait_ready(client, created["id"], timeout=300)
+        assert doc["status"] == "ready" and doc["pages"] == 3 and doc["tokens"] > 0, doc
+        assert "seven ships" in client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
+        again = client.post("/v1/documents", files={"file": ("scan.pdf", data)})
+        assert again.status_code == 200 and again.json()["id"] == doc["id"], again.text

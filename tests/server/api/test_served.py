@@ -47,9 +47,27 @@ def test_the_stored_upload_is_served_inline_behind_the_key(server, cases):
         assert r.headers["x-content-type-options"] == "nosniff"
         assert "content-security-policy" not in r.headers  # the browser's PDF viewer must still open it
         etag = r.headers["etag"]
-        again = client.get(f"/v1/documents/{doc['id']}/file", headers={"If-None-Match": etag})
-        assert again.status_code == 304 and again.content == b""
-        assert client.head(f"/v1/documents/{doc['id']}/file").status_code == 200
+        # If-None-Match compares weakly, and * matches any current file (RFC 9110 §13.1.2): W/ and * got 200.
+        for tags in (etag, f"W/{etag}", '"other", ' + f"W/{etag}", "*"):
+            again = client.get(f"/v1/documents/{doc['id']}/file", headers={"If-None-Match": tags})
+            assert again.status_code == 304 and again.content == b"", tags
+            assert again.headers["etag"] == etag
+        assert client.get(f"/v1/documents/{doc['id']}/file", headers={"If-None-Match": '"other"'}).status_code == 200
+        head = client.head(f"/v1/documents/{doc['id']}/file")
+        assert head.status_code == 200 and head.headers["content-length"] == str(len(pdf))
+
+        # Ranges, as a file response serves them (PDF.js asks for them on a large file).
+        part = client.get(f"/v1/documents/{doc['id']}/file", headers={"Range": "bytes=100-199"})
+        assert part.status_code == 206 and part.content == pdf[100:200], part.headers
+        assert part.headers["content-range"] == f"bytes 100-199/{len(pdf)}" and r.headers["accept-ranges"] == "bytes"
+        tail = client.get(f"/v1/documents/{doc['id']}/file", headers={"Range": "bytes=-10"})
+        assert tail.status_code == 206 and tail.content == pdf[-10:]
+        stale = client.get(f"/v1/documents/{doc['id']}/file", headers={"Range": "bytes=0-9", "If-Range": '"old"'})
+        assert stale.status_code == 200 and stale.content == pdf  # the If-Range names another file: all of it
+        fresh = client.get(f"/v1/documents/{doc['id']}/file", headers={"Range": "bytes=0-9", "If-Range": etag})
+        assert fresh.status_code == 206 and fresh.content == pdf[:10]
+        r = client.get(f"/v1/documents/{doc['id']}/file", headers={"Range": f"bytes={len(pdf)}-"})
+        assert r.status_code == 416 and r.headers["content-range"] == f"bytes */{len(pdf)}"
 
         # Behind the key, like the rest of /v1.
         del client.headers["Authorization"]
@@ -89,3 +107,61 @@ def test_a_part_gets_the_whole_file(server, cases):
         r = client.get(f"/v1/documents/{doc['id']}/file")
         assert r.status_code == 200 and r.content == pdf_path.read_bytes()
         assert r.headers["content-disposition"].startswith('inline; filename="multilang.pdf"')
+
+
+def test_parallel_reads_of_a_large_file_are_streamed_not_held(tmp_path, gemma_path):
+    """8 parallel reads of a 40 MB upload on a real server process: the file is streamed from disk in
+    chunks, so the server's memory grows by a few MB, not by 8 copies (before: each request read the
+    whole file; 8 reads of a 50 MB PDF took a server from 591 MB to 1,025 MB). A read still in
+    flight when the document is deleted completes from its open file."""
+    import random
+    import threading
+
+    from testkit.live import Live
+    from tests.ingest.samples import docx, paragraph
+
+    big = random.Random(7).randbytes(40 * 1024**2)  # incompressible: the ZIP stays 40 MB
+    data = docx(paragraph("The ledger of the harbour lists seven ships."), {"media/big.bin": big})
+    server = Live(tmp_path / "data", gemma_path, DOCQA_N_CTX="2048").start()
+    try:
+        doc_id = server.ingest("ledger.docx", data)
+        Path(f"/proc/{server.proc.pid}/clear_refs").write_text("5")  # reset the peak RSS (VmHWM)
+        before = server.rss_kib()
+        got: list[int] = []
+
+        def read() -> None:
+            c = server.conn(60)
+            c.request("GET", f"/v1/documents/{doc_id}/file")
+            r = c.getresponse()
+            n = 0
+            while chunk := r.read(256 * 1024):
+                n += len(chunk)
+            got.append(n)
+
+        threads = [threading.Thread(target=read) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        peak = _peak_kib(server.proc.pid)
+        print(f"8 parallel reads of {len(data) // 1024**2} MB: RSS {before // 1024} MB -> peak {peak // 1024} MB")
+        assert got == [len(data)] * 8
+        assert peak - before < 48 * 1024, (before, peak)
+
+        c = server.conn(60)  # a read in flight when its document is deleted still ends complete
+        c.request("GET", f"/v1/documents/{doc_id}/file")
+        r = c.getresponse()
+        first = r.read(64 * 1024)
+        d = server.conn(10)
+        d.request("DELETE", f"/v1/documents/{doc_id}")
+        assert d.getresponse().status == 204
+        assert len(first) + len(r.read()) == len(data)
+    finally:
+        server.stop()
+
+
+def _peak_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmHWM")
