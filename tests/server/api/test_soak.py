@@ -98,7 +98,7 @@ def _ask(server: Live, i: int, docs: list[str], collection: str, seen: dict) -> 
     return _request(server, f"/v1/documents/{doc}/answers", {**answer, "verify16": True})
 
 
-@pytest.mark.slow  # about 6 minutes on 2 cores; make test keeps its parts: test_rejection_leaks, tests/faults
+@pytest.mark.slow  # about 6 minutes on 2 cores; make test keeps a part of it: tests/faults' brief loop
 def test_two_hundred_questions_across_a_restart_leak_nothing(tmp_path, gemma_path, cases):
     book = (cases / ALICE).read_text(encoding="utf-8-sig")
     data = tmp_path / "data"

@@ -16,6 +16,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from testkit.live import Live
 
 TEXT = (
@@ -55,6 +57,7 @@ def _footprint(server: Live) -> dict[str, int]:
     }
 
 
+@pytest.mark.slow  # 2.7 min on 2 loaded cores, past make test's 20 minutes; make test-slow runs it
 def test_fifty_questions_with_every_draft_rejected_leak_nothing(tmp_path, gemma_path):
     env = {
         "DOCQA_N_CTX": "1024",
