@@ -24,8 +24,8 @@ KvType = Literal[KV_TYPES]  # runtime/kvtypes.py
 #: Most questions answered at once (sequences besides the document's); llama.cpp allows 256 in all.
 MAX_SEQS = 64
 #: DOCQA_ANSWER_MODE=auto, per embedded model ("": a GGUF of the user's own), as measured side by side
-#: in bench/results/quality-quote.md: quote first on the 1.5B refused 81 % of not-in-document questions
-#: (direct: 0 %) for 92 % against 96 % of planted facts; on Gemma it cost 15 points of needles and TPO.
+#: in bench/results/quality-quote.md: quote first on the 1.5B refused 80 % of not-in-document questions
+#: (direct: 0 %) for 92 % against 95 % of planted facts, TPO equal; on Gemma it cost 15 points of needles and TPO.
 #: The 0.5B was not measured with quotes: it keeps direct answers.
 AUTO_MODES = {"": "direct", "qwen-coder-1.5b": "quote", "qwen-coder-0.5b": "direct", "gemma-270m": "direct"}
 
