@@ -126,15 +126,16 @@ def by_label(extracted: ExtractedText, cut: Cut) -> Cut:
     first page from there with the end's. Raises OutsideDocument naming the labels the document has."""
     labels = extracted.page_labels or [str(n) for n in range(1, extracted.pages + 1)]
     first_label, last_label = cut.labels
-    want = f"pages={first_label}-{last_label}"
+    one = first_label == last_label
+    want = f"pages={first_label}" if one else f"pages={first_label}-{last_label}"
+    missing = f"no page labelled {first_label!r}" + ("" if one else f" followed by one labelled {last_label!r}")
     try:
         start = labels.index(first_label) + 1
         end = labels.index(last_label, start - 1) + 1
     except ValueError:
         raise OutsideDocument(
-            f"{want}: the document has no page labelled {first_label!r} followed by one labelled {last_label!r}; "
-            f"its pages are labelled {label_runs(labels)}"
-            + ("" if extracted.page_labels else " (it has no printed labels: give PDF page numbers)")
+            f"{want}: the document has {missing}; its pages are labelled {label_runs(labels)}"
+            + ("" if extracted.page_labels else f" (it has no printed labels: write it as pages=1-{len(labels)})")
         ) from None
     return Cut("pages", start, end)
 

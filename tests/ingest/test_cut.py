@@ -52,7 +52,7 @@ def test_pages_by_label_a_range_with_a_roman_end_or_with_labels_set():
 def test_an_unknown_label_names_the_labels_the_pdf_has():
     with pytest.raises(OutsideDocument, match=r"no page labelled 'v'.*labelled i–iii, 1–3"):
         apply(extract(labelled_pdf()), Cut.parse("v-2"))
-    with pytest.raises(OutsideDocument, match="no printed labels: give PDF page numbers"):
+    with pytest.raises(OutsideDocument, match="no printed labels: write it as pages=1-"):
         apply(extract(text_pdf(PAGES)), Cut.parse("ii-3"))
     assert apply(extract(text_pdf(PAGES)), Cut.parse("2-3", labels=True)).first_page == 2  # numbers are its labels
     with pytest.raises(ValueError, match="pages=ii-3"):

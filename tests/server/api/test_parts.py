@@ -81,7 +81,12 @@ def test_a_long_text_is_offered_its_leading_characters(server, cases):
     "form, status, words",
     [
         ({"pages": "200-210"}, 422, "the document has 30 page"),
-        ({"pages": "five"}, 422, "write it as pages=1-80"),
+        (
+            {"pages": "five"},
+            422,
+            "pages=five: the document has no page labelled 'five'; its pages are labelled 1–30 "
+            "(it has no printed labels: write it as pages=1-30)",
+        ),
         ({"pages": "1-3", "chars": "0-10"}, 422, "either pages or chars"),
     ],
 )
