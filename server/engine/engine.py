@@ -286,8 +286,8 @@ class Engine:
 
     def _prefill_next_chunk(self) -> None:
         """Decode one chunk of prefill: of the questions still prefilling, oldest first, or of the
-        ingestion, taking turns when both wait. Alone, a chunk is ``n_ubatch`` tokens; with other
-        questions answering or waiting, it is a time slice (:class:`PrefillSlices`)."""
+        ingestion, taking turns when both wait. Its size is :class:`PrefillSlices`'s: about
+        ``DOCQA_PREFILL_SLICE_S`` next to other work, at most ``DOCQA_PREFILL_ALONE_S`` alone."""
         sched, n_ubatch = self.scheduler, self.loaded.ctx.config.n_ubatch
         for seq in [s for s in sched.prefilling() if s.job.cancelled.is_set()]:
             self._release(seq)  # the client hung up before its first token
