@@ -41,7 +41,8 @@ def test_upload_errors_are_sentences_for_people(open_page, cases):
     assert "send its password in the `password` form field" in locked.locator("code").inner_text()  # ...unchanged
     page.fill("#password", LOCKED_PASSWORD)
     p.upload(cases / LOCKED)  # the same file again, now with its password
-    assert "Lorem ipsum" in page.inner_text("#viewer")
+    # The text is fetched once the document is selected ready: wait for it, not for the list alone.
+    page.wait_for_function("document.querySelector('#viewer').textContent.includes('Lorem ipsum')")
     assert "needed" not in (page.get_attribute("#password", "class") or "")
 
     not_pdf = _upload_error(p, cases / NOT_A_PDF)

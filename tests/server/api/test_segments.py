@@ -78,7 +78,9 @@ def _ask(client, doc_id: str, question: str, **extra) -> dict:
 # short pages of the novel make three or four of them, and the test prefills ~1.9k tokens.
 SMALL = {"n_ctx": 1024, "answer_reserve": 448, "segment_overlap_tokens": 32}
 LIMIT = 576
-QUOTE = "Quote the sentence about Zebulon Quarry and his parrot."
+# The start of the sentence is named: asked only "about" it, the base model quoted another sentence on one
+# CPU (a Xeon with AMX) and this one on another (Zen 4), so its words decided the test, not the citations.
+QUOTE = "Copy, word for word, the sentence that begins with 'The lighthouse keeper Zebulon Quarry'."
 OTHER = "The harbour master Ignatius Pell collected green glass lanterns."
 
 
