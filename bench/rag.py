@@ -61,6 +61,8 @@ MODES: dict[str, QuoteParams | None] = {
     "quote-gate": QuoteParams(gate=True),
     "quote-names-gate": QuoteParams(names=True, gate=True),
     "quote-checked": QuoteParams(names=True, specifics=True),
+    "quote-keyed": QuoteParams(names=True, specifics=True, keyed=True),
+    "quote-keyed-gate": QuoteParams(names=True, specifics=True, keyed=True, gate=True),
 }
 
 

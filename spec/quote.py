@@ -127,10 +127,46 @@ class QuoteIndex:
         self.vocab, first = np.unique(self.tokens[self.order], return_index=True)  # distinct tokens, sorted
         self.first = np.append(first, len(self.tokens)).astype(np.int64)  # [len(vocab) + 1]
         self.piece = piece
+        self._sentences: tuple[np.ndarray, dict[str, np.ndarray]] | None = None  # _sentence_index
         self.keys: dict[bytes, list[int]] = {}  # word_key -> the document's tokens spelling it
         for t in self.vocab.tolist():
             if key := word_key(piece(t)):
                 self.keys.setdefault(key, []).append(t)
+
+    def _sentence_index(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The sentence number of each document token (int32 [n_doc]; a sentence ends after a token that
+        :func:`_ends_sentence`) and, for each word (as :func:`words` folds it), the sentences holding
+        it (ascending int64). Built once, at the first keyed quote: O(n_doc)."""
+        if self._sentences is None:
+            pieces = {int(t): self.piece(int(t)) for t in self.vocab.tolist()}
+            ends = np.array([_ends_sentence(pieces[int(t)]) for t in self.vocab.tolist()], bool)
+            end_at = ends[np.searchsorted(self.vocab, self.tokens)] if len(self.tokens) else np.empty(0, bool)
+            number = np.concatenate([[0], np.cumsum(end_at[:-1])]).astype(np.int32) if len(end_at) else end_at
+            cuts = [0, *(np.flatnonzero(end_at) + 1).tolist()]
+            if cuts[-1] != len(self.tokens):
+                cuts.append(len(self.tokens))
+            found: dict[str, list[int]] = {}
+            for s, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
+                raw = b"".join(pieces[t] for t in self.tokens[a:b].tolist())
+                for w in words(raw.decode("utf-8", errors="replace")):
+                    found.setdefault(w, []).append(s)
+            self._sentences = number, {w: np.array(v, np.int64) for w, v in found.items()}
+        return self._sentences
+
+    def keyed(self, keys: set[str], reach: int = 1) -> np.ndarray:
+        """The positions (ascending int64) of the tokens of every sentence in which each of ``keys``
+        (case-folded words: a question's names and numbers, :func:`question_keys`) occurs, in that
+        sentence or in one of the ``reach`` sentences before it (a sentence may name its subject by a
+        pronoun: "Alice sat down. She wept."). Empty when no sentence holds them all."""
+        number, found = self._sentence_index()
+        hit: np.ndarray | None = None
+        for key in keys:
+            at = found.get(key, np.empty(0, np.int64))
+            near = np.unique(np.concatenate([at + k for k in range(reach + 1)]))
+            hit = near if hit is None else np.intersect1d(hit, near, assume_unique=True)
+        if hit is None or not len(hit):
+            return np.empty(0, np.int64)
+        return np.flatnonzero(np.isin(number, hit)).astype(np.int64)
 
     def positions(self, token: int) -> np.ndarray:
         """The positions (ascending, int64) where ``token`` occurs; empty when it does not."""
@@ -182,6 +218,7 @@ class QuoteParams:
     gate: bool = False  # ask the model whether the quote answers the question; "no" refuses
     gate_yes: float = 0.5  # the gate's "yes" stands when its probability (yes vs no) is at least this
     specifics: bool = False  # refuse an answer that names a name or number found in neither quote nor question
+    keyed: bool = False  # a quote starts only in a sentence holding the question's names and numbers
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -252,7 +289,10 @@ class Quoting:
         self.gate_scaffold = [int(t) for t in gate]
         self.piece, self.refusal, self.verify = piece, refusal, verify
         self.question = question
-        self.keys = question_keys(question) if params.names else set()
+        self.keys = question_keys(question) if params.names or params.keyed else set()
+        # Where the quote may start (params.keyed): the sentences that hold the question's names and
+        # numbers; None when anywhere (not keyed, or a question without any), empty when nowhere.
+        self.region = index.keyed(self.keys) if params.keyed and self.keys else None
         self.claims: set[str] = set()  # an answer's names and numbers its quote lacks (params.specifics)
         self.answered: bool | None = None  # the gate's reply: True (yes), False (no), None (not asked)
         self.p_none: float | None = None  # the probability of "none" as the quote's first token
@@ -270,7 +310,8 @@ class Quoting:
         """The token ids the next quote token is chosen from (constrained), sorted int64."""
         idx, t = self.index, self.tokens
         if self.matches is None:  # the first token: any document token but a bare line break, or "none"
-            first = np.setdiff1d(idx.vocab.astype(np.int64), t.breaks, assume_unique=True)
+            vocab = idx.vocab if self.region is None else np.unique(idx.tokens[self.region])
+            first = np.setdiff1d(vocab.astype(np.int64), t.breaks, assume_unique=True)
             return np.union1d(first, t.none)
         following = self.matches[self.matches < len(idx.tokens)]
         return np.union1d(np.unique(idx.tokens[following]).astype(np.int64), t.breaks)
@@ -288,7 +329,7 @@ class Quoting:
             return sampler.choose(row)
         if self.matches is None:
             token = sampler.choose(row)
-            if token in self.tokens.none or self._leads(token) or len(self.index.starts(token)):
+            if token in self.tokens.none or self._leads(token) or len(self._starts(token)):
                 return token
         allowed = self.allowed()
         if sampler.params.greedy:
@@ -324,6 +365,14 @@ class Quoting:
 
     MAX_LEAD = 3  # tokens a quote may start with before its first word
 
+    def _starts(self, token: int) -> np.ndarray:
+        """Where a quote whose first token is ``token`` may start (:meth:`QuoteIndex.starts`), within
+        :attr:`region` when it is keyed."""
+        starts = self.index.starts(token)
+        if self.region is None:
+            return starts
+        return np.intersect1d(starts, self.region, assume_unique=True)
+
     def _leads(self, token: int) -> bool:
         """``token`` may come before the quote's first word: whitespace (line breaks included: the quote
         may start on the next line) or an opening quotation mark, at most :data:`MAX_LEAD` of them."""
@@ -355,7 +404,7 @@ class Quoting:
         does not hold the break ("." where the model wrote ".\n")."""
         idx = self.index
         if first:
-            self.matches = idx.starts(token) + 1
+            self.matches = self._starts(token) + 1
         else:
             m = self.matches
             m = m[m < len(idx.tokens)]
@@ -407,12 +456,15 @@ class Quoting:
 
     @property
     def supported(self) -> bool:
-        """The quoted sentence holds every name and number of the question (``params.names``), and the
-        gate, if asked, said yes."""
+        """The quoted sentence holds every name and number of the question (``params.names``; keyed, the
+        quote started in :attr:`region`), and the gate, if asked, said yes."""
         if self.answered is False:
             return False
         if not self.keys:
             return True
+        if self.region is not None:  # keyed: it started in a sentence that holds them (or not at all)
+            span = self.span
+            return span is not None and bool(np.isin(span[0], self.region))
         words = {
             w.casefold().strip("'\u2019")
             for w in re.findall(r"[\w'\u2019-]+", self.sentence_text() or self.quote_text())

@@ -116,16 +116,17 @@ def tiny(tiny_qwen35_path):
     model.close()
 
 
-def answer(model, ctx, doc: np.ndarray, question: np.ndarray, window, params: QuoteParams, temperature=0.0):
-    """A quote-first answer after ``doc + question`` (the quote may come from ``doc``); returns
-    (quote ids, answer events' token ids, the Quoting)."""
+def answer(model, ctx, doc: np.ndarray, question: np.ndarray, window, params: QuoteParams, temperature=0.0, text=""):
+    """A quote-first answer after ``doc + question`` (the quote may come from ``doc``; ``text``: the
+    question's words, for the names of a keyed quote); returns (quote ids, answer events' token ids,
+    the Quoting)."""
     prompt = np.concatenate([doc, question]).astype(np.int32)
     ctx.clear()
     ctx.prefill(prompt, 0)
     lookup = LookupDrafter(NgramIndex(prompt, 2, 4), model.piece, model.unspaced)
     tokenize = lambda s: model.tokenize(s, parse_special=False)  # noqa: E731
     quote = Quoting(QuoteIndex(doc, model.piece), QuoteTokens.of(tokenize), params, tokenize("Answer:"),
-                    model.piece, "none")  # fmt: skip
+                    model.piece, "none", question=text)  # fmt: skip
     run = AnswerRun(ctx, model, {"lookup": lookup}, len(prompt), AnswerStats(), time.perf_counter(), quote=quote)
     sampling = SamplingParams(temperature=temperature, seed=7)
     out = {"quote": [], "answer": []}
@@ -141,14 +142,19 @@ def _is_span(doc: list[int], ids: list[int]) -> bool:
 def test_constrained_quotes_are_spans_of_the_document_on_random_prompts(tiny):
     model, ctx = tiny
     rng = random.Random(34)
-    params = QuoteParams(max_tokens=12, one_sentence=False)
+    plain = QuoteParams(max_tokens=12, one_sentence=False)
+    keyed = QuoteParams(max_tokens=12, one_sentence=False, keyed=True)  # every third prompt: names asked for
+    vocab = ["cat", "sat", "the", "on", "mat", "dog", "ran", "far", "a", "hat", "Tom", "Ann.", "Rex."]
     for k in range(300):
-        words = [rng.choice(["cat", "sat", "the", "on", "mat", "dog", "ran", "far", "a", "hat"]) for _ in range(30)]
+        words = [rng.choice(vocab) for _ in range(30)]
         doc = model.tokenize(" ".join(words) + ".", parse_special=False)
         question = model.tokenize(f" question {k}: " + " ".join(rng.sample(words, 4)), parse_special=False)
-        ids, _, quote = answer(model, ctx, doc, question, window=None, params=params, temperature=0.8 * (k % 2))
+        params, text = (keyed, f"Where did Tom see {rng.choice(['Ann', 'Rex', 'Max'])}?") if k % 3 == 0 else (plain, "")
+        ids, _, quote = answer(model, ctx, doc, question, None, params, temperature=0.8 * (k % 2), text=text)
         assert quote.done
         assert quote.none or quote.span is not None, (k, quote.ids)
+        if params.keyed and quote.span is not None:  # it starts in a sentence naming both (or the next one)
+            assert quote.span[0] in quote.region.tolist() and not quote.refuses
         if quote.span is not None:  # the document's tokens, but the first may differ in case or a space
             a, b = quote.span
             assert doc[a + 1 : b].tolist() == quote.ids[1:] and _is_span(doc.tolist(), quote.ids[1:])
@@ -158,12 +164,13 @@ def test_constrained_quotes_are_spans_of_the_document_on_random_prompts(tiny):
 @pytest.mark.parametrize("window", [4, 16])
 def test_speculative_quote_first_equals_plain(tiny, window):
     model, ctx = tiny
-    doc = model.tokenize("the cat sat on the mat. the dog ran to the hat. " * 6, parse_special=False)
+    doc = model.tokenize("the cat sat on the mat. the dog of Tom ran to the hat. " * 6, parse_special=False)
     question = model.tokenize(" where did the dog run?", parse_special=False)
-    params = QuoteParams(max_tokens=16, one_sentence=False)
-    plain = answer(model, ctx, doc, question, window=0, params=params)
-    spec = answer(model, ctx, doc, question, window=window, params=params)
-    assert (plain[0], plain[1]) == (spec[0], spec[1])
+    for params in (QuoteParams(max_tokens=16, one_sentence=False), QuoteParams(max_tokens=16, keyed=True)):
+        text = "Where did the dog of Tom run?" if params.keyed else ""
+        plain = answer(model, ctx, doc, question, window=0, params=params, text=text)
+        spec = answer(model, ctx, doc, question, window=window, params=params, text=text)
+        assert (plain[0], plain[1]) == (spec[0], spec[1])
 
 
 # -- the checks of a quote against its question and answer --------------------------------------------
@@ -223,3 +230,48 @@ def test_gate_reply_follows_its_threshold():
     for threshold, answered in ((0.5, True), (0.9, False)):
         q = Quoting(QuoteIndex(DOC, piece), tokens, QuoteParams(gate=True, gate_yes=threshold), [5], piece, "no")
         assert q.gate_choice(logits) == 1 and abs(q.p_yes - 0.731) < 1e-3 and q.answered is answered
+
+
+KEYED_PIECES = {
+    1: b"The", 2: b" gardener", 3: b" of", 4: b" Noxfal", 5: b" Hall", 6: b" was", 7: b" Drami", 8: b".",
+    9: b" Tertor", 10: b" Vel", 11: b" She", 12: b" wept", 13: b"\n", 14: b" none", 15: b" The",
+}  # fmt: skip
+# "The gardener of Noxfal Hall was Drami. The gardener of Tertor Hall was Vel. She wept."
+KEYED_DOC = np.array([1, 2, 3, 4, 5, 6, 7, 8, 15, 2, 3, 9, 5, 6, 10, 8, 11, 12, 8], np.int32)
+KEYED_TOKENS = QuoteTokens(breaks=np.array([13], np.int64), none=np.array([14], np.int64))
+
+
+def _keyed(question: str, keyed: bool = True) -> Quoting:
+    params = QuoteParams(names=True, keyed=keyed)
+    index = QuoteIndex(KEYED_DOC, KEYED_PIECES.get)
+    return Quoting(index, KEYED_TOKENS, params, [13], KEYED_PIECES.get, "no", question=question)
+
+
+def _quote(q: Quoting, prefer: list[int]) -> None:
+    while not q.done:
+        q.push(q.choose(GREEDY, row(prefer, 16)))
+
+
+def test_keyed_quote_starts_in_the_sentence_that_holds_the_question_names():
+    """The model would quote Noxfal's gardener (its first choice of every token): unkeyed, the names
+    check refuses it; keyed, the quote can only start in Tertor's sentence and answers."""
+    prefer = [1, 15, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    q = _keyed("Who was the gardener of Tertor Hall?", keyed=False)
+    _quote(q, prefer)
+    assert q.sentence_text().startswith("The gardener of Noxfal") and q.refuses
+    q = _keyed("Who was the gardener of Tertor Hall?")
+    assert q.region.tolist() == list(range(8, 19))  # Tertor's sentence, and the one after it (a pronoun)
+    _quote(q, prefer)
+    assert q.span == (8, 16) and q.quote_text() == "The gardener of Tertor Hall was Vel." and not q.refuses
+
+
+def test_keyed_quote_may_start_in_the_next_sentence_and_refuses_a_name_no_sentence_holds():
+    q = _keyed("Why did Vel weep?")  # "She wept." follows the sentence naming Vel
+    _quote(q, [11, 12, 8])
+    assert q.quote_text() == "She wept." and q.verified and not q.refuses
+    q = _keyed("Who was the gardener of Quenby Hall?")  # no sentence names Quenby: only "none" is allowed
+    assert len(q.region) == 0 and q.allowed().tolist() == [14]
+    _quote(q, [1, 2, 3])
+    assert q.none and q.refuses and q.ids == []
+    q = _keyed("who wept")  # no names: the quote may start anywhere
+    assert q.region is None
