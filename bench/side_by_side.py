@@ -2,7 +2,7 @@
 
 Starts a real server (``python -m server``) from each checkout, both loaded at once, ingests the
 documents of bench/ttft.py into each, then asks bench/ttft.py's decode questions in alternation
-(A, B, A, B, ...), so machine noise lands on both alike. B gets A's measured step costs, so the
+(A, B, then B, A, ...), so machine noise lands on both alike. B gets A's measured step costs, so the
 adaptive policy makes the same choices in both. Reports the median decode tok/s per
 workload and checkout, and their ratio.
 
@@ -27,6 +27,10 @@ WORKLOADS = {  # name: (document, question, body) of bench/ttft.py, default (ada
     "copy (Alice)": ("alice", QUOTE, {}),
     "exact copy (crazyones)": ("crazy", EXACT, {}),
     "open (sampled)": ("alice", OPEN, {"temperature": 0.8, "seed": 3, "stop": []}),
+    # Fixed windows: the adaptive policy learns step costs from each server's own verify calls, so two
+    # servers (even of one checkout) drift into other drafting choices; these rows draft alike in both.
+    "copy, window 16": ("alice", QUOTE, {"draft_tokens": 16}),
+    "open, no drafts": ("alice", OPEN, {"draft_tokens": 0, "stop": []}),
 }
 
 
@@ -42,7 +46,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="docqa-sbs-"))
     servers = {}
     for name, tree in (("old", args.old), ("new", args.new)):
-        env = {"DOCQA_N_CTX": "32768", "DOCQA_N_THREADS": str(args.threads)}
+        # No thread drop (DOCQA_ADAPT_THREADS): in alternation each server would see the other's decode as
+        # other work and drop a thread for its next answer (0.81-0.88x in a run with it on).
+        env = {"DOCQA_N_CTX": "32768", "DOCQA_N_THREADS": str(args.threads), "DOCQA_ADAPT_THREADS": "false"}
         (tmp / name).mkdir()
         if name == "new":  # the same measured step costs, so the adaptive policy chooses the same windows
             shutil.copy(tmp / "old" / "calibration.json", tmp / "new" / "calibration.json")
@@ -52,9 +58,10 @@ def main() -> None:
                 for name, s in servers.items()}  # fmt: skip
         rates: dict[str, dict[str, list[float]]] = {w: {"old": [], "new": []} for w in WORKLOADS}
         drafts: dict[str, dict[str, tuple[int, int]]] = {w: {} for w in WORKLOADS}
-        for _ in range(args.repeats):
+        for repeat in range(args.repeats):
             for workload, (doc, question, body) in WORKLOADS.items():
-                for name, s in servers.items():
+                order = list(servers.items())  # each goes first in every other repeat
+                for name, s in order if repeat % 2 == 0 else order[::-1]:
                     url = f"/v1/documents/{docs[name][doc]}/answers"
                     status, reply = s.post_json(url, {"question": question, "max_tokens": 128, **body})
                     assert status == 200, reply
