@@ -157,7 +157,7 @@ class Engine:
             return
         self.ready.set()
         resume_interrupted(self.store, self.submit_ingest)
-        while self._pull(block=self.scheduler.idle, timeout=self.scheduler.wait_s()):
+        while self._pull(block=self.scheduler.idle, timeout=self._idle_wait_s()):
             self.step()
         self._close_down(force=True)
         self.ingest.close()
@@ -183,6 +183,16 @@ class Engine:
         self.ingest = Ingestions(
             store, self.docs, loaded.contexts, self.progress, self.states, seq, again, budget, keep, loaded.layout
         )
+
+    def _idle_wait_s(self) -> float | None:
+        """How long the idle engine thread may wait for a job: until the next deferred one is due, and
+        with the thread drop on, at most its sampling interval, so the thread count follows other work
+        while no question runs (sampled only at a question's first step, the window spanned the idle
+        time: a busy process started 1.5 s before a question was seen as 0.4 cores and missed)."""
+        wait = self.scheduler.wait_s()
+        if self.cores is None:
+            return wait
+        return self.cores.interval_s if wait is None else min(wait, self.cores.interval_s)
 
     def _pull(self, block: bool, timeout: float | None = None) -> bool:
         """Move submitted jobs to the scheduler; wait for one (at most ``timeout`` s) if ``block``.
