@@ -35,12 +35,20 @@ TEXT_CHARS = 12_000  # about 3k tokens
 
 
 def resolve(model: str) -> Path:
-    """A runtime/models.py name (assembled under the temp dir) or a GGUF path."""
+    """A runtime/models.py name (assembled under the temp dir), a GGUF path, or ``NAME@TYPE``: that
+    model requantized once to TYPE (runtime/quantize.py ``FTYPES``; ``TYPE-pure``: every tensor in it)."""
     if model.endswith(".gguf"):
         return Path(model)
     from runtime.models import model_path
 
-    return model_path(model, Path(tempfile.gettempdir()) / "docqa-models")
+    name, _, ftype = model.partition("@")
+    path = model_path(name, Path(tempfile.gettempdir()) / "docqa-models")
+    if not ftype:
+        return path
+    from runtime.quantize import requantize
+
+    base, pure = ftype.removesuffix("-pure"), ftype.endswith("-pure")
+    return requantize(path, path.with_name(f"{path.stem}-{ftype}.gguf"), base, pure=pure)
 
 
 def kernel(path: Path, threads: int, ubatch: int, flash_attn: str, extra_bufts: bool) -> dict:
@@ -142,7 +150,7 @@ def report(results: dict) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--child", help=argparse.SUPPRESS)
-    p.add_argument("--models", default="qwen-coder-1.5b,gemma-270m")
+    p.add_argument("--models", default="qwen-coder-1.5b,gemma-270m", help="names, GGUF paths, NAME@q4_0 (requantized)")
     p.add_argument("--lib", default="default", help="comma-separated llama-cpp-python lib directories")
     p.add_argument("--ubatch", default="512")
     p.add_argument("--fa", default="auto")

@@ -135,23 +135,10 @@ def gemma_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def gemma_f16_path(gemma_path: Path) -> Path:
     """An F16 copy of the embedded model (llama_model_quantize), where 1-row and k-row decodes agree
-    to ~0.1 logits (notes §14), so greedy equality can be asserted up to near-ties."""
-    import ctypes
+    to ~0.1 logits (runtime/numerics.py), so greedy equality can be asserted up to near-ties."""
+    from runtime.quantize import requantize
 
-    from llama_cpp import llama_cpp as C
-
-    from runtime.llama import init_backend
-
-    init_backend()  # route llama.cpp's quantize log to Python logging
-    out = gemma_path.with_name("gemma-3-270m-f16.gguf")
-    if not out.exists():
-        params = C.llama_model_quantize_default_params()
-        params.ftype = C.LLAMA_FTYPE_MOSTLY_F16
-        params.allow_requantize = True
-        params.nthread = THREADS
-        rc = C.llama_model_quantize(str(gemma_path).encode(), str(out).encode(), ctypes.byref(params))
-        assert rc == 0, f"llama_model_quantize failed with {rc}"
-    return out
+    return requantize(gemma_path, gemma_path.with_name("gemma-3-270m-f16.gguf"), "f16", THREADS)
 
 
 @pytest.fixture(scope="session")
