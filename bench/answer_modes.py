@@ -21,7 +21,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from bench.quality import git_rev, machine
+from bench.quality import git_rev, machine, rag_sample
 from bench.score import cites_needle, fmt_rate, score
 from bench.sets import SETS, build_sets
 from ingest.extract import extract
@@ -95,6 +95,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--wording", default="grounded")
     p.add_argument("--rag", action="store_true", help="the RAG baseline instead of the whole document")
+    p.add_argument("--rag-sample", type=int, default=60, help="RAG answers this many questions per set (seeded)")
     p.add_argument("--demos", action="store_true", help="demonstrations from the document in its prefix")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "tmp" / "answer-modes.json")
     args = p.parse_args()
@@ -114,6 +115,8 @@ def main() -> None:
             if seen[d.set] <= limit.get(d.set, every or 10**9):
                 kept.append(d)
         docs = kept
+    # RAG prefills its prompt for every question: a fixed sample of the documents run (bench/quality.py's).
+    sample = rag_sample(docs, args.rag_sample, args.seed) if args.rag else None
     results = {"records": [], "runs": []}
     if args.out.is_file():
         results = json.loads(args.out.read_text())
@@ -136,6 +139,8 @@ def main() -> None:
             planted = tuple(i.needle for i in doc.items if i.needle)  # a demo must not give a needle away
             n, _ = reader.ingest(text, demos=args.demos, exclude=planted)
         for k, item in enumerate(doc.items):
+            if sample is not None and item.qid not in sample:
+                continue
             replies = reader.ask_modes(item.question, item.max_tokens, modes)
             for mode, reply in replies.items():
                 results["records"].append(record(args.model, system, mode, doc, item, reply))
