@@ -98,7 +98,12 @@ def main() -> None:
     p.add_argument("--rag-sample", type=int, default=60, help="RAG answers this many questions per set (seeded)")
     p.add_argument("--demos", action="store_true", help="demonstrations from the document in its prefix")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "tmp" / "answer-modes.json")
+    p.add_argument("--report", type=Path, nargs="+", help="only print the table of these runs' records, merged")
     args = p.parse_args()
+    if args.report:
+        merged = [r for path in args.report for r in json.loads(path.read_text())["records"]]
+        print("\n".join(summary(merged)))
+        return
     from bench.rag import Rag, Whole
     from ingest.prompt import WORDINGS
 
