@@ -89,8 +89,10 @@ _COMMON = frozenset(
 
 
 def words(text: str) -> set[str]:
-    """The case-folded words of ``text``, with small numbers both as words and digits ("three", "3")."""
+    """The case-folded words of ``text``, with small numbers both as words and digits ("three", "3"),
+    and a hyphenated word also as its parts ("Zariski-Topologie": "zariski", "topologie")."""
     found = {w.casefold().strip("'\u2019") for w in re.findall(r"[\w'\u2019-]+", text)}
+    found |= {part for w in found if "-" in w for part in w.split("-") if part}
     found |= {_NUMBER_WORDS[w] for w in found if w in _NUMBER_WORDS}
     found |= {w for w, d in _NUMBER_WORDS.items() if d in found}
     return found
@@ -127,38 +129,50 @@ class QuoteIndex:
         self.vocab, first = np.unique(self.tokens[self.order], return_index=True)  # distinct tokens, sorted
         self.first = np.append(first, len(self.tokens)).astype(np.int64)  # [len(vocab) + 1]
         self.piece = piece
-        self._sentences: tuple[np.ndarray, dict[str, np.ndarray]] | None = None  # _sentence_index
+        self._passages: tuple[np.ndarray, dict[str, np.ndarray]] | None = None  # _passage_index
         self.keys: dict[bytes, list[int]] = {}  # word_key -> the document's tokens spelling it
         for t in self.vocab.tolist():
             if key := word_key(piece(t)):
                 self.keys.setdefault(key, []).append(t)
 
-    def _sentence_index(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """The sentence number of each document token (int32 [n_doc]; a sentence ends after a token that
-        :func:`_ends_sentence`) and, for each word (as :func:`words` folds it), the sentences holding
-        it (ascending int64). Built once, at the first keyed quote: O(n_doc)."""
-        if self._sentences is None:
+    def _passage_index(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The passage number of each document token (int32 [n_doc]) and, for each word (as
+        :func:`words` folds it), the passages holding it (ascending int64). A passage is a line of the
+        document's text (a paragraph, a heading): it ends after a token holding a line break; a blank
+        line is no passage of its own, and the rows of a table are one. Built once, at the first keyed
+        quote: O(n_doc)."""
+        if self._passages is None:
+            n = len(self.tokens)
             pieces = {int(t): self.piece(int(t)) for t in self.vocab.tolist()}
-            ends = np.array([_ends_sentence(pieces[int(t)]) for t in self.vocab.tolist()], bool)
-            end_at = ends[np.searchsorted(self.vocab, self.tokens)] if len(self.tokens) else np.empty(0, bool)
-            number = np.concatenate([[0], np.cumsum(end_at[:-1])]).astype(np.int32) if len(end_at) else end_at
+            breaks = np.array([b"\n" in pieces[int(t)] for t in self.vocab.tolist()], bool)
+            end_at = breaks[np.searchsorted(self.vocab, self.tokens)] if n else np.empty(0, bool)
             cuts = [0, *(np.flatnonzero(end_at) + 1).tolist()]
-            if cuts[-1] != len(self.tokens):
-                cuts.append(len(self.tokens))
+            if cuts[-1] != n:
+                cuts.append(n)
+            number = np.empty(n, np.int32)
             found: dict[str, list[int]] = {}
-            for s, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
-                raw = b"".join(pieces[t] for t in self.tokens[a:b].tolist())
-                for w in words(raw.decode("utf-8", errors="replace")):
-                    found.setdefault(w, []).append(s)
-            self._sentences = number, {w: np.array(v, np.int64) for w, v in found.items()}
-        return self._sentences
+            passage, in_table = -1, False
+            for a, b in zip(cuts, cuts[1:], strict=False):
+                raw = b"".join(pieces[t] for t in self.tokens[a:b].tolist()).decode("utf-8", errors="replace")
+                line, row = words(raw), raw.lstrip().startswith("|")
+                # A blank line belongs to the passage before it; a table (rows "| a | b |") is one passage,
+                # so a cell is found with its column's header and its row's label.
+                if (line or passage < 0) and not (row and in_table):
+                    passage += 1
+                in_table = row if line else in_table
+                number[a:b] = passage
+                for w in line:
+                    found.setdefault(w, []).append(passage)
+            self._passages = number, {w: np.unique(np.array(v, np.int64)) for w, v in found.items()}
+        return self._passages
 
     def keyed(self, keys: set[str], reach: int = 1) -> np.ndarray:
-        """The positions (ascending int64) of the tokens of every sentence in which each of ``keys``
-        (case-folded words: a question's names and numbers, :func:`question_keys`) occurs, in that
-        sentence or in one of the ``reach`` sentences before it (a sentence may name its subject by a
-        pronoun: "Alice sat down. She wept."). Empty when no sentence holds them all."""
-        number, found = self._sentence_index()
+        """The positions (ascending int64) of the tokens of every passage (:meth:`_passage_index`: a
+        line) in which each of ``keys`` (case-folded words: a question's names and numbers,
+        :func:`question_keys`) occurs, in that passage or in one of the ``reach`` passages before it (a
+        heading names what the lines under it are about; a paragraph may name its subject by a pronoun
+        only). Empty when no passage holds them all."""
+        number, found = self._passage_index()
         hit: np.ndarray | None = None
         for key in keys:
             at = found.get(key, np.empty(0, np.int64))
@@ -218,7 +232,7 @@ class QuoteParams:
     gate: bool = False  # ask the model whether the quote answers the question; "no" refuses
     gate_yes: float = 0.5  # the gate's "yes" stands when its probability (yes vs no) is at least this
     specifics: bool = False  # refuse an answer that names a name or number found in neither quote nor question
-    keyed: bool = False  # a quote starts only in a sentence holding the question's names and numbers
+    keyed: bool = False  # a quote starts only in a passage (a line) holding the question's names and numbers
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -290,7 +304,7 @@ class Quoting:
         self.piece, self.refusal, self.verify = piece, refusal, verify
         self.question = question
         self.keys = question_keys(question) if params.names or params.keyed else set()
-        # Where the quote may start (params.keyed): the sentences that hold the question's names and
+        # Where the quote may start (params.keyed): the passages that hold the question's names and
         # numbers; None when anywhere (not keyed, or a question without any), empty when nowhere.
         self.region = index.keyed(self.keys) if params.keyed and self.keys else None
         self.claims: set[str] = set()  # an answer's names and numbers its quote lacks (params.specifics)
@@ -462,7 +476,7 @@ class Quoting:
             return False
         if not self.keys:
             return True
-        if self.region is not None:  # keyed: it started in a sentence that holds them (or not at all)
+        if self.region is not None:  # keyed: it started in a passage that holds them (or not at all)
             span = self.span
             return span is not None and bool(np.isin(span[0], self.region))
         words = {

@@ -188,6 +188,7 @@ def test_question_keys_and_specifics_name_what_is_asked_and_claimed():
     assert specifics("The Kazen rowing club has 1 member.") == {"kazen", "1"}
     assert specifics("B") == set() and specifics("It was Drami Drabriru.") == {"drami", "drabriru"}
     assert {"3", "three"} <= words("It was exactly three inches high.")
+    assert {"zariski", "topologie"} <= words("Die Zariski-Topologie")  # a compound is its parts too
 
 
 def test_names_check_refuses_a_quote_about_another_entity():
@@ -234,10 +235,11 @@ def test_gate_reply_follows_its_threshold():
 
 KEYED_PIECES = {
     1: b"The", 2: b" gardener", 3: b" of", 4: b" Noxfal", 5: b" Hall", 6: b" was", 7: b" Drami", 8: b".",
-    9: b" Tertor", 10: b" Vel", 11: b" She", 12: b" wept", 13: b"\n", 14: b" none", 15: b" The",
+    9: b" Tertor", 10: b" Vel", 11: b"She", 12: b" wept", 13: b"\n", 14: b" none",
 }  # fmt: skip
-# "The gardener of Noxfal Hall was Drami. The gardener of Tertor Hall was Vel. She wept."
-KEYED_DOC = np.array([1, 2, 3, 4, 5, 6, 7, 8, 15, 2, 3, 9, 5, 6, 10, 8, 11, 12, 8], np.int32)
+# "The gardener of Noxfal Hall was Drami.\nThe gardener of Tertor Hall was Vel.\n\nShe wept.\n": three
+# passages (lines; the blank one belongs to the line before it).
+KEYED_DOC = np.array([1, 2, 3, 4, 5, 6, 7, 8, 13, 1, 2, 3, 9, 5, 6, 10, 8, 13, 13, 11, 12, 8, 13], np.int32)
 KEYED_TOKENS = QuoteTokens(breaks=np.array([13], np.int64), none=np.array([14], np.int64))
 
 
@@ -252,26 +254,47 @@ def _quote(q: Quoting, prefer: list[int]) -> None:
         q.push(q.choose(GREEDY, row(prefer, 16)))
 
 
-def test_keyed_quote_starts_in_the_sentence_that_holds_the_question_names():
+def test_keyed_quote_starts_in_the_passage_that_holds_the_question_names():
     """The model would quote Noxfal's gardener (its first choice of every token): unkeyed, the names
-    check refuses it; keyed, the quote can only start in Tertor's sentence and answers."""
-    prefer = [1, 15, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    check refuses it; keyed, the quote can only start in Tertor's line (or the one after it) and answers."""
+    prefer = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     q = _keyed("Who was the gardener of Tertor Hall?", keyed=False)
     _quote(q, prefer)
     assert q.sentence_text().startswith("The gardener of Noxfal") and q.refuses
     q = _keyed("Who was the gardener of Tertor Hall?")
-    assert q.region.tolist() == list(range(8, 19))  # Tertor's sentence, and the one after it (a pronoun)
+    assert q.region.tolist() == list(range(9, 23))  # Tertor's line, its blank line, and the line after it
     _quote(q, prefer)
-    assert q.span == (8, 16) and q.quote_text() == "The gardener of Tertor Hall was Vel." and not q.refuses
+    assert q.span == (9, 17) and q.quote_text() == "The gardener of Tertor Hall was Vel." and not q.refuses
 
 
-def test_keyed_quote_may_start_in_the_next_sentence_and_refuses_a_name_no_sentence_holds():
-    q = _keyed("Why did Vel weep?")  # "She wept." follows the sentence naming Vel
+def test_keyed_quote_may_start_in_the_next_passage_and_refuses_a_name_no_passage_holds():
+    q = _keyed("Why did Vel weep?")  # "She wept." is the line after the one naming Vel (a blank one between)
     _quote(q, [11, 12, 8])
     assert q.quote_text() == "She wept." and q.verified and not q.refuses
-    q = _keyed("Who was the gardener of Quenby Hall?")  # no sentence names Quenby: only "none" is allowed
+    q = _keyed("Who was the gardener of Quenby Hall?")  # no line names Quenby: only "none" is allowed
     assert len(q.region) == 0 and q.allowed().tolist() == [14]
     _quote(q, [1, 2, 3])
     assert q.none and q.refuses and q.ids == []
     q = _keyed("who wept")  # no names: the quote may start anywhere
     assert q.region is None
+
+
+def _doc(text: str) -> tuple[np.ndarray, dict[int, bytes]]:
+    """``text`` as tokens of one word (with its leading space) or one line break each."""
+    import re as _re
+
+    pieces = [p.encode() for p in _re.findall(r"\n| ?[^\s]+", text)]
+    ids = {p: i for i, p in enumerate(dict.fromkeys(pieces), start=100)}
+    return np.array([ids[p] for p in pieces], np.int32), {i: p for p, i in ids.items()}
+
+
+def test_a_table_is_one_passage_and_a_heading_reaches_the_line_under_it():
+    text = "# Sizes\nPlain text.\n| | Austria | France |\n| --- | --- | --- |\n| Population | 8,935,112 | 67,413,000 |\nAfter.\n"
+    doc, pieces = _doc(text)
+    index = QuoteIndex(doc, pieces.get)
+    at = {p.decode().strip(): i for i, p in ((i, pieces[int(t)]) for i, t in enumerate(doc))}
+    # Austria is named in the header row: the population row is in its passage (the table).
+    assert at["8,935,112"] in index.keyed({"austria"}).tolist()
+    assert at["After."] in index.keyed({"austria"}).tolist()  # the line after the table: reach 1
+    assert at["Plain"] in index.keyed({"sizes"}).tolist() and at["Austria"] not in index.keyed({"sizes"}).tolist()
+    assert index.keyed({"austria", "italy"}).tolist() == []
