@@ -298,3 +298,22 @@ def test_a_table_is_one_passage_and_a_heading_reaches_the_line_under_it():
     assert at["After."] in index.keyed({"austria"}).tolist()  # the line after the table: reach 1
     assert at["Plain"] in index.keyed({"sizes"}).tolist() and at["Austria"] not in index.keyed({"sizes"}).tolist()
     assert index.keyed({"austria", "italy"}).tolist() == []
+
+
+def test_an_answer_may_name_what_the_passages_around_its_quote_hold():
+    """The quote stopped after its passage's first sentence; the value is in the next sentence or the
+    next passage. A value two passages away, or in none, is a claim beyond the quote."""
+    text = (
+        "The ferry leaves for Morrow at 07:40. The crossing takes 35 minutes.\nTickets cost 9 euros.\n\n"
+        "Dogs travel on a lead.\nThe museum is closed on Mondays.\n"
+    )
+    doc, pieces = _doc(text)
+    q = Quoting(QuoteIndex(doc, pieces.get), KEYED_TOKENS, QuoteParams(specifics=True), [], pieces.get, "no")
+    for t in doc[:7].tolist():  # "The ferry leaves for Morrow at 07:40."
+        q.push(t)
+    q.done = True
+    assert q.quote_text() == "The ferry leaves for Morrow at 07:40." and q.span == (0, 7)
+    question = "How long is the crossing to Morrow?"
+    assert q.unsupported(question, "35 minutes") == set() and q.unsupported(question, "9 Euros") == set()
+    assert q.unsupported(question, "On Mondays") == {"mondays"}
+    assert {"55", "hook"} <= q.unsupported(question, "It takes 55 minutes, says Captain Hook.")
