@@ -47,6 +47,13 @@ def _ends_sentence(piece: bytes) -> bool:
     return b"\n" in piece or piece.rstrip().rstrip(_CLOSERS).endswith((b".", b"!", b"?"))
 
 
+def fold(word: str) -> str:
+    """A word as the checks compare it: case-folded, without surrounding apostrophes and without a
+    possessive ending ("Austria's" -> "austria")."""
+    folded = word.casefold().strip("'\u2019")
+    return folded[:-2] if folded.endswith(("'s", "\u2019s")) and len(folded) > 2 else folded
+
+
 def question_keys(question: str) -> set[str]:
     """The words of a question that name what it asks about, and that a passage answering it must hold
     too (case-folded): numbers, and capitalised words other than the question's first word (names,
@@ -58,7 +65,7 @@ def question_keys(question: str) -> set[str]:
     keys = set()
     for i, w in enumerate(words):
         if any(c.isdigit() for c in w) or (i > 0 and w[:1].isupper() and w.casefold() not in _NOT_NAMES):
-            keys.add(w.casefold().strip("'\u2019"))
+            keys.add(fold(w))
     return keys
 
 
@@ -91,7 +98,7 @@ _COMMON = frozenset(
 def words(text: str) -> set[str]:
     """The case-folded words of ``text``, with small numbers both as words and digits ("three", "3"),
     and a hyphenated word also as its parts ("Zariski-Topologie": "zariski", "topologie")."""
-    found = {w.casefold().strip("'\u2019") for w in re.findall(r"[\w'\u2019-]+", text)}
+    found = {fold(w) for w in re.findall(r"[\w'\u2019-]+", text)}
     found |= {part for w in found if "-" in w for part in w.split("-") if part}
     found |= {_NUMBER_WORDS[w] for w in found if w in _NUMBER_WORDS}
     found |= {w for w, d in _NUMBER_WORDS.items() if d in found}
@@ -104,7 +111,7 @@ def specifics(text: str) -> set[str]:
     {"drami", "drabriru", "1804"}."""
     out = set()
     for w in re.findall(r"[\w'\u2019-]+", text):
-        folded = w.casefold().strip("'\u2019")
+        folded = fold(w)
         if any(c.isdigit() for c in w):
             out.add(folded)
         elif w[:1].isupper() and folded not in _COMMON and not (len(w) == 1 and w in "ABCD"):
@@ -343,7 +350,7 @@ class Quoting:
         draws from the distribution renormalised over the allowed ids (other logits set to -inf).
         The first token is the model's free choice when it spells a word the document has (in any
         case, with or without a space: :meth:`QuoteIndex.starts`) or ``none``; only otherwise is it
-        chosen among the document's tokens."""
+        chosen among the document's tokens (``none`` no longer among them, unless nothing else is)."""
         if self.matches is None and not self.ids:
             self.p_none = _mass(row, self.tokens.none)
         if not self.params.constrained:
@@ -353,6 +360,11 @@ class Quoting:
             if token in self.tokens.none or self._leads(token) or len(self._starts(token)):
                 return token
         allowed = self.allowed()
+        if self.matches is None and len(allowed) > len(self.tokens.none):
+            # "none" is the model's own first choice or nothing: a model that wanted to start its quote
+            # with a word the passages do not have ("The population of Austria ...", where a table holds
+            # it) quotes the likeliest start they have, not the refusal it gave 0.3 %.
+            allowed = np.setdiff1d(allowed, self.tokens.none, assume_unique=True)
         if sampler.params.greedy:
             return int(allowed[int(np.argmax(row[allowed]))])
         masked = np.full_like(row, -np.inf)
@@ -486,10 +498,7 @@ class Quoting:
         if self.region is not None:  # keyed: it started in a passage that holds them (or not at all)
             span = self.span
             return span is not None and bool(np.isin(span[0], self.region))
-        words = {
-            w.casefold().strip("'\u2019")
-            for w in re.findall(r"[\w'\u2019-]+", self.sentence_text() or self.quote_text())
-        }
+        words = {fold(w) for w in re.findall(r"[\w'\u2019-]+", self.sentence_text() or self.quote_text())}
         return self.keys <= words
 
     @property

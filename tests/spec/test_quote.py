@@ -189,6 +189,7 @@ def test_question_keys_and_specifics_name_what_is_asked_and_claimed():
     assert specifics("B") == set() and specifics("It was Drami Drabriru.") == {"drami", "drabriru"}
     assert {"3", "three"} <= words("It was exactly three inches high.")
     assert {"zariski", "topologie"} <= words("Die Zariski-Topologie")  # a compound is its parts too
+    assert question_keys("What was Austria's population?") == {"austria"} == words("Austria\u2019s")
 
 
 def test_names_check_refuses_a_quote_about_another_entity():
@@ -289,7 +290,10 @@ def _doc(text: str) -> tuple[np.ndarray, dict[int, bytes]]:
 
 
 def test_a_table_is_one_passage_and_a_heading_reaches_the_line_under_it():
-    text = "# Sizes\nPlain text.\n| | Austria | France |\n| --- | --- | --- |\n| Population | 8,935,112 | 67,413,000 |\nAfter.\n"
+    text = (
+        "# Sizes\nPlain text.\n| | Austria | France |\n| --- | --- | --- |\n| Population | 8,935,112 | 67,413,000 |\n"
+        "After.\n"
+    )
     doc, pieces = _doc(text)
     index = QuoteIndex(doc, pieces.get)
     at = {p.decode().strip(): i for i, p in ((i, pieces[int(t)]) for i, t in enumerate(doc))}
