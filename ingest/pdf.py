@@ -86,13 +86,13 @@ def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> P
         except Exception as exc:  # one broken page (a bad font, a bad content stream) costs that page only
             text = ""
             failures.append(exc)
-            notes[i] = f"page {i + 1} could not be read ({type(exc).__name__}); it is left empty"
+            notes[i] = f"could not be read ({type(exc).__name__}); it is left empty"
             if _is_bomb(exc):
                 bombs.add(i)
         else:
             if garbled(text):
                 notes[i] = (
-                    f"page {i + 1} reads as mostly unreadable characters (a font without a text "
+                    "reads as mostly unreadable characters (a font without a text "
                     "mapping?); answers about it may be wrong"
                 )
             elif read.chunks is not None and may_have_table(page):
@@ -159,7 +159,7 @@ def _cannot_read(ocr: OcrJob, texts: list[str], need: list[int], notes: dict[int
             f"here: {why}; or upload the text"
         )
     for i in need:
-        before = f"{notes[i]}; " if i in notes else f"page {i + 1} has no text layer; "
+        before = f"{notes[i]}; " if i in notes else "no text layer; "
         notes[i] = f"{before}OCR could not read it: {why}"
 
 
@@ -175,17 +175,17 @@ def _read_by_ocr(
         for k, i in enumerate(need):
             if ocr.max_chars is not None and sum(lengths[:i]) > ocr.max_chars:
                 for j in need[k:]:
-                    notes[j] = f"page {j + 1} was not read by OCR: the pages before it hold more text than fits"
+                    notes[j] = "not read by OCR: the pages before it hold more text than fits"
                 break
             try:
                 texts[i] = reader.read(i)
             except (MemoryError, RecursionError):
                 raise
             except Exception as exc:  # OcrFailed, or PDFium's error for a page it cannot render
-                notes[i] = f"page {i + 1} could not be read by OCR ({exc}); it is left empty"
+                notes[i] = f"could not be read by OCR ({exc}); it is left empty"
                 texts[i] = ""
             else:
-                empty = f"page {i + 1} has no usable text layer, and OCR found no words on it"
+                empty = "no usable text layer, and OCR found no words on it"
                 notes[i] = OCR_NOTE if texts[i].strip() else empty
                 done.append(i + 1)
             if lengths:

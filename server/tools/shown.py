@@ -125,9 +125,11 @@ def print_answer(r: httpx.Response, about: About) -> None:
             elif event == "stats":
                 stats = data
                 click.echo("")
+                # One token has no decode rate (it came with the first): "0.0 tok/s" read as a broken machine.
+                rate = f"{data['decode_tokens_per_s']:.1f} tok/s, " if data["completion_tokens"] > 1 else ""
                 click.echo(
-                    f"[{data['completion_tokens']} tokens, TTFT {data['ttft_ms']:.0f} ms, "
-                    f"{data['decode_tokens_per_s']:.1f} tok/s, drafted/accepted "
+                    f"[{data['completion_tokens']} token{'' if data['completion_tokens'] == 1 else 's'}, "
+                    f"TTFT {data['ttft_ms']:.0f} ms, {rate}drafted/accepted "
                     f"{data['drafted_tokens']}/{data['accepted_tokens']}]",
                     err=True,
                 )

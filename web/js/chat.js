@@ -230,7 +230,7 @@ function renderStats(s) {
   // [key, label, value, explanation]; every pair of draft figures reads drafted / accepted.
   const rows = [
     ['ttft', 'TTFT', `${fixed(s.ttft_ms, 0)} ms`, 'time to first token'],
-    ['tps', 'Decode', `${fixed(s.decode_tokens_per_s, 1)} tok/s`, 'answer tokens per second'],
+    ['tps', 'Decode', s.completion_tokens > 1 ? `${fixed(s.decode_tokens_per_s, 1)} tok/s` : '–', 'answer tokens per second (none for a one-token answer)'],
     ['prefill', 'Prefilled tokens', count(s.prompt_tokens), 'the question and conversation, evaluated for this answer'],
     ['cached', 'Cached tokens', count(s.cached_tokens), 'the document, restored from its saved state'],
     ['completion', 'Completion tokens', count(s.completion_tokens), 'tokens the model wrote'],

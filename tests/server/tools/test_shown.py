@@ -47,14 +47,14 @@ def test_warnings_name_their_pages_one_line_per_message():
     warnings = [
         {"page": 1, "message": OCR_NOTE},
         {"page": 2, "message": OCR_NOTE},
-        {"page": 4, "message": "page 4 could not be read (KeyError); it is left empty"},
+        {"page": 4, "message": "could not be read (KeyError); it is left empty"},
         {"page": 5, "message": OCR_NOTE},
         {"message": "the document's fonts map no text"},
     ]
     assert warning_lines(warnings) == [
         "the document's fonts map no text",
         f"pages 1–2, 5: {OCR_NOTE}",
-        "page 4: page 4 could not be read (KeyError); it is left empty",
+        "page 4: could not be read (KeyError); it is left empty",
     ]
     assert page_list([3]) == "page 3" and page_list([2, 3, 4, 7]) == "pages 2–4, 7"
 
@@ -67,6 +67,10 @@ def test_a_busy_machine_is_named_under_a_slow_answer(capsys):
     assert "0.1 tok/s" in err and "[the machine is busy (load average 8.2 on 2 cores): these times are slower" in err
     print_answer(_sse(("token", {"text": "Berlin."}), ("stats", {**STATS, "busy": None}), ("done", {})), About())
     assert "busy" not in capsys.readouterr().err
+    one = {**STATS, "completion_tokens": 1, "decode_tokens_per_s": 0.0}  # a one-token answer has no rate
+    print_answer(_sse(("token", {"text": "4"}), ("stats", one), ("done", {})), About())
+    err = capsys.readouterr().err
+    assert "[1 token, TTFT" in err and "tok/s" not in err
 
 
 def test_a_reading_says_it_waits_its_turn_or_its_rate_and_time_left():
