@@ -48,7 +48,7 @@ MEDIA = {
     "csv": ("text/csv", ".csv"),
     "pptx": ("application/vnd.openxmlformats-officedocument.presentationml.presentation", ".pptx"),
 }
-_PART = re.compile(r" \((?:pages|characters) \d+-\d+\)$")  # server/api/uploads.py display_name
+_PART = re.compile(r" \((?:pages|characters) [^()]+\)$")  # server/api/uploads.py display_name
 _UNSAFE = re.compile(r"[^A-Za-z0-9._ ()+-]")
 
 

@@ -86,12 +86,17 @@ def make_room(
 
 def display_name(filename: str | None, extracted: ExtractedText) -> str:
     """The file's own name (no directories, printable, at most 200 characters), and the part of it
-    the document is ("book.pdf (pages 5-9)")."""
+    the document is ("book.pdf (pages 5-9)"; by the labels printed on them where a PDF has its own:
+    "book.pdf (pages ii-3, PDF pages 2-6)", as its citations name them)."""
     name = (filename or "document").replace("\\", "/").rsplit("/", 1)[-1]
     name = printable(name) or "document"
     if extracted.cut is not None:
         part = cuts.Cut.from_spec(extracted.cut)
-        name += f" ({'pages' if part.unit == 'pages' else 'characters'} {part.start}-{part.end})"
+        labels = extracted.page_labels
+        if part.unit == "pages" and labels is not None and part.end <= len(labels):
+            name += f" (pages {labels[part.start - 1]}-{labels[part.end - 1]}, PDF pages {part.start}-{part.end})"
+        else:
+            name += f" ({'pages' if part.unit == 'pages' else 'characters'} {part.start}-{part.end})"
     return name
 
 

@@ -105,3 +105,16 @@ def test_at_the_trained_context_a_larger_n_ctx_is_not_suggested(server, cases):
         assert health["n_ctx"] == health["n_ctx_train"] == 32768
         message = _post(client, AROUND, (cases / AROUND).read_bytes()).json()["error"]["message"]
         assert "larger DOCQA_N_CTX" not in message and "serve a model with a longer context" in message
+
+
+def test_a_part_asked_for_by_printed_labels_is_named_by_them_and_its_pdf_pages():
+    """The new-user trial: `--pages ii-3` of GeoTopo was named "(pages 2-6)", in PDF page numbers,
+    while its citations say "p. ii (PDF p. 2)"."""
+    from ingest.extract import ExtractedText
+    from server.api.uploads import display_name
+
+    labels = ["i", "ii", "iii", "1", "2", "3", "4"]
+    part = ExtractedText("text", cut="pages=2-6", page_labels=labels)
+    assert display_name("GeoTopo.pdf", part) == "GeoTopo.pdf (pages ii-3, PDF pages 2-6)"
+    assert display_name("book.pdf", ExtractedText("text", cut="pages=2-6")) == "book.pdf (pages 2-6)"
+    assert display_name("a/b.txt", ExtractedText("text", cut="chars=0-400")) == "b.txt (characters 0-400)"
