@@ -93,13 +93,14 @@ def run_kernel(path: Path, lib: str, threads: int, ubatch: int, flash_attn: str,
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run_docqa(path: Path, lib: str, threads: int, ubatch: int, flash_attn: str) -> dict:
-    """Upload the ~3k-token text to a fresh server and time it to ``ready``."""
+def run_docqa(path: Path, lib: str, threads: int, ubatch: int, flash_attn: str, extra: bool = True) -> dict:
+    """Upload the ~3k-token text to a fresh server and time it to ``ready``; ``extra``: llama.cpp's extra
+    CPU buffer types (DOCQA_CPU_REPACK auto, else off)."""
     from testkit.live import Live
 
     data = Path(tempfile.mkdtemp(prefix="docqa-prefill-"))
     env = {"DOCQA_N_THREADS": str(threads), "DOCQA_N_UBATCH": str(ubatch), "DOCQA_FLASH_ATTN": flash_attn,
-           "DOCQA_N_CTX": "8192"}  # fmt: skip
+           "DOCQA_N_CTX": "8192", "DOCQA_CPU_REPACK": "auto" if extra else "off"}  # fmt: skip
     if lib != "default":
         env["LLAMA_CPP_LIB_PATH"] = lib
     live = Live(data / "data", path, **env)
@@ -135,12 +136,13 @@ def report(results: dict) -> str:
     ]
     for r in results["rows"]:
         k, d = r["kernel"], r.get("docqa") or {}
+        build = r["lib"] if r.get("repack", True) else f"{r['lib']}, no repack"
         if "error" in k:
-            lines.append(f"| {r['model']} | {r['lib']} | {r['ubatch']} | {r['fa']} | {k['error']} | | | |")
+            lines.append(f"| {r['model']} | {build} | {r['ubatch']} | {r['fa']} | {k['error']} | | | |")
             continue
         ratio = f"{d['ingest_tps'] / k['pp512']:.2f}" if d else "-"
         ingest = f"{d['ingest_tps']:.1f}" if d else "-"
-        lines.append(f"| {r['model']} | {r['lib']} | {r['ubatch']} | {r['fa']} | {k['pp512']:.1f} | {k['tg128']:.1f} "
+        lines.append(f"| {r['model']} | {build} | {r['ubatch']} | {r['fa']} | {k['pp512']:.1f} | {k['tg128']:.1f} "
                      f"| {ingest} | {ratio} |")  # fmt: skip
     infos = {r["lib"]: r["kernel"].get("system_info", "") for r in results["rows"]}
     lines += ["", *[f"* `{lib}`: {info}" for lib, info in infos.items()], ""]
@@ -173,8 +175,11 @@ def main() -> None:
             for ubatch in (int(u) for u in args.ubatch.split(",")):
                 for fa in args.fa.split(","):
                     k = run_kernel(path, lib, args.threads, ubatch, fa, not args.no_extra_bufts)
-                    d = None if args.no_docqa or "error" in k else run_docqa(path, lib, args.threads, ubatch, fa)
-                    rows.append({"model": model, "lib": lib, "ubatch": ubatch, "fa": fa, "kernel": k, "docqa": d})
+                    d = None
+                    if not args.no_docqa and "error" not in k:
+                        d = run_docqa(path, lib, args.threads, ubatch, fa, not args.no_extra_bufts)
+                    rows.append({"model": model, "lib": lib, "repack": not args.no_extra_bufts, "ubatch": ubatch,
+                                 "fa": fa, "kernel": k, "docqa": d})  # fmt: skip
                     print(json.dumps(rows[-1]), flush=True)
     results = {"rows": rows, "machine": {**machine(), "flags": cpu_flags(), "load_before": load0,
                                          "load_after": os.getloadavg()}}  # fmt: skip
