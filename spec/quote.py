@@ -253,9 +253,10 @@ class QuoteParams:
             raise ValueError(f"quote max_tokens must be >= 1, got {self.max_tokens}")
 
 
-#: How the server answers quote-first (``mode: "quote"``): a constrained quote, refused when it lacks
-#: the question's names or numbers, or when the answer names one neither has (bench/results/quality.md).
-SERVED = QuoteParams(names=True, specifics=True)
+#: How the server answers quote-first (``mode: "quote"``): a constrained quote that starts in a passage
+#: holding the question's names and numbers (none when no passage does), refused when the answer names one
+#: that neither the question nor the passages around the quote hold (bench/results/quality.md).
+SERVED = QuoteParams(names=True, specifics=True, keyed=True)
 
 
 @dataclass(frozen=True, slots=True)
