@@ -140,6 +140,7 @@ class PageSpan(BaseModel):
     page: int  # 1-based
     start: int  # character offsets into `text`, [start, end)
     end: int
+    label: str | None = None  # the page's printed label where it differs from `page` (a PDF's "ii")
 
 
 class DocumentText(BaseModel):

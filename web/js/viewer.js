@@ -180,7 +180,7 @@ async function highlightPdf() {
  */
 function render() {
   const cuts = new Map(); // offset -> what starts there
-  for (const p of view.pages) cuts.set(p.start, { ...(cuts.get(p.start) || {}), page: p.page });
+  for (const p of view.pages) cuts.set(p.start, { ...(cuts.get(p.start) || {}), page: p.page, label: p.label });
   view.citations.forEach((c, i) => cuts.set(c.start, { ...(cuts.get(c.start) || {}), cite: i }));
   const offsets = [...cuts.keys()].sort((a, b) => a - b);
   const nodes = [];
@@ -198,7 +198,8 @@ function render() {
     emit(at);
     const cut = cuts.get(at);
     if (cut.page !== undefined && view.pages.length > 1) {
-      const marker = el('span', 'page-marker', `Page ${cut.page}`);
+      // A printed label that differs from the PDF's number is named first, as citations name it.
+      const marker = el('span', 'page-marker', cut.label ? `Page ${cut.label} (PDF page ${cut.page})` : `Page ${cut.page}`);
       marker.dataset.page = cut.page;
       if (open) open.mark.append(marker); else nodes.push(marker);
     }

@@ -176,7 +176,8 @@ def get_document(doc: DocumentDep, engine: EngineDep) -> DocumentPublic:
 
 @router.get("/documents/{doc_id}/text", response_model=DocumentText)
 async def get_text(doc: DocumentDep, store: StoreDep) -> DocumentText:
-    """The stored text and its page map, numbered as in the upload (a part keeps its page numbers).
+    """The stored text and its page map, numbered as in the upload (a part keeps its page numbers), with
+    each page's printed label where a PDF prints another (GeoTopo's PDF page 2 is "ii").
     A damaged ``text.json`` is extracted again from the stored upload when that gives the same text
     length and pages, and written back (store/docstore.py ``read_text``, as wherever it is read);
     otherwise 409 with the action that repairs it."""
@@ -187,9 +188,12 @@ async def get_text(doc: DocumentDep, store: StoreDep) -> DocumentText:
         raise DocumentFailed(f"document {doc.id} has no stored text ({why}); upload it again") from None
     except TextDamaged as exc:
         raise damaged(exc, doc.id) from None
-    starts, first = extracted.page_starts, extracted.first_page
+    starts, first, labels = extracted.page_starts, extracted.first_page, extracted.page_labels or []
     ends = [*starts[1:], len(extracted.text)]
-    pages = [PageSpan(page=first + i, start=s, end=e) for i, (s, e) in enumerate(zip(starts, ends, strict=True))]
+    pages = []
+    for page, s, e in zip(range(first, first + len(starts)), starts, ends, strict=True):
+        label = labels[page - 1] if page <= len(labels) and labels[page - 1] != str(page) else None
+        pages.append(PageSpan(page=page, start=s, end=e, label=label))
     return DocumentText(id=doc.id, text=extracted.text, pages=pages)
 
 

@@ -44,6 +44,8 @@ def test_a_long_pdf_is_offered_its_leading_pages_and_a_part_keeps_its_page_numbe
         part = wait_ready(client, r.json()["id"])
         text = client.get(f"/v1/documents/{part['id']}/text").json()
         assert [p["page"] for p in text["pages"]] == [5, 6, 7, 8, 9]
+        # GeoTopo prints i, ii, iii, 1, 2, ...: the text view names PDF page 5 "Page 2 (PDF page 5)".
+        assert [p["label"] for p in text["pages"]] == ["2", "3", "4", "5", "6"]
         # The same bytes with the same part are the same document; another part is another one.
         assert _post(client, GEOTOPO, data, pages="5-9").status_code == 200
 
@@ -54,7 +56,8 @@ def test_citations_of_a_part_name_its_pages_as_in_the_upload(server):
         r = _post(client, "alice-ch1-2.epub", (FILES / "alice-ch1-2.epub").read_bytes(), pages="2")
         doc = wait_ready(client, r.json()["id"])
         assert doc["status"] == "ready" and doc["name"] == "alice-ch1-2.epub (pages 2-2)"
-        assert [p["page"] for p in client.get(f"/v1/documents/{doc['id']}/text").json()["pages"]] == [2]
+        pages = client.get(f"/v1/documents/{doc['id']}/text").json()["pages"]
+        assert [(p["page"], p["label"]) for p in pages] == [(2, None)]  # no printed labels: none named
         body = {"question": QUOTE, "max_tokens": 48, "verify16": True}
         answer = client.post(f"/v1/documents/{doc['id']}/answers", json=body).json()
         pages = [(c["page"], c["page_end"]) for c in answer["citations"]]
