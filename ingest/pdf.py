@@ -185,7 +185,7 @@ def _read_by_ocr(
                 notes[i] = f"could not be read by OCR ({exc}); it is left empty"
                 texts[i] = ""
             else:
-                empty = "no usable text layer, and OCR found no words on it"
+                empty = "no usable text layer, and OCR found no words there"
                 notes[i] = OCR_NOTE if texts[i].strip() else empty
                 done.append(i + 1)
             if lengths:

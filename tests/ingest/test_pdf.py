@@ -64,7 +64,7 @@ def test_a_page_of_garbage_text_goes_to_ocr(tesseract):
     assert "unreadable characters" in extract(data).warnings[0]["message"]  # without OCR: flagged only
     got = extract(data, ocr=_auto())
     assert got.ocr_pages == [2] and got.text.strip() == "India is typed."
-    assert got.warnings == [{"page": 2, "message": "no usable text layer, and OCR found no words on it"}]
+    assert got.warnings == [{"page": 2, "message": "no usable text layer, and OCR found no words there"}]
 
 
 def test_off_refuses_a_scan_as_before(tesseract):
