@@ -30,6 +30,7 @@ def test_an_upload_that_is_refused_evicts_nothing(server, cases, tmp_path):
         assert state.exists(), "the refused upload evicted the other document's snapshot first"
 
 
+@pytest.mark.slow  # ~18 s on 2 cores: make test ran 20 min; the fault loop's eviction points stay in it
 def test_a_document_being_ingested_keeps_its_segments_and_becomes_ready(server, cases, tmp_path):
     """n_ctx 2048 splits A into segments; while A is prefilled, B arrives under a budget that only
     evicting A's finished segments could make room for: B is refused (or fits), A is never evicted

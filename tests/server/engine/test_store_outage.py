@@ -22,6 +22,7 @@ def postgres(postgres_server):  # the session server's binaries are there: a ser
     server.remove()
 
 
+@pytest.mark.slow  # ~17 s on 2 cores: make test ran 20 min; its PostgreSQL fault loop has store outages
 def test_a_store_outage_mid_ingestion_leaves_nothing_stranded(postgres, tmp_path, gemma_path, cases):
     text = (cases / BOOK).read_bytes().decode("utf-8-sig")[:12_000]  # ~3k tokens: 3 segments at n_ctx 2048
     server = Live(

@@ -8,6 +8,8 @@ import sqlite3
 import threading
 import time
 
+import pytest
+
 from ingest import snapshot
 from server.engine import ingestion
 from tests.conftest import upload, wait_ready
@@ -108,6 +110,7 @@ def _usage(data) -> int:
     return sum(p.stat().st_size for p in (data / "documents").rglob("*") if p.is_file())
 
 
+@pytest.mark.slow  # ~16 s on 2 cores: make test ran 20 min; the fault loop evicts under a budget in it
 def test_the_disk_budget_evicts_the_least_recently_used_snapshot_and_prefills_it_again(server, cases, tmp_path):
     """DOCQA_DISK_BUDGET_BYTES of 36 MiB holds one ~13 MB snapshot plus a new document's expected
     footprint: a second document evicts the first one's snapshot (its text stays), the documents
