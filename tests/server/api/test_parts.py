@@ -38,7 +38,8 @@ def test_a_long_pdf_is_offered_its_leading_pages_and_a_part_keeps_its_page_numbe
         assert r.status_code == 202, r.text
         doc = wait_ready(client, r.json()["id"])
         assert doc["status"] == "ready" and doc["pages"] == last and doc["tokens"] <= 7168
-        assert doc["name"] == f"GeoTopo-komprimiert.pdf (pages 1-{last})"
+        # Printed i, ii, iii, 1, 2, ...: the part is named by its labels and its PDF pages.
+        assert doc["name"] == f"GeoTopo-komprimiert.pdf (pages i-{last - 3}, PDF pages 1-{last})"
 
         r = _post(client, GEOTOPO, data, pages="5-9")
         part = wait_ready(client, r.json()["id"])
