@@ -43,6 +43,14 @@ def sheet_ref(sheet: str | None, ref: str) -> str:
     return ref if sheet is None else f"{quoted(sheet)}!{ref}"
 
 
+def printed_label(labels: Sequence[str] | None, page: int) -> str | None:
+    """PDF page ``page``'s printed label (``labels[page - 1]``, ingest/pdf.py) where it differs from the
+    page's number ("ii" for page 2 of GeoTopo); None where they agree or the PDF has none."""
+    if not labels or not 0 < page <= len(labels) or labels[page - 1] == str(page):
+        return None
+    return labels[page - 1]
+
+
 class Locator:
     """Cell and slide labels of one document's text (``page_starts``: where page ``first_page + i``
     begins), and a PDF's printed page labels (``labels[n - 1]``: page n's, ingest/pdf.py)."""
@@ -76,13 +84,12 @@ class Locator:
         numbers where a label differs from its number (issue 39 item 5: GeoTopo's page printed "ii"
         was cited as "p. 2"); None where they agree."""
         first, last = self._page(start) + self.first_page, self._page(end - 1) + self.first_page
-        labels = self.labels
+        if printed_label(self.labels, first) is None and printed_label(self.labels, last) is None:
+            return None
 
         def label(n: int) -> str:
-            return labels[n - 1] if 0 < n <= len(labels) else str(n)
+            return printed_label(self.labels, n) or str(n)
 
-        if label(first) == str(first) and label(last) == str(last):
-            return None
         if first == last:
             return f"p. {label(first)} (PDF p. {first})"
         return f"pp. {label(first)}–{label(last)} (PDF pp. {first}–{last})"

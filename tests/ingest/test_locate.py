@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ingest.cut import Cut, apply
 from ingest.extract import extract
-from ingest.locate import Locator, column_index
+from ingest.locate import Locator, column_index, printed_label
 from tests.ingest.office_samples import xlsx
 
 
@@ -30,3 +30,9 @@ def test_other_kinds_name_nothing():
     text = "| 1 | a (A) |\n| --- | --- |\n| 2 | b |"
     assert Locator(text, "text", [0]).where(0, len(text)) is None
     assert Locator(text, "csv", [0]).where(text.index("b"), len(text)) == "A2"
+
+
+def test_printed_label_names_a_page_only_where_the_pdf_prints_another():
+    labels = ["i", "ii", "iii", "1", "2"]
+    assert [printed_label(labels, n) for n in (1, 2, 4, 5, 6)] == ["i", "ii", "1", "2", None]
+    assert printed_label(["1", "2"], 2) is None and printed_label(None, 2) is None

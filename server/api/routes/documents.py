@@ -10,6 +10,7 @@ from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 
 from ingest import pipeline
 from ingest.errors import DocumentFilesDamaged, TextDamaged
+from ingest.locate import printed_label
 from ingest.reingest import reextract_async
 from runtime.system import busy
 from server.api import background, segmented, uploads
@@ -188,12 +189,12 @@ async def get_text(doc: DocumentDep, store: StoreDep) -> DocumentText:
         raise DocumentFailed(f"document {doc.id} has no stored text ({why}); upload it again") from None
     except TextDamaged as exc:
         raise damaged(exc, doc.id) from None
-    starts, first, labels = extracted.page_starts, extracted.first_page, extracted.page_labels or []
+    starts, first, labels = extracted.page_starts, extracted.first_page, extracted.page_labels
     ends = [*starts[1:], len(extracted.text)]
-    pages = []
-    for page, s, e in zip(range(first, first + len(starts)), starts, ends, strict=True):
-        label = labels[page - 1] if page <= len(labels) and labels[page - 1] != str(page) else None
-        pages.append(PageSpan(page=page, start=s, end=e, label=label))
+    pages = [
+        PageSpan(page=first + i, start=s, end=e, label=printed_label(labels, first + i))
+        for i, (s, e) in enumerate(zip(starts, ends, strict=True))
+    ]
     return DocumentText(id=doc.id, text=extracted.text, pages=pages)
 
 
