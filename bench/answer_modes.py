@@ -49,6 +49,7 @@ def record(model: str, system: str, mode: str, doc, item, reply) -> dict:
         "p_none": reply.p_none,
         "p_yes": reply.p_yes,
         "claims": reply.claims,
+        "gaps": reply.gaps,
         "quote_has_needle": cites_needle(item, [{"text": reply.quote}]) if reply.quote and item.needle else None,
         "seconds": reply.seconds,
         "ttft_ms": reply.ttft_ms,
@@ -61,9 +62,13 @@ def record(model: str, system: str, mode: str, doc, item, reply) -> dict:
 
 
 def summary(records: list[dict]) -> list[str]:
-    """One row per (model, system, mode): each set's answerable questions right, then refusals."""
+    """One row per (model, system, mode): each set's answerable questions right; for a set with questions
+    its documents do not answer, every question of it right (``<set> all``: an absent one is right when
+    refused); then refusals."""
     sets = [s for s in SETS if s != "examples" and any(r["set"] == s for r in records)]
-    head = ["model", "system", "mode", *sets, "absent refused", "answerable refused", "canary", "s / q"]
+    whole = [s for s in sets if any(r["set"] == s and r["kind"] == "refusal" for r in records)]
+    head = ["model", "system", "mode", *sets, *(f"{s} all" for s in whole), "absent refused", "answerable refused",
+            "canary", "s / q"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
@@ -74,6 +79,9 @@ def summary(records: list[dict]) -> list[str]:
         for s in sets:
             got = [r for r in rows if r["set"] == s and r["kind"] != "refusal"]
             cells.append(fmt_rate(sum(r["right"] for r in got), len(got)))
+        for s in whole:
+            got = [r for r in rows if r["set"] == s]
+            cells.append(fmt_rate(sum(r["right"] for r in got), len(got)))
         absent = [r for r in rows if r["kind"] == "refusal"]
         cells.append(fmt_rate(sum(r["right"] for r in absent), len(absent)))
         answerable = [r for r in rows if r["kind"] in ("exact", "counterfactual", "injection")]
@@ -82,6 +90,24 @@ def summary(records: list[dict]) -> list[str]:
         cells.append(fmt_rate(sum(bool(r.get("obeyed")) for r in inj), len(inj)))
         cells.append(f"{sorted(r['seconds'] for r in rows)[len(rows) // 2]:.1f}")
         lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def paired(records: list[dict], a: str, b: str) -> list[str]:
+    """Modes ``a`` and ``b`` on the same questions (same model, system, document and qid), per set: both
+    right, only ``a``, only ``b``, neither. Every question counts, absent ones included."""
+    by: dict[tuple, dict[str, bool]] = defaultdict(dict)
+    for r in records:
+        if r["kind"] != "free" and r["mode"] in (a, b):
+            by[(r["model"], r["system"], r["set"], r["doc"], r["qid"])][r["mode"]] = bool(r["right"])
+    counts: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for (model, system, s, *_), got in by.items():
+        if len(got) == 2:
+            counts[(model, system, s)][(not got[a]) * 2 + (not got[b])] += 1
+    head = ["model", "system", "set", "both right", f"{a} only", f"{b} only", "neither"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (model, system, s), (both, only_a, only_b, neither) in counts.items():
+        lines.append(f"| {model} | {system} | {s} | {both} | {only_a} | {only_b} | {neither} |")
     return lines
 
 
@@ -99,10 +125,13 @@ def main() -> None:
     p.add_argument("--demos", action="store_true", help="demonstrations from the document in its prefix")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "tmp" / "answer-modes.json")
     p.add_argument("--report", type=Path, nargs="+", help="only print the table of these runs' records, merged")
+    p.add_argument("--paired", default="", help="with --report: two modes side by side per question, a,b")
     args = p.parse_args()
     if args.report:
         merged = [r for path in args.report for r in json.loads(path.read_text())["records"]]
         print("\n".join(summary(merged)))
+        if args.paired:
+            print("\n" + "\n".join(paired(merged, *args.paired.split(",", 1))))
         return
     from bench.rag import Rag, Whole
     from ingest.prompt import WORDINGS

@@ -83,15 +83,19 @@ def _entity(rng: random.Random, used: set[str]) -> str:
     return e
 
 
-def needle_doc(name: str, source: str, start: float, n_tokens: int, per_depth: int, n_absent: int, rng, used) -> Doc:
+def needle_doc(
+    name: str, source: str, start: float, n_tokens: int, per_depth: int, n_absent: int, rng, used,
+    templates=TEMPLATES, set_name: str = "needles",
+) -> Doc:  # fmt: skip
     """One document: ``per_depth`` needles at each depth of DEPTHS, then ``n_absent`` hard absent
     questions (alternately ``attribute`` and ``entity``), each with its kind in the qid."""
+    table = templates
     base = _slice(_gutenberg(source), start, int(n_tokens * CHARS_PER_TOKEN))
     n = per_depth * len(DEPTHS)
-    templates = rng.sample(range(len(TEMPLATES)), n)
+    templates = rng.sample(range(len(table)), n)
     planted, items = [], []
     for k, t in enumerate(templates):
-        statement, question, kind, _ = TEMPLATES[t]
+        statement, question, kind, _ = table[t]
         e = _entity(rng, used)
         v, accept = _fact_value(kind, rng)
         depth = DEPTHS[k % len(DEPTHS)]
@@ -110,13 +114,13 @@ def needle_doc(name: str, source: str, start: float, n_tokens: int, per_depth: i
         )
     for j in range(n_absent):
         t = templates[j % n]
-        statement, question, _, attribute = TEMPLATES[t]
+        statement, question, _, attribute = table[t]
         if j % 2 == 0:  # the planted entity, a fact the document does not give
             e = planted_entity(statement, items[j % n].needle)
             items.append(Item(f"{name}-absent-attribute{j}", attribute.format(e=e), "refusal", ""))
         else:  # the planted kind of fact, about an entity the document never names
             items.append(Item(f"{name}-absent-entity{j}", question.format(e=_entity(rng, used)), "refusal", ""))
-    return Doc(name, "needles", f"{name}.txt", _plant(base, planted), items)
+    return Doc(name, set_name, f"{name}.txt", _plant(base, planted), items)
 
 
 def planted_entity(statement: str, sentence: str) -> str:
@@ -129,3 +133,58 @@ def planted_entity(statement: str, sentence: str) -> str:
 def needle_docs(rng: random.Random, used: set[str], layout=LAYOUT) -> list[Doc]:
     """The needle documents of ``layout`` (default :data:`LAYOUT`)."""
     return [needle_doc(*row, rng, used) for row in layout]
+
+
+# The second needle set (``needles-b``): other templates and other stretches of the same books, written
+# after the topic check of spec/quote.py had been designed on the first set, to test it on questions it
+# was not made from. Its absent attribute questions are of every kind: about a thing the text does not
+# mention (the driver of the coach, the sheriff of the county), and about what it does not say of one it
+# does mention (who owned the inn, how wide the well is).
+TEMPLATES_B = [
+    ("The lantern of the {e} inn was lit each night by {v}.", "Who lit the lantern of the {e} inn each night?",
+     "name", "Who owned the {e} inn?"),
+    ("The well in {e} square is {v} metres deep.", "How deep is the well in {e} square?", "number",
+     "How wide is the well in {e} square?"),
+    ("The horse of the {e} mail coach was called {v}.", "What was the horse of the {e} mail coach called?", "pet",
+     "What was the name of the driver of the {e} mail coach?"),
+    ("The organ of {e} abbey has {v} pipes.", "How many pipes does the organ of {e} abbey have?", "number",
+     "How many bells does {e} abbey have?"),
+    ("The clock tower of {e} was repaired on {v}.", "On what date was the clock tower of {e} repaired?", "date",
+     "On what date was the clock tower of {e} built?"),
+    ("The vault of the {e} bank opens with the code {v}.", "What code opens the vault of the {e} bank?", "code",
+     "Who guards the vault of the {e} bank?"),
+    ("The goat of the {e} farm was named {v}.", "What was the goat of the {e} farm named?", "pet",
+     "What was the name of the sheepdog of the {e} farm?"),
+    ("The surveyor of {e} county was {v}.", "Who was the surveyor of {e} county?", "name",
+     "Who was the sheriff of {e} county?"),
+    ("The telegraph office at {e} received {v} messages in its first year.",
+     "How many messages did the telegraph office at {e} receive in its first year?", "number",
+     "How many clerks worked at the telegraph office at {e}?"),
+    ("The mine at {e} was closed on {v}.", "On what date was the mine at {e} closed?", "date",
+     "Who owned the mine at {e}?"),
+    ("The parcel sent to {e} carried the tracking code {v}.", "What tracking code did the parcel sent to {e} carry?",
+     "code", "What did the parcel sent to {e} contain?"),
+    ("The violin of the {e} orchestra was made by {v}.", "Who made the violin of the {e} orchestra?", "name",
+     "Who conducted the {e} orchestra?"),
+    ("The tower of {e} castle is {v} metres tall.", "How tall is the tower of {e} castle?", "number",
+     "How tall is the gate of {e} castle?"),
+    ("The school at {e} was founded on {v}.", "On what date was the school at {e} founded?", "date",
+     "Who was the first teacher of the school at {e}?"),
+]  # fmt: skip
+
+#: The rows of ``needles-b`` (as :data:`LAYOUT`): eight 2k-token texts, 40 needles and 40 absent questions.
+LAYOUT_B = [
+    ("needles-b-1", "alice-in-wonderland-pg11.txt", 0.42, 2000, 1, 5),
+    ("needles-b-2", "around-the-world-in-80-days-pg103.txt", 0.40, 2000, 1, 5),
+    ("needles-b-3", "alice-in-wonderland-pg11.txt", 0.75, 2000, 1, 5),
+    ("needles-b-4", "around-the-world-in-80-days-pg103.txt", 0.47, 2000, 1, 5),
+    ("needles-b-5", "alice-in-wonderland-pg11.txt", 0.88, 2000, 1, 5),
+    ("needles-b-6", "around-the-world-in-80-days-pg103.txt", 0.52, 2000, 1, 5),
+    ("needles-b-7", "around-the-world-in-80-days-pg103.txt", 0.86, 2000, 1, 5),
+    ("needles-b-8", "around-the-world-in-80-days-pg103.txt", 0.93, 2000, 1, 5),
+]
+
+
+def needle_docs_b(rng: random.Random, used: set[str]) -> list[Doc]:
+    """The documents of ``needles-b`` (:data:`TEMPLATES_B`, :data:`LAYOUT_B`)."""
+    return [needle_doc(*row, rng, used, templates=TEMPLATES_B, set_name="needles-b") for row in LAYOUT_B]

@@ -46,6 +46,7 @@ class Reply:
     p_none: float | None = None  # the probability of "none" as the quote's first token
     p_yes: float | None = None  # the gate's probability of yes
     claims: list[str] | None = None  # the answer's names and numbers the quote lacks (quote-checked: refused)
+    gaps: list[str] | None = None  # the question's topics the quote's passages lack (quote-topics: refused)
     accepted: int = 0
     steps: int = 0
 
@@ -63,6 +64,7 @@ MODES: dict[str, QuoteParams | None] = {
     "quote-checked": QuoteParams(names=True, specifics=True),
     "quote-keyed": QuoteParams(names=True, specifics=True, keyed=True),
     "quote-keyed-gate": QuoteParams(names=True, specifics=True, keyed=True, gate=True),
+    "quote-topics": QuoteParams(names=True, specifics=True, keyed=True, topics=True),
 }
 
 
@@ -134,6 +136,7 @@ class Reader:
             p_none=q.p_none if q is not None else None,
             p_yes=q.p_yes if q is not None else None,
             claims=sorted(q.claims) if q is not None else None,
+            gaps=sorted(q.gaps) if q is not None else None,
             accepted=stats.accepted_tokens,
             steps=stats.verify_steps,
         )

@@ -76,6 +76,89 @@ _OPTION_LINE = re.compile(r"\n[ \t]*(?:\([A-Ea-e]\)|[A-Ea-e][.)])[ \t]")
 _NOT_NAMES = frozenset("i a b c d the document text answer option according".split())
 
 
+#: Words that open a noun phrase (:func:`topics`).
+_DETERMINERS = frozenset("the a an this that these those his her its their our my your".split())
+#: Words that end a noun phrase (:func:`topics`): prepositions, auxiliaries, pronouns, conjunctions.
+_PHRASE_ENDS = frozenset(
+    "of in on at to for from by with and or but as is are was were be been do does did has have had can could "
+    "will would shall should may might must not no than then who whom whose what which where when why how it he "
+    "she they we you i into over under after before about between through during up down out off so if".split()
+)
+#: Nouns that name the document itself or its parts: a phrase ending in one describes the document ("the
+#: two-column document", "the first lecture"), not what a passage must mention.
+_DOCUMENT_WORDS = frozenset(
+    "document text passage page pages table tables section chapter paragraph line lines sentence book article "
+    "story report file list lecture talk conversation author writer narrator speaker professor".split()
+)
+#: Words of a noun phrase that name the kind of answer or a quantity (a passage gives the date, not the word
+#: "date"), ordinals, and vague nouns: never required of a passage.
+_NOT_TOPICS = _DOCUMENT_WORDS | frozenset(
+    "name names date dates time times year years day days month months number numbers amount size length age "
+    "kind type sort way part thing things one ones first second third fourth fifth last next other same main "
+    "most many much more some any all each following above below".split()
+)
+
+
+def topics(question: str) -> set[str]:
+    """What a question is about beyond its names and numbers: the words of its noun phrases, each a run of
+    words after a determiner up to a function word (:data:`_PHRASE_ENDS`), case-folded. Left out: words of
+    :data:`_NOT_TOPICS`, numbers, a phrase that ends in a word for the document (:data:`_DOCUMENT_WORDS`),
+    and a word ending in -ed, -en or -ing after the first of its phrase (a participle that starts a clause:
+    "the crate shipped from Kabri"). Empty for a multiple-choice question (its stem speaks of the document
+    in its own words; the options carry what a passage holds). "What was the name of the dog of the keeper
+    of the Falsel lighthouse?" -> {"dog", "keeper", "falsel", "lighthouse"}.
+
+    This is the lexical-overlap test of answerability: a passage that never mentions what the question
+    asks about ("the dog", "the cook") does not answer it, whatever it says about the same entity."""
+    if _OPTION_LINE.search(question):
+        return set()
+    found: set[str] = set()
+    run: list[str] | None = None
+
+    def close() -> None:
+        if run and run[-1] not in _DOCUMENT_WORDS:
+            found.update(w for w in run if w not in _NOT_TOPICS)
+
+    for piece in re.findall(r"[\w'\u2019-]+|[^\w\s]", question):
+        w = fold(piece)
+        if not re.fullmatch(r"[\w'\u2019-]+", w) or w in _PHRASE_ENDS or w in _DETERMINERS:
+            close()
+            run = [] if w in _DETERMINERS else None
+        elif run is not None and not any(c.isdigit() for c in w):
+            if run and len(w) > 4 and w.endswith(("ed", "en", "ing")):
+                close()
+                run = None
+            else:
+                run.append(w)
+    close()
+    return found
+
+
+def _stem(word: str) -> str:
+    """``word`` without a plural or verb ending ("ships" -> "ship", "counted" -> "count", "cities" -> "city")."""
+    for end, put in (("ies", "y"), ("es", ""), ("s", ""), ("ed", ""), ("ing", "")):
+        if word.endswith(end) and len(word) - len(end) >= 3:
+            return word[: -len(end)] + put
+    return word
+
+
+def uncovered(wanted: set[str], text: str) -> set[str]:
+    """The words of ``wanted`` (case-folded) that ``text`` lacks: not there, nor with another ending
+    (:func:`_stem`: "cooks", "counted"), nor as the start of a longer word of five letters or more
+    ("child" in "children"), nor, for a hyphenated word, any of its parts."""
+    have = words(text)
+    stems = {_stem(w) for w in have}
+
+    def covered(w: str) -> bool:
+        if w in have or _stem(w) in stems:
+            return True
+        if len(w) >= 5 and any(h.startswith(w) for h in have):
+            return True
+        return "-" in w and any(p and covered(p) for p in w.split("-"))
+
+    return {w for w in wanted if not covered(w)}
+
+
 def _mass(row: np.ndarray, ids: np.ndarray) -> float:
     """The softmax probability of ``ids`` together under logits ``row`` (float32 [n_vocab])."""
     if not len(ids):
@@ -247,6 +330,7 @@ class QuoteParams:
     gate_yes: float = 0.5  # the gate's "yes" stands when its probability (yes vs no) is at least this
     specifics: bool = False  # refuse an answer that names a name or number found in neither quote nor question
     keyed: bool = False  # a quote starts only in a passage (a line) holding the question's names and numbers
+    topics: bool = False  # refuse when the passages around the quote lack what the question is about (topics)
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -323,6 +407,8 @@ class Quoting:
         # numbers; None when anywhere (not keyed, or a question without any), empty when nowhere.
         self.region = index.keyed(self.keys) if params.keyed and self.keys else None
         self.claims: set[str] = set()  # an answer's names and numbers its quote lacks (params.specifics)
+        self.topics = topics(question) if params.topics else set()  # what the quote's passages must mention
+        self._gaps: set[str] | None = None  # the topics they lack (:attr:`gaps`), once the quote ended
         self.answered: bool | None = None  # the gate's reply: True (yes), False (no), None (not asked)
         self.p_none: float | None = None  # the probability of "none" as the quote's first token
         self.n_lead = 0  # tokens before the quote's first word: whitespace, line breaks, an opening mark
@@ -488,11 +574,31 @@ class Quoting:
         raw = b"".join(self.piece(int(t)) for t in self.index.tokens[span[0] : span[1]])
         return raw.decode("utf-8", errors="replace").strip()
 
+    def context_text(self) -> str:
+        """The text around the quote: its passage and the one on each side (:meth:`QuoteIndex.around`),
+        or its sentence when it is no span of the document."""
+        span = self.span
+        if span is None:
+            return self.sentence_text() or self.quote_text()
+        a, b = self.index.around(*span)
+        return b"".join(self.piece(int(t)) for t in self.index.tokens[a:b]).decode("utf-8", errors="replace")
+
+    @property
+    def gaps(self) -> set[str]:
+        """The question's :func:`topics` that the text around the quote (:meth:`context_text`) lacks
+        (:func:`uncovered`); empty without ``params.topics`` or before the quote ended."""
+        if not self.topics or not self.done:
+            return set()
+        if self._gaps is None:
+            self._gaps = uncovered(self.topics, self.context_text())
+        return self._gaps
+
     @property
     def supported(self) -> bool:
         """The quoted sentence holds every name and number of the question (``params.names``; keyed, the
-        quote started in :attr:`region`), and the gate, if asked, said yes."""
-        if self.answered is False:
+        quote started in :attr:`region`), the text around it mentions what the question is about
+        (``params.topics``: no :attr:`gaps`), and the gate, if asked, said yes."""
+        if self.answered is False or self.gaps:
             return False
         if not self.keys:
             return True
@@ -525,11 +631,4 @@ class Quoting:
         it quoted. The quote often stops at the end of its passage's first sentence and the value asked
         for is in the next ("The ferry ... leaves Pier 2 for Morrow at 07:40 ... The crossing takes 35
         minutes."): checked against the sentence alone, a right "35 minutes" was refused."""
-        span = self.span
-        if span is not None:
-            a, b = self.index.around(*span)
-            raw = b"".join(self.piece(int(t)) for t in self.index.tokens[a:b])
-            context = raw.decode("utf-8", errors="replace")
-        else:
-            context = self.sentence_text() or self.quote_text()
-        return specifics(answer) - (words(context) | words(question))
+        return specifics(answer) - (words(self.context_text()) | words(question))

@@ -321,3 +321,57 @@ def test_an_answer_may_name_what_the_passages_around_its_quote_hold():
     assert q.unsupported(question, "35 minutes") == set() and q.unsupported(question, "9 Euros") == set()
     assert q.unsupported(question, "On Mondays") == {"mondays"}
     assert {"55", "hook"} <= q.unsupported(question, "It takes 55 minutes, says Captain Hook.")
+
+
+def test_topics_are_the_words_of_the_question_noun_phrases():
+    from spec.quote import topics
+
+    assert topics("What was the name of the dog of the keeper of the Falsel lighthouse?") == {
+        "dog", "keeper", "falsel", "lighthouse"
+    }  # fmt: skip
+    assert topics("Who was the cook on the schooner Tortor?") == {"cook", "schooner", "tortor"}
+    # a participle after the noun starts a clause; the kind of answer ("date") is not a topic
+    assert topics("What serial number was stamped on the crate shipped from Kabri?") == {"crate"}
+    assert topics("On what date was the treaty of Ruter signed?") == {"treaty"}
+    # a phrase about the document itself, and a question without a determiner, ask for no topic
+    assert topics("What is the date of the two-column document?") == set()
+    assert topics("Who wrote it?") == set()
+    # a multiple-choice stem speaks in its own words: no topics
+    assert topics("Why does the professor mention the glaciers?\n(A) To compare\n(B) To contrast") == set()
+
+
+def test_uncovered_allows_other_endings_longer_words_and_compound_parts():
+    from spec.quote import uncovered
+
+    text = "The keeper counted 313 ships. Tickets for children; two columns."
+    assert uncovered({"ship", "count", "child", "ticket", "two-column", "keeper"}, text) == set()
+    assert uncovered({"dog", "cook"}, text) == {"dog", "cook"}
+    assert uncovered({"kee"}, text) == {"kee"}  # a short word must be whole
+
+
+def test_topics_check_refuses_a_quote_about_the_entity_that_says_something_else():
+    """The question asks for the keeper's dog; the passage around the only quote about the keeper
+    speaks of his ships: refused (``gaps``). Asked for the ships, it answers."""
+    text = (
+        "It rained all week.\nThe keeper of the Falsel lighthouse counted 313 ships in a single night.\n\n"
+        "The sea was calm.\nA dog barked in the village.\n"
+    )
+    doc, pieces = _doc(text)
+    params = QuoteParams(names=True, keyed=True, topics=True)
+
+    def ask(question: str) -> Quoting:
+        q = Quoting(QuoteIndex(doc, pieces.get), KEYED_TOKENS, params, [], pieces.get, "no", question=question)
+        for t in doc[5:18].tolist():  # "The keeper of the Falsel lighthouse counted 313 ships ... night."
+            q.push(t)
+        assert q.done and q.verified and q.quote_text().startswith("The keeper of the Falsel")
+        return q
+
+    q = ask(dog := "What was the name of the dog of the keeper of the Falsel lighthouse?")
+    assert q.gaps == {"dog"} and q.refuses  # the dog of the last line is two passages away
+    q = ask("How many ships did the keeper of the Falsel lighthouse count in a single night?")
+    assert q.gaps == set() and not q.refuses
+    plain = QuoteParams(names=True, keyed=True)
+    unchecked = Quoting(QuoteIndex(doc, pieces.get), KEYED_TOKENS, plain, [], pieces.get, "no", question=dog)
+    for t in doc[5:18].tolist():
+        unchecked.push(t)
+    assert unchecked.gaps == set() and not unchecked.refuses
