@@ -11,6 +11,7 @@ import json
 import click
 import httpx
 
+from ingest.prompt import is_not_said
 from server.tools.client import About, explain
 
 
@@ -103,6 +104,23 @@ def warning_lines(warnings: list[dict]) -> list[str]:
     return lines + [f"{page_list(numbers)}: {message}" for message, numbers in pages.items()]
 
 
+def _where(c: dict) -> str:
+    """A citation's place: its document in a collection, then its page(s), cell or slide."""
+    pages = f"p. {c['page']}" if c["page"] == c["page_end"] else f"pp. {c['page']}-{c['page_end']}"
+    pages = c.get("where") or pages  # a spreadsheet's cell, a deck's slide
+    return (f"{c['document_name']}, " if c.get("document_name") else "") + pages
+
+
+def _quote_line(quote: dict) -> str:
+    """Whether a quote-first answer's quote (server/api/schemas.py ``QuotePublic``) is the document's
+    text: "[quote verified: p. 3, chars 120-180]", or that it is not, and so cites nothing (a quote
+    whose answer is the refusal is not shown at all)."""
+    c = quote.get("citation")
+    if quote.get("verified") and c:
+        return f"[quote verified: {_where(c)}, chars {c['start']}-{c['end']}]"
+    return "[quote not found in the document: it is not a citation]"
+
+
 def print_answer(r: httpx.Response, about: About) -> None:
     event, text, stats = None, "", None
     for line in r.iter_lines():
@@ -113,15 +131,16 @@ def print_answer(r: httpx.Response, about: About) -> None:
             if event == "token":
                 text += data["text"]
                 click.echo(data["text"], nl=False)
+            elif event == "quote":  # a quote-first answer's passage, before the answer (as the page shows it)
+                click.echo(f"> {data['text']}\n")
             elif event == "citations":
                 if data["citations"]:
                     click.echo("", err=True)  # end the answer's line (stderr may not be a terminal)
                 for c in data["citations"]:
-                    pages = f"p. {c['page']}" if c["page"] == c["page_end"] else f"pp. {c['page']}-{c['page_end']}"
-                    pages = c.get("where") or pages  # a spreadsheet's cell, a deck's slide
                     quote = c["text"] if len(c["text"]) <= 100 else c["text"][:97] + "..."
-                    named = f"{c['document_name']}, " if c.get("document_name") else ""  # a collection's
-                    click.echo(f"[{named}{pages}, chars {c['start']}-{c['end']}] {quote!r}", err=True)
+                    click.echo(f"[{_where(c)}, chars {c['start']}-{c['end']}] {quote!r}", err=True)
+                if (quoted := data.get("quote")) and not is_not_said(text):  # a refusal cites nothing
+                    click.echo(_quote_line(quoted), err=True)
             elif event == "stats":
                 stats = data
                 click.echo("")

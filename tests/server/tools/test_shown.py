@@ -89,3 +89,21 @@ def test_a_reading_says_it_waits_its_turn_or_its_rate_and_time_left():
         "1,234 of 5,678 tokens, measuring the rate; the machine is busy (load average 8.2 on 2 cores)"
     )
     assert reading_line({"reading": None}) == ""
+
+
+def test_a_quote_first_answer_shows_its_quote_and_whether_it_is_verified(capsys):
+    """The new-user trial of issue 34: the CLI showed neither the quote nor that it was checked."""
+    cited = {"start": 120, "end": 180, "page": 3, "page_end": 3, "text": "The crossing takes 35 minutes."}
+    quote = {"text": "The crossing takes 35 minutes.", "verified": True, "citation": {**cited, "source": "quote"}}
+    events = [("quote", {"text": quote["text"]}), ("token", {"text": "35 minutes"})]
+    print_answer(_sse(*events, ("citations", {"citations": [cited], "quote": quote}), ("stats", STATS)), About())
+    out = capsys.readouterr()
+    assert out.out.startswith("> The crossing takes 35 minutes.\n\n35 minutes")
+    assert "[quote verified: p. 3, chars 120-180]" in out.err
+    unverified = {"text": "It takes an hour.", "verified": False, "citation": None}
+    events = [("token", {"text": "An hour."}), ("citations", {"citations": [], "quote": unverified})]
+    print_answer(_sse(*events, ("stats", STATS)), About())
+    assert "[quote not found in the document: it is not a citation]" in capsys.readouterr().err
+    refused = [("token", {"text": "The document does not say."}), ("citations", {"citations": [], "quote": unverified})]
+    print_answer(_sse(*refused, ("stats", STATS)), About())
+    assert "quote" not in capsys.readouterr().err
