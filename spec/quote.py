@@ -76,8 +76,10 @@ _OPTION_LINE = re.compile(r"\n[ \t]*(?:\([A-Ea-e]\)|[A-Ea-e][.)])[ \t]")
 _NOT_NAMES = frozenset("i a b c d the document text answer option according".split())
 
 
-#: Words that open a noun phrase (:func:`topics`).
-_DETERMINERS = frozenset("the a an this that these those his her its their our my your".split())
+#: Words that open a noun phrase (:func:`topics`): articles, demonstratives, possessives, and the
+#: quantifiers of a question about a quantity ("how many clerks": a passage that gives the number names
+#: what it counts).
+_DETERMINERS = frozenset("the a an this that these those his her its their our my your many much".split())
 #: Words that end a noun phrase (:func:`topics`): prepositions, auxiliaries, pronouns, conjunctions.
 _PHRASE_ENDS = frozenset(
     "of in on at to for from by with and or but as is are was were be been do does did has have had can could "
@@ -94,6 +96,7 @@ _DOCUMENT_WORDS = frozenset(
 #: "date"), ordinals, and vague nouns: never required of a passage.
 _NOT_TOPICS = _DOCUMENT_WORDS | frozenset(
     "name names date dates time times year years day days month months number numbers amount size length age "
+    "colour color "
     "kind type sort way part thing things one ones first second third fourth fifth last next other same main "
     "most many much more some any all each following above below".split()
 )

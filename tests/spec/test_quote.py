@@ -333,6 +333,8 @@ def test_topics_are_the_words_of_the_question_noun_phrases():
     # a participle after the noun starts a clause; the kind of answer ("date") is not a topic
     assert topics("What serial number was stamped on the crate shipped from Kabri?") == {"crate"}
     assert topics("On what date was the treaty of Ruter signed?") == {"treaty"}
+    # a question about a quantity names what is counted
+    assert topics("How many clerks worked at the telegraph office?") == {"clerks", "telegraph", "office"}
     # a phrase about the document itself, and a question without a determiner, ask for no topic
     assert topics("What is the date of the two-column document?") == set()
     assert topics("Who wrote it?") == set()
