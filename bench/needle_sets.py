@@ -188,3 +188,60 @@ LAYOUT_B = [
 def needle_docs_b(rng: random.Random, used: set[str]) -> list[Doc]:
     """The documents of ``needles-b`` (:data:`TEMPLATES_B`, :data:`LAYOUT_B`)."""
     return [needle_doc(*row, rng, used, templates=TEMPLATES_B, set_name="needles-b") for row in LAYOUT_B]
+
+
+# The third needle set (``needles-c``), written after the topic check's second form (quantities) to test
+# it in turn: other templates, other stretches of the books, and answerable questions that paraphrase
+# their statement ("When did the stagecoach make its last journey?" of one that "departed for the last
+# time"), so that the check's false refusals show as well as its catches.
+TEMPLATES_C = [
+    ("The fishing fleet of {e} numbered {v} boats.", "How many boats were in the fishing fleet of {e}?",
+     "number", "How many nets did the fishing fleet of {e} carry?"),
+    ("The post road to {e} was paved by {v}.", "Who paved the post road to {e}?", "name",
+     "How long is the post road to {e}?"),
+    ("A flood struck the village of {e} on {v}.", "When did the flood hit the village of {e}?", "date",
+     "How many houses did the flood in {e} destroy?"),
+    ("The {e} ironworks stamped every rail with the mark {v}.", "What mark did the {e} ironworks put on its rails?",
+     "code", "How many workers did the {e} ironworks employ?"),
+    ("The innkeeper at {e} crossing kept a parrot named {v}.",
+     "What was the name of the parrot of the innkeeper at {e} crossing?", "pet",
+     "What was the name of the innkeeper's wife at {e} crossing?"),
+    ("The lighthouse on {e} rock burns {v} litres of oil a week.",
+     "How much oil does the lighthouse on {e} rock burn in a week?", "number",
+     "How tall is the lighthouse on {e} rock?"),
+    ("The toll bridge at {e} charged {v} pennies for a cart.", "What was the toll for a cart on the bridge at {e}?",
+     "number", "What was the toll for a rider on the bridge at {e}?"),
+    ("The regiment stationed at {e} was led by Colonel {v}.", "Who commanded the regiment at {e}?", "name",
+     "How many soldiers served in the regiment at {e}?"),
+    ("The archives of {e} cathedral list {v} bishops.", "How many bishops do the archives of {e} cathedral list?",
+     "number", "Who built {e} cathedral?"),
+    ("The stagecoach from {e} departed on {v} for the last time.",
+     "When did the stagecoach from {e} make its last journey?", "date", "Who drove the stagecoach from {e}?"),
+    ("The observatory at {e} catalogued the comet as {v}.",
+     "Under what designation did the observatory at {e} catalogue the comet?", "code",
+     "Who discovered the comet catalogued at {e}?"),
+    ("The baker of {e} kept a donkey called {v}.", "What was the baker of {e}'s donkey called?", "pet",
+     "What did the baker of {e} sell on Sundays?"),
+    ("The canal lock at {e} raises boats by {v} centimetres.",
+     "By how many centimetres does the canal lock at {e} lift a boat?", "number",
+     "How many gates does the canal lock at {e} have?"),
+    ("The charter of {e} market was granted by {v}.", "Who granted the charter of {e} market?", "name",
+     "On which day of the week is {e} market held?"),
+]  # fmt: skip
+
+#: The rows of ``needles-c`` (as :data:`LAYOUT`): eight 2k-token texts, 40 needles and 40 absent questions.
+LAYOUT_C = [
+    ("needles-c-1", "alice-in-wonderland-pg11.txt", 0.49, 2000, 1, 5),
+    ("needles-c-2", "around-the-world-in-80-days-pg103.txt", 0.44, 2000, 1, 5),
+    ("needles-c-3", "alice-in-wonderland-pg11.txt", 0.64, 2000, 1, 5),
+    ("needles-c-4", "around-the-world-in-80-days-pg103.txt", 0.56, 2000, 1, 5),
+    ("needles-c-5", "alice-in-wonderland-pg11.txt", 0.82, 2000, 1, 5),
+    ("needles-c-6", "around-the-world-in-80-days-pg103.txt", 0.66, 2000, 1, 5),
+    ("needles-c-7", "alice-in-wonderland-pg11.txt", 0.94, 2000, 1, 5),
+    ("needles-c-8", "around-the-world-in-80-days-pg103.txt", 0.70, 2000, 1, 5),
+]
+
+
+def needle_docs_c(rng: random.Random, used: set[str]) -> list[Doc]:
+    """The documents of ``needles-c`` (:data:`TEMPLATES_C`, :data:`LAYOUT_C`)."""
+    return [needle_doc(*row, rng, used, templates=TEMPLATES_C, set_name="needles-c") for row in LAYOUT_C]

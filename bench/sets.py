@@ -1,5 +1,5 @@
 """The sets of issue 34's benchmark, by name (bench/quality.py and bench/answer_modes.py ``--sets``):
-TPO and QuALITY (bench/qa_sets.py), the hard needles and a second needle set made after the topic check
+TPO and QuALITY (bench/qa_sets.py), the hard needles and two more needle sets made after the topic check
 (bench/needle_sets.py), the counterfactual and injection sets (bench/world_sets.py), and from
 bench/quality_sets.py the 10-page PDF and the README's example questions, and questions about real
 files (bench/real_sets.py). The same seed gives the same documents and questions."""
@@ -9,10 +9,12 @@ from __future__ import annotations
 import random
 
 from bench import needle_sets, qa_sets, real_sets, world_sets
-from bench.needle_sets import needle_docs_b
+from bench.needle_sets import needle_docs_b, needle_docs_c
 from bench.quality_sets import Doc, examples_doc, pdf10_doc
 
-SETS = ("tpo", "quality", "needles", "counterfactual", "injection", "pdf10", "examples", "real", "needles-b")
+SETS = (
+    "tpo", "quality", "needles", "counterfactual", "injection", "pdf10", "examples", "real", "needles-b", "needles-c"
+)  # fmt: skip
 
 
 def build_sets(seed: int, names: tuple[str, ...] = SETS) -> list[Doc]:
@@ -28,6 +30,7 @@ def build_sets(seed: int, names: tuple[str, ...] = SETS) -> list[Doc]:
         "examples": lambda: [examples_doc()],
         "real": real_sets.real_docs,
         "needles-b": lambda: needle_docs_b(rng, used),
+        "needles-c": lambda: needle_docs_c(rng, used),
     }
     docs: list[Doc] = []
     for name in SETS:  # always in this order, so a seed makes the same documents whatever is asked
