@@ -112,7 +112,9 @@ def topics(question: str) -> set[str]:
     of the Falsel lighthouse?" -> {"dog", "keeper", "falsel", "lighthouse"}.
 
     This is the lexical-overlap test of answerability: a passage that never mentions what the question
-    asks about ("the dog", "the cook") does not answer it, whatever it says about the same entity."""
+    asks about ("the dog", "the cook") does not answer it, whatever it says about the same entity. The
+    phrase words are English; a question in another language has no topics, and so is never refused
+    by this check."""
     if _OPTION_LINE.search(question):
         return set()
     found: set[str] = set()
