@@ -17,3 +17,12 @@ def test_needle_sets_sizes_and_a_later_set_changes_no_earlier_one(cases):
                      ("needles-c", "exact"): 40, ("needles-c", "refusal"): 40}  # fmt: skip
     for d in both:  # every needle is planted in its text, once
         assert all(d.text.count(i.needle) == 1 for i in d.items if i.needle)
+
+
+def test_multiple_choice_questions_have_no_topics(cases):
+    """The topic check (spec/quote.py ``topics``) leaves every TPO and QuALITY question alone, so the
+    served quote answers them as the keyed quote did before it."""
+    from spec.quote import topics
+
+    items = [i for d in build_sets(34, ("tpo", "quality")) for i in d.items]
+    assert len(items) == 308 and not any(topics(i.question) for i in items)
