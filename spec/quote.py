@@ -86,6 +86,8 @@ _PHRASE_ENDS = frozenset(
     "will would shall should may might must not no than then who whom whose what which where when why how it he "
     "she they we you i into over under after before about between through during up down out off so if".split()
 )
+#: Auxiliaries after which a question's subject is followed by its verb, bare ("does the Sun rise").
+_AUXILIARIES = frozenset("do does did can could will would shall should may might must".split())
 #: Nouns that name the document itself or its parts: a phrase ending in one describes the document ("the
 #: two-column document", "the first lecture"), not what a passage must mention.
 _DOCUMENT_WORDS = frozenset(
@@ -106,8 +108,10 @@ def topics(question: str) -> set[str]:
     """What a question is about beyond its names and numbers: the words of its noun phrases, each a run of
     words after a determiner up to a function word (:data:`_PHRASE_ENDS`), case-folded. Left out: words of
     :data:`_NOT_TOPICS`, numbers, a phrase that ends in a word for the document (:data:`_DOCUMENT_WORDS`),
-    and a word ending in -ed, -en or -ing after the first of its phrase (a participle that starts a clause:
-    "the crate shipped from Kabri"). Empty for a multiple-choice question (its stem speaks of the document
+    a word ending in -ed, -en or -ing after the first of its phrase (a participle that starts a clause:
+    "the crate shipped from Kabri"), and after an auxiliary (:data:`_AUXILIARIES`) the last word of the
+    first phrase of two words or more that "of" does not continue: the verb ("In which ocean did the
+    Titanic sink?" -> {"titanic"}). Empty for a multiple-choice question (its stem speaks of the document
     in its own words; the options carry what a passage holds). "What was the name of the dog of the keeper
     of the Falsel lighthouse?" -> {"dog", "keeper", "falsel", "lighthouse"}.
 
@@ -119,43 +123,55 @@ def topics(question: str) -> set[str]:
         return set()
     found: set[str] = set()
     run: list[str] | None = None
+    verb_due = False  # after "did", "can"...: the subject's phrase ends in the bare verb ("did the Titanic sink")
 
-    def close() -> None:
+    def close(after: str) -> None:
+        nonlocal verb_due
+        if verb_due and run and len(run) > 1 and after != "of":  # "of" goes on with the subject's phrase
+            run.pop()
+            verb_due = False
         if run and run[-1] not in _DOCUMENT_WORDS:
             found.update(w for w in run if w not in _NOT_TOPICS)
 
     for piece in re.findall(r"[\w'\u2019-]+|[^\w\s]", question):
         w = fold(piece)
         if not re.fullmatch(r"[\w'\u2019-]+", w) or w in _PHRASE_ENDS or w in _DETERMINERS:
-            close()
+            close(w)
+            verb_due = verb_due or w in _AUXILIARIES
             run = [] if w in _DETERMINERS else None
         elif run is not None and not any(c.isdigit() for c in w):
             if run and len(w) > 4 and w.endswith(("ed", "en", "ing")):
-                close()
+                close(w)
                 run = None
             else:
                 run.append(w)
-    close()
+    close("")
     return found
 
 
-def _stem(word: str) -> str:
-    """``word`` without a plural or verb ending ("ships" -> "ship", "counted" -> "count", "cities" -> "city")."""
-    for end, put in (("ies", "y"), ("es", ""), ("s", ""), ("ed", ""), ("ing", "")):
+_ENDINGS = (("ies", "y"), ("es", ""), ("s", ""), ("ed", ""), ("ed", "e"), ("ing", ""), ("ing", "e"))
+
+
+def _stems(word: str) -> set[str]:
+    """``word`` and what it may be without a plural or verb ending ("rises" -> {"rises", "rise", "ris"},
+    "counted" -> {"counted", "count", "counte"}, "cities" -> {"cities", "city", "citie", "citi"}): two
+    words with a stem in common are one word with other endings."""
+    out = {word}
+    for end, put in _ENDINGS:
         if word.endswith(end) and len(word) - len(end) >= 3:
-            return word[: -len(end)] + put
-    return word
+            out.add(word[: -len(end)] + put)
+    return out
 
 
 def uncovered(wanted: set[str], text: str) -> set[str]:
     """The words of ``wanted`` (case-folded) that ``text`` lacks: not there, nor with another ending
-    (:func:`_stem`: "cooks", "counted"), nor as the start of a longer word of five letters or more
-    ("child" in "children"), nor, for a hyphenated word, any of its parts."""
+    (:func:`_stems`: "cooks", "counted", "rises"), nor as the start of a longer word of five letters or
+    more ("child" in "children"), nor, for a hyphenated word, any of its parts."""
     have = words(text)
-    stems = {_stem(w) for w in have}
+    stems = set().union(*(_stems(w) for w in have)) if have else set()
 
     def covered(w: str) -> bool:
-        if w in have or _stem(w) in stems:
+        if _stems(w) & stems:
             return True
         if len(w) >= 5 and any(h.startswith(w) for h in have):
             return True
@@ -592,7 +608,7 @@ class Quoting:
     def gaps(self) -> set[str]:
         """The question's :func:`topics` that the text around the quote (:meth:`context_text`) lacks
         (:func:`uncovered`); empty without ``params.topics`` or before the quote ended."""
-        if not self.topics or not self.done:
+        if not self.topics or not self.done or not self.verified:  # "none", or no quote: refused already
             return set()
         if self._gaps is None:
             self._gaps = uncovered(self.topics, self.context_text())
