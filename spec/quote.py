@@ -359,9 +359,10 @@ class QuoteParams:
 
 
 #: How the server answers quote-first (``mode: "quote"``): a constrained quote that starts in a passage
-#: holding the question's names and numbers (none when no passage does), refused when the answer names one
-#: that neither the question nor the passages around the quote hold (bench/results/quality.md).
-SERVED = QuoteParams(names=True, specifics=True, keyed=True)
+#: holding the question's names and numbers (none when no passage does), refused when the passages around
+#: it never mention what the question asks about (:func:`topics`), or when the answer names a name or number
+#: that neither the question nor those passages hold (bench/results/quality.md).
+SERVED = QuoteParams(names=True, specifics=True, keyed=True, topics=True)
 
 
 @dataclass(frozen=True, slots=True)
