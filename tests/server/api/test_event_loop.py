@@ -143,6 +143,7 @@ def live_app(tmp_path, gemma_path, monkeypatch):
         thread.join(60)
 
 
+@pytest.mark.slow  # ~17 s on 2 cores: make test ran 20:34; the AST scan above keeps store calls off the event loop
 def test_twenty_streams_do_not_stall_while_every_row_read_takes_three_seconds(live_app, cases):
     """Every row read takes 3 s while 20 answers stream, each asked through its document dependency,
     and GET /v1/documents, /v1/documents/{id}, /v1/collections and /v1/models are asked over and over

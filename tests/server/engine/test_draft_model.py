@@ -31,6 +31,7 @@ def test_the_draft_model_drafts_and_its_drafts_are_accepted(server, cases, gemma
         assert adaptive["answer"] and adaptive["stats"]["completion_tokens"] == 32
 
 
+@pytest.mark.slow  # ~18 s on 2 cores: make test ran 20:34; the next test checks the draft model drafts and is accepted
 def test_answers_with_the_draft_model_equal_plain_greedy_when_batch_invariant(tmp_path, gemma_path, cases):
     """Lossless: every emitted token is the target's own choice. Under DOCQA_BATCH_INVARIANT a row's
     logits do not depend on its call's row count, so the answers with the draft model's drafts equal

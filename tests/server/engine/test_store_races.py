@@ -30,6 +30,7 @@ def _lock(data_dir, seconds: float) -> threading.Thread:
     return release
 
 
+@pytest.mark.slow  # ~21 s on 2 cores: make test ran 20:34; its fault loop stops the database under load
 def test_a_locked_database_delays_work_but_loses_none(server, cases, tmp_path, caplog):
     """Another process holds the database for 8 s: an upload waits and gets its 202 (was a 500
     "database is locked"), and an ingestion that finishes meanwhile ends ready (was marked failed
