@@ -130,9 +130,12 @@ def planted_entity(statement: str, sentence: str) -> str:
     return sentence[len(head) :].split(tail, 1)[0] if tail else sentence[len(head) :]
 
 
-def needle_docs(rng: random.Random, used: set[str], layout=LAYOUT) -> list[Doc]:
-    """The needle documents of ``layout`` (default :data:`LAYOUT`)."""
-    return [needle_doc(*row, rng, used) for row in layout]
+def needle_docs(
+    rng: random.Random, used: set[str], layout=LAYOUT, templates=TEMPLATES, set_name: str = "needles"
+) -> list[Doc]:
+    """The needle documents of ``layout`` made from ``templates`` (default: the ``needles`` set, :data:`LAYOUT`
+    and :data:`TEMPLATES`; ``needles-b``: :data:`LAYOUT_B`, :data:`TEMPLATES_B`; ``needles-c``: the _C ones)."""
+    return [needle_doc(*row, rng, used, templates=templates, set_name=set_name) for row in layout]
 
 
 # The second needle set (``needles-b``): other templates and other stretches of the same books, written
@@ -185,11 +188,6 @@ LAYOUT_B = [
 ]
 
 
-def needle_docs_b(rng: random.Random, used: set[str]) -> list[Doc]:
-    """The documents of ``needles-b`` (:data:`TEMPLATES_B`, :data:`LAYOUT_B`)."""
-    return [needle_doc(*row, rng, used, templates=TEMPLATES_B, set_name="needles-b") for row in LAYOUT_B]
-
-
 # The third needle set (``needles-c``), written after the topic check's second form (quantities) to test
 # it in turn: other templates, other stretches of the books, and answerable questions that paraphrase
 # their statement ("When did the stagecoach make its last journey?" of one that "departed for the last
@@ -240,8 +238,3 @@ LAYOUT_C = [
     ("needles-c-7", "alice-in-wonderland-pg11.txt", 0.94, 2000, 1, 5),
     ("needles-c-8", "around-the-world-in-80-days-pg103.txt", 0.70, 2000, 1, 5),
 ]
-
-
-def needle_docs_c(rng: random.Random, used: set[str]) -> list[Doc]:
-    """The documents of ``needles-c`` (:data:`TEMPLATES_C`, :data:`LAYOUT_C`)."""
-    return [needle_doc(*row, rng, used, templates=TEMPLATES_C, set_name="needles-c") for row in LAYOUT_C]

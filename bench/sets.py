@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 
 from bench import needle_sets, qa_sets, real_sets, world_sets
-from bench.needle_sets import needle_docs_b, needle_docs_c
 from bench.quality_sets import Doc, examples_doc, pdf10_doc
 
 SETS = (
@@ -20,6 +19,10 @@ SETS = (
 def build_sets(seed: int, names: tuple[str, ...] = SETS) -> list[Doc]:
     """The documents of the named sets (:data:`SETS`) for ``seed``."""
     rng, used = random.Random(seed), set()
+
+    def needles(layout, templates, name: str) -> list[Doc]:
+        return needle_sets.needle_docs(rng, used, layout, templates, name)
+
     makers = {
         "tpo": qa_sets.tpo_docs,
         "quality": qa_sets.quality_docs,
@@ -29,8 +32,8 @@ def build_sets(seed: int, names: tuple[str, ...] = SETS) -> list[Doc]:
         "pdf10": lambda: [pdf10_doc(rng, used)],
         "examples": lambda: [examples_doc()],
         "real": real_sets.real_docs,
-        "needles-b": lambda: needle_docs_b(rng, used),
-        "needles-c": lambda: needle_docs_c(rng, used),
+        "needles-b": lambda: needles(needle_sets.LAYOUT_B, needle_sets.TEMPLATES_B, "needles-b"),
+        "needles-c": lambda: needles(needle_sets.LAYOUT_C, needle_sets.TEMPLATES_C, "needles-c"),
     }
     docs: list[Doc] = []
     for name in SETS:  # always in this order, so a seed makes the same documents whatever is asked
