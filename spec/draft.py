@@ -74,7 +74,7 @@ class _Text:
 
     name: str
     drafter: TextDrafter
-    kind: str = "weak"  # "strong" | "weak": of the last candidate
+    kind: str = "weak"  # "long" | "strong" | "weak": of the last candidate (DraftPolicy.LONG_MATCH)
     shadow: tuple[str, int] | None = None  # (kind, first token) of a candidate that was not drafted
     follow: tuple[str, list[int]] | None = None  # an undrafted candidate followed over the emitted text
     follow_hits: int = 0
@@ -87,6 +87,7 @@ class DraftPolicy:
 
     PROBE_EVERY = 16  # adaptive mode: try a model source again after this many steps without it
     HIGH_ACCEPTANCE = 0.9  # fixed windows keep their full length under load above this acceptance
+    LONG_MATCH = 16  # adaptive mode: a text candidate whose source agrees this far back is a "long" one
 
     def __init__(self, config: DraftConfig, drafters: Mapping[str, Drafter], costs: CostModel | None = None) -> None:
         """``drafters``: this sequence's drafter of each available source (spec/sources.py), by name;
@@ -101,8 +102,12 @@ class DraftPolicy:
         # live copy cursor or a full-length n-gram is far more reliable than a short match). A strong
         # match's first token starts optimistic, its later ones less so: they are learnt from the
         # emitted text before any draft is paid for (_follow_emitted; bench/results/draft-policy.md).
+        # A candidate whose source the context has already followed for LONG_MATCH tokens or more (a
+        # quote well under way, a question asked again) is priced apart, from Laplace's rule of
+        # succession: after n successes in n trials the next succeeds with probability (n+1)/(n+2).
         self.rate: dict[str, DraftAcceptance] = {n: DraftAcceptance(0.6) for n in self.model}
         for n in self.text:
+            self.rate[f"{n}/long"] = DraftAcceptance((self.LONG_MATCH + 1) / (self.LONG_MATCH + 2))
             self.rate[f"{n}/strong"] = DraftAcceptance(0.85, later=0.6)
             self.rate[f"{n}/weak"] = DraftAcceptance(0.4)
         self.stats = SourceStats()
@@ -145,6 +150,8 @@ class DraftPolicy:
         for name, t in self.text.items():
             t.kind = "strong" if t.drafter.strong() else "weak"
             candidates[name] = candidate = t.drafter.propose(max_draft)
+            if t.drafter.agreement() >= self.LONG_MATCH:
+                t.kind = "long"
             for k, gain in enumerate(self.rate[f"{name}/{t.kind}"].expected_upto(len(candidate)), start=1):
                 value = (1 + gain) / share(k, load)
                 if value > best_value:

@@ -19,6 +19,7 @@ import numpy as np
 
 _P = np.uint64(0x100000001B3)  # FNV-64 prime as the polynomial base
 _MASK = (1 << 64) - 1
+AGREE_CAP = 32  # the most tokens LookupDrafter.agreement() counts
 
 
 def ngram_hash(tokens: Iterable[int]) -> int:
@@ -89,6 +90,7 @@ class LookupDrafter:
         self._resume: int | None = None
         self._unspace_first = False  # the target just wrote a line break/space itself
         self._misses = 0
+        self._agreed = 0  # of the last proposal: see agreement()
         # Document token ranges [a, b) copied by accepted drafts, in order (for citations).
         self.copied: list[tuple[int, int]] = []
 
@@ -115,7 +117,7 @@ class LookupDrafter:
         ``after``: tokens drafted by another source that will precede this draft in the same window
         (MTP tokens); the match is then made on the context extended by them, without the cursor.
         """
-        self._source, self._drafted = None, 0
+        self._source, self._drafted, self._agreed = None, 0, 0
         if k <= 0:
             return []
         total = self.base_len + len(self.tail)
@@ -135,7 +137,26 @@ class LookupDrafter:
         if pos == self._resume and self._unspace_first and draft and self.unspaced is not None:
             draft = (self.unspaced(draft[0]) + draft[1:])[:k]
         self._source, self._drafted = pos, len(draft)
+        if draft and not after:
+            self._agreed = self._common_suffix(pos, total)
         return draft
+
+    def agreement(self) -> int:
+        """How many tokens before the last proposal's source position equal the context's last
+        tokens, at most :data:`AGREE_CAP` (0 when the last proposal was empty or followed another
+        source's tokens). A copy that has held for many tokens (a quote well under way, the same
+        question asked again) is likelier to go on than one that has just begun."""
+        return self._agreed
+
+    def _common_suffix(self, pos: int, total: int) -> int:
+        """Length of the common suffix of the tokens before ``pos`` and the context (before ``total``),
+        at most AGREE_CAP: O(AGREE_CAP) whatever the document's length."""
+        source = self._slice(max(pos - AGREE_CAP, 0), pos)
+        context = self._slice(max(total - AGREE_CAP, 0), total)
+        n, most = 0, min(len(source), len(context))
+        while n < most and source[-1 - n] == context[-1 - n] and source[-1 - n] != self.STOP:
+            n += 1
+        return n
 
     def strong(self) -> bool:
         """True when the next draft is likely good: the copy cursor is live, or the context ends with

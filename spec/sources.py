@@ -50,6 +50,10 @@ class TextDrafter(Drafter, Protocol):
         """The next candidate is likely good (a live copy cursor, a full-length n-gram match): a fixed
         window takes it whole, and the adaptive policy prices it at the strong rate."""
 
+    def agreement(self) -> int:
+        """Tokens of the context that already agree with the source of the last candidate, just
+        before it (spec/lookup.py ``LookupDrafter.agreement``): a long one is priced at the long rate."""
+
 
 class ModelDrafter(Drafter, Protocol):
     """A drafter that decodes to draft: the policy plans how many tokens it makes before any is made."""

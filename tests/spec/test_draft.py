@@ -74,6 +74,20 @@ def _copy_the_document(p: DraftPolicy, steps: int) -> list[int]:
     return windows
 
 
+def test_a_copy_that_has_held_for_long_is_drafted_long_from_its_first_step():
+    """A candidate whose source the context already follows for LONG_MATCH tokens (a quote well under
+    way; the same question asked again, whose earlier answer the history source holds) is priced at
+    the long rate from the start, so the answer does not spend its first steps learning that it
+    copies; one that agrees for a full-length n-gram only is not."""
+    held = policy(None, MEASURED, tail=DOC[:20])
+    assert held.text["lookup"].drafter.propose(16) and held.text["lookup"].drafter.agreement() == 20
+    assert len(held.propose(DOC[19], 20, 16).tokens) >= 8
+    assert held.text["lookup"].kind == "long"
+    fresh = policy(None, MEASURED, tail=(99, 16, 17, 18, 19))  # 4 tokens agree: a strong match, not a long one
+    assert len(fresh.propose(19, 5, 16).tokens) <= 2
+    assert fresh.text["lookup"].kind == "strong"
+
+
 def test_plain_steps_that_copy_teach_the_later_positions(monkeypatch):
     """A strong match whose later positions are believed poor is not drafted; the plain steps that
     then copy the candidate token by token show what a draft would have got, so drafting starts

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spec.lookup import LookupDrafter, NgramIndex, _rolling_hashes, ngram_hash
+from spec.lookup import AGREE_CAP, LookupDrafter, NgramIndex, _rolling_hashes, ngram_hash
 
 
 def drafter(doc: list[int], tail: list[int] = (), min_n: int = 2, max_n: int = 3) -> LookupDrafter:
@@ -124,3 +124,13 @@ def test_two_empty_steps_end_the_copy():
     d.verified(0, 31)
     d.extend([31])
     assert d.propose(2) == []  # no cursor, and the 2-gram (31, 31) never occurred
+
+
+def test_agreement_counts_how_far_back_the_context_follows_the_source():
+    d = drafter(list(range(1, 11)), [3, 4, 5])
+    assert d.propose(2) == [6, 7]
+    assert d.agreement() == 3  # 3, 4, 5 agree; the token before them (2 in the document, 10 in the context) does not
+    long = drafter(list(range(100)), list(range(50)))  # the context has followed the document for 50 tokens
+    assert long.propose(4) == [50, 51, 52, 53]
+    assert long.agreement() == AGREE_CAP
+    assert drafter([1, 2, 3], [9, 9]).propose(2) == [] and drafter([1, 2, 3], [9, 9]).agreement() == 0

@@ -48,6 +48,9 @@ class Echo:
     def strong(self) -> bool:
         return bool(self.context) and self.context[-1] in self.after
 
+    def agreement(self) -> int:
+        return 1 if self.strong() else 0
+
     def observe(self, used: int, accepted: int, target: int, step_drafted: int) -> None: ...
 
     def rollback(self, n_keep: int) -> None: ...
