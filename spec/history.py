@@ -32,6 +32,7 @@ from spec.lookup import LookupDrafter, NgramIndex
 
 SEP = -1  # between entries; never a token id
 QUESTION_TAIL = 48  # tokens of the question's end kept before each answer
+MIN_QUESTION = 8  # the fewest question tokens that name an earlier answer as the same question's
 MAX_TOKENS = 32_768  # default bound of one document's history (tokens, separators included)
 FORMAT = 1  # of the persisted array
 
@@ -48,6 +49,7 @@ class AnswerHistory:
             kept.append(np.asarray(entry, dtype=np.int32))
             total += len(entry) + 1
         self.entries: tuple[np.ndarray, ...] = tuple(reversed(kept))
+        self.starts = np.cumsum([0] + [len(e) + 1 for e in self.entries])[:-1].tolist()  # of each entry
         parts = [p for e in self.entries for p in (e, np.array([SEP], np.int32))]
         tokens = np.concatenate(parts) if parts else np.empty(0, np.int32)
         self.index = NgramIndex(tokens, min_n, max_n)
@@ -67,6 +69,18 @@ class AnswerHistory:
             return self
         entry = np.concatenate([np.asarray(question, np.int32)[-QUESTION_TAIL:], np.asarray(answer, np.int32)])
         return AnswerHistory([*self.entries, entry], self.max_tokens, self.min_n, self.max_n)
+
+    def answer_to(self, question: Sequence[int]) -> int | None:
+        """Where the newest earlier answer to ``question`` begins in the history's tokens (an entry that
+        starts with the question's last :data:`QUESTION_TAIL` tokens, at least :data:`MIN_QUESTION` of
+        them, and goes on after them), or None. Once per answer: O(entries x QUESTION_TAIL)."""
+        tail = np.asarray(question, np.int32)[-QUESTION_TAIL:]
+        if len(tail) < MIN_QUESTION:
+            return None
+        for start, entry in zip(reversed(self.starts), reversed(self.entries), strict=True):
+            if len(entry) > len(tail) and np.array_equal(entry[: len(tail)], tail):
+                return start + len(tail)
+        return None
 
     def to_bytes(self) -> bytes:
         """The entries as one int32 array with separators (``.npy`` bytes, with a format header)."""
@@ -106,12 +120,46 @@ class HistoryDrafter(LookupDrafter):
             history = AnswerHistory(entries, history.max_tokens + sum(len(e) + 1 for e in entries), *_ns(history))
         super().__init__(history.index, piece, unspaced)
         self.history = history
+        self._replay: int | None = None  # next token of an earlier answer to this question, while it agrees
 
     def extend(self, tokens: Iterable[int]) -> None:
         """Append decided tokens to the context; unlike prompt lookup, they are not themselves matched
         (continuing the answer from itself is lookup's job), so nothing is indexed: the overlay stays
-        empty, and LookupDrafter's longest match finds continuations in the history alone."""
-        self.tail.extend(int(t) for t in tokens)
+        empty, and LookupDrafter's longest match finds continuations in the history alone.
+
+        The first tokens given are the question (spec/loop.py ``AnswerRun.begin``): when an earlier
+        answer followed the same question (:meth:`AnswerHistory.answer_to`), it is replayed while the
+        answer agrees with it, token for token. Its first tokens may be shared by any answer (the
+        scaffolding, "The"), so without this the longest n-gram match would continue the newest
+        answer of whatever question."""
+        new = [int(t) for t in tokens]
+        if not self.tail:
+            self._replay = self.history.answer_to(new)
+        elif self._replay is not None:
+            stream = self.index.tokens
+            for t in new:
+                if self._replay is None or stream[self._replay] != t:
+                    self._replay = None
+                    break
+                self._replay += 1
+        self.tail.extend(new)
+
+    def propose(self, k: int, after: Sequence[int] = (), *, last: int = 0, pos: int = 0) -> list[int]:
+        """The earlier answer to the same question from where this one is, while replaying; else
+        LookupDrafter's longest match in the history."""
+        if self._replay is None or after or k <= 0:
+            return super().propose(k, after, last=last, pos=pos)
+        draft = self._slice(self._replay, self._replay + k)
+        if SEP in draft:
+            draft = draft[: draft.index(SEP)]
+        if not draft:  # the earlier answer ended here
+            return super().propose(k, after, last=last, pos=pos)
+        total = self.base_len + len(self.tail)
+        self._source, self._drafted, self._agreed = self._replay, len(draft), self._common_suffix(self._replay, total)
+        return draft
+
+    def strong(self) -> bool:
+        return self._replay is not None or super().strong()
 
 
 def _ns(history: AnswerHistory) -> tuple[int, int]:

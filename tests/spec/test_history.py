@@ -26,6 +26,24 @@ def test_the_same_question_again_drafts_the_earlier_answer_from_its_first_token(
     assert d.propose(8) == A[5:], "the copy goes on from the cursor, and stops at the entry's end"
 
 
+def test_an_earlier_answer_to_the_same_question_is_replayed_not_the_newest_answer():
+    """Answers share their first tokens (the scaffolding, "The"), so the longest n-gram match at an
+    answer's start continues the newest answer of any question; the answer to the same question
+    (its tail, at least MIN_QUESTION tokens) is the one replayed, and for as long as it agrees."""
+    q1, a1 = [*range(100, 112), 9], [20, 21, 22, 23, 24]
+    q2, a2 = [*range(200, 212), 9], [20, 21, 30, 31]  # asked later, answered with the same first tokens
+    h = AnswerHistory().add(q1, a1).add(q2, a2)
+    other = drafter(h, list(range(300, 313)))  # a question never asked: the newest answer's n-gram
+    other.extend([9, 20])
+    assert other.propose(3) == [21, 30, 31]
+    d = drafter(h, q1)  # the question, as spec/loop.py gives it, then the first answer token
+    d.extend([20])
+    assert d.strong() and d.propose(3) == [21, 22, 23]
+    assert d.agreement() == len(q1) + 1, "the question and the answer so far agree with the entry"
+    d.extend([21, 99])  # the answer departs from the earlier one: no more replay
+    assert not d.strong() and d.propose(3) == []
+
+
 def test_a_draft_never_runs_past_an_entry_into_the_next():
     h = AnswerHistory().add(Q, A).add([7, 7, 9], [30, 31])
     d = drafter(h, [*Q, *A[:-2]])
