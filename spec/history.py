@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from spec.lookup import LookupDrafter, NgramIndex
+from spec.lookup import AGREE_CAP, LookupDrafter, NgramIndex
 
 SEP = -1  # between entries; never a token id
 QUESTION_TAIL = 48  # tokens of the question's end kept before each answer
@@ -145,8 +145,9 @@ class HistoryDrafter(LookupDrafter):
         self.tail.extend(new)
 
     def propose(self, k: int, after: Sequence[int] = (), *, last: int = 0, pos: int = 0) -> list[int]:
-        """The earlier answer to the same question from where this one is, while replaying; else
-        LookupDrafter's longest match in the history."""
+        """The earlier answer to the same question from where this one is, while replaying (its
+        :meth:`agreement` is then AGREE_CAP: a long copy); else LookupDrafter's longest match in the
+        history."""
         if self._replay is None or after or k <= 0:
             return super().propose(k, after, last=last, pos=pos)
         draft = self._slice(self._replay, self._replay + k)
@@ -154,8 +155,10 @@ class HistoryDrafter(LookupDrafter):
             draft = draft[: draft.index(SEP)]
         if not draft:  # the earlier answer ended here
             return super().propose(k, after, last=last, pos=pos)
-        total = self.base_len + len(self.tail)
-        self._source, self._drafted, self._agreed = self._replay, len(draft), self._common_suffix(self._replay, total)
+        # The whole question (its last QUESTION_TAIL tokens) and every answer token so far agree with
+        # the entry: the most agreement there is, however short the question (a 12-token question
+        # would otherwise be priced as a copy just begun for its first steps).
+        self._source, self._drafted, self._agreed = self._replay, len(draft), AGREE_CAP
         return draft
 
     def strong(self) -> bool:

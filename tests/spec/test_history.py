@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from spec.history import QUESTION_TAIL, SEP, AnswerHistory, HistoryDrafter
+from spec.lookup import AGREE_CAP
 
 Q = [100, 101, 102, 9]  # a question ending in the scaffolding token 9 ("Answer:")
 A = [20, 21, 22, 23, 24, 25]
@@ -39,7 +40,7 @@ def test_an_earlier_answer_to_the_same_question_is_replayed_not_the_newest_answe
     d = drafter(h, q1)  # the question, as spec/loop.py gives it, then the first answer token
     d.extend([20])
     assert d.strong() and d.propose(3) == [21, 22, 23]
-    assert d.agreement() == len(q1) + 1, "the question and the answer so far agree with the entry"
+    assert d.agreement() == AGREE_CAP, "the whole question and the answer so far agree: a long copy"
     d.extend([21, 99])  # the answer departs from the earlier one: no more replay
     assert not d.strong() and d.propose(3) == []
 
