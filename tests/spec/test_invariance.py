@@ -107,6 +107,7 @@ def test_speculative_equals_plain_greedy_on_q4_k_m_20_prompts(gemma_path, cases)
     assert _child(False, "speculative", gemma_path, cases, 20, 40) == []
 
 
+@pytest.mark.slow  # ~20 s; the fallback is taken only where the kernel switch fails (the switch: the test above)
 def test_the_row_cap_fallback_keeps_speculation_equal_to_plain_decoding(gemma_path, cases):
     """The fallback where the kernel switch cannot take effect (server/engine/loading.py): every call at most
     INVARIANT_MAX_ROWS rows, in this process whatever its kernels."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from ingest.pdf import OCR_NOTE
 from tests.ingest.samples import first_pages
 from tests.web.pages import API_KEY, OWN_STATS, PDF, QUOTE
@@ -218,6 +220,7 @@ def test_slow_upload_shows_progress_and_the_favicon_loads(open_page, cases):
     assert page.is_enabled("#upload")
 
 
+@pytest.mark.slow  # ~14-20 s; the 413 and its pages that fit are checked by the CLI (test_cli.py) and test_parts.py
 def test_a_document_longer_than_the_context_offers_its_leading_pages(open_page, cases, tmp_path):
     """A PDF over the budget (GeoTopo's first 30 pages, ~15k tokens against 3,072; the whole book
     took 8 s to read, twice): the error offers the pages that fit, and one click ingests them; the

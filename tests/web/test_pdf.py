@@ -77,6 +77,7 @@ def test_a_citation_opens_its_page_of_the_pdf_with_the_quote_highlighted(open_pa
     assert p.problems == []
 
 
+@pytest.mark.slow  # ~15 s; the highlight on one page is checked above at two window sizes
 def test_a_quote_over_two_pages_is_highlighted_on_both(open_page, cases):
     """multicolumn.pdf (3 LaTeX pages, hyphenated): a quote from the end of page 1 into page 2, as a
     scripted answer cites it; PDF.js's text differs from ours in line breaks and hyphens."""
