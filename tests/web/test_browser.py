@@ -1,4 +1,4 @@
-"""The page at four window sizes, in a real browser against a real server: upload, ask, and see the
+"""The page at four window sizes (two in make test), in a real browser against a real server: upload, ask, and see the
 answer, its statistics and a highlighted citation, each one inside the viewport once scrolled to and
 covered by nothing (Playwright visibility and bounding boxes, plus a hit test at the element)."""
 
@@ -10,9 +10,12 @@ from tests.web.pages import OWN_STATS, PDF, QUOTE, document_tokens
 
 SIZES = [(390, 844), (1024, 768), (1280, 720), (1920, 1080)]
 ONE_COLUMN_BELOW = 900  # px: one scrolling column below, three panels from here
+# The four sizes as parameters: make test runs the narrowest on each side of ONE_COLUMN_BELOW (where
+# a layout wraps first), make test-slow the two wider ones too.
+VIEWPORTS = [pytest.param(w, h, id=f"{w}x{h}", marks=pytest.mark.slow if w > 1024 else ()) for w, h in SIZES]
 
 
-@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+@pytest.mark.parametrize(("width", "height"), VIEWPORTS)
 def test_upload_ask_and_see_everything(open_page, cases, width, height):
     p = open_page(width, height)
     page = p.page

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.web.pages import OWN_STATS, PDF, QUOTE, chunk, sse
-from tests.web.test_browser import SIZES
+from tests.web.test_browser import VIEWPORTS
 
 AGREEMENT = "synthetic/agreement-880-tokens.txt"
 STATS = {
@@ -108,7 +108,7 @@ def test_preparing_shows_an_eta_and_polls_slowly(open_page, cases):
     page.unroute(re.compile(r".*/v1/documents/[0-9a-f]{16}$"))
 
 
-@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+@pytest.mark.parametrize(("width", "height"), VIEWPORTS)
 def test_while_preparing_the_heading_keeps_new_conversation_on_its_line(open_page, cases, width, height):
     """With a long name and "… left" in the heading, "New conversation" stays on the heading's line
     and in view, at every width."""
@@ -124,7 +124,7 @@ def test_while_preparing_the_heading_keeps_new_conversation_on_its_line(open_pag
     page.unroute(re.compile(r".*/v1/documents/[0-9a-f]{16}$"))
 
 
-@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+@pytest.mark.parametrize(("width", "height"), VIEWPORTS)
 def test_statistics_never_wrap_under_their_labels(open_page, cases, width, height):
     p = open_page(width, height)
     page = p.page

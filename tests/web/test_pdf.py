@@ -10,7 +10,7 @@ import re
 import pytest
 
 from tests.web.pages import PDF, QUOTE, chunk, sse
-from tests.web.test_browser import SIZES
+from tests.web.test_browser import VIEWPORTS
 
 MULTICOLUMN = "pdf/sample-files/026-latex-multicolumn/multicolumn.pdf"  # 3 pages, LaTeX, hyphenated
 AGREEMENT = "synthetic/agreement-880-tokens.txt"
@@ -23,7 +23,7 @@ _INK = """(n) => { const c = document.querySelector(`#pdf-view .pdf-page[data-pa
   return ink / (d.length / 4); }"""
 
 
-@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+@pytest.mark.parametrize(("width", "height"), VIEWPORTS)
 def test_a_citation_opens_its_page_of_the_pdf_with_the_quote_highlighted(open_page, cases, width, height):
     p = open_page(width, height)
     page = p.page
