@@ -25,6 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 _WORD = re.compile(r"\w+")
+_CLOSE = "\"'”’)\\]"
+_SENTENCE_END = re.compile(f"[.!?][{_CLOSE}]*\\s*$")  # a span that ends a sentence
+_SENTENCE_OR_LINE = re.compile(f"[.!?][{_CLOSE}]*(?=\\s)|[.!?][{_CLOSE}]*$|(?=\\n)")  # a sentence's (or line's) end
+_SENTENCE_BREAK = re.compile(f"[.!?][{_CLOSE}]*\\s")  # where a sentence ends and another begins
 MAX_CANDIDATES = 64  # occurrences of one n-gram considered (a very common phrase is not a citation)
 MIN_LOOKUP_CHARS = 12  # a shorter accepted copy that no answer n-gram confirms is not cited
 
@@ -121,11 +125,35 @@ class CitationIndex:
 
     def quote(self, a: int, b: int) -> Citation | None:
         """The citation of a quote-first answer's quote: characters ``[a, b)`` of the text, trimmed of
-        whitespace (None when nothing is left)."""
+        whitespace (None when nothing is left), and carried across a page break that cuts its sentence
+        (:meth:`across_pages`): the cut is a boundary of the citation's pages, not of its words."""
         a, b = self._trim(a, b)
         if b <= a:
             return None
+        a, b = self.across_pages(a, b)
         return Citation(a, b, self.page_of(a), self.page_of(b - 1), self.text[a:b], "quote")
+
+    def across_pages(self, a: int, b: int) -> tuple[int, int]:
+        """``[a, b)`` (a sentence, as the quote index cut it at line breaks) widened over a page break
+        that falls inside its sentence: when only whitespace lies between ``b`` and the next page's
+        start and the span does not end a sentence, on to the end of the sentence on that page (its
+        first ". ", "! ", "? " or line break); when only whitespace lies between the page's start and
+        ``a`` and the page before does not end a sentence, back to that sentence's start. One page
+        each way: a sentence runs over one page break, not several."""
+        text, starts = self.text, self.page_starts
+        i = bisect.bisect_right(starts, b)  # the next page's start, if any
+        if i < len(starts) and not text[b : starts[i]].strip() and not _SENTENCE_END.search(text[a:b]):
+            end = _SENTENCE_OR_LINE.search(text, starts[i])
+            stop = starts[i + 1] if i + 1 < len(starts) else len(text)
+            b = min(end.end() if end is not None else stop, stop)
+            b = self._trim(a, b)[1]
+        j = bisect.bisect_right(starts, a) - 1  # the start of the page ``a`` is on
+        if 0 < j and not text[starts[j] : a].strip():
+            before = text[starts[j - 1] : starts[j]].rstrip()
+            if before and not _SENTENCE_END.search(before):
+                begin = max(before.rfind("\n") + 1, max((m.end() for m in _SENTENCE_BREAK.finditer(before)), default=0))
+                a = self._trim(starts[j - 1] + begin, b)[0]
+        return a, b
 
     def cite(self, answer: str, lookup_spans: Sequence[tuple[int, int]] = ()) -> list[Citation]:
         """Citations for ``answer``, in document order.

@@ -33,8 +33,17 @@ def accept_greedy(choices: np.ndarray, draft: list[int]) -> int:
     return m
 
 
-def accept(sampler: Sampler, rows: np.ndarray, draft: list[int]) -> VerifyResult:
-    """Accept from verify logits ``rows`` (float32 [k + 1, n_vocab]; row i follows ``[last, d_1..d_i]``)."""
+def accept(
+    sampler: Sampler, rows: np.ndarray, draft: list[int], reject_all: bool = False, accept_all: bool = False
+) -> VerifyResult:
+    """Accept from verify logits ``rows`` (float32 [k + 1, n_vocab]; row i follows ``[last, d_1..d_i]``).
+    Debug settings (never both): ``reject_all`` (DOCQA_DEBUG_REJECT_DRAFTS) keeps only the target's choice
+    at row 0, still lossless; ``accept_all`` (DOCQA_DEBUG_ACCEPT_DRAFTS) keeps every draft whatever the
+    target says, then its choice after them: the speed of a drafter that is always right, not lossless."""
+    if reject_all:
+        return VerifyResult([sampler.choose(rows[0])], 0)
+    if accept_all:
+        return VerifyResult([*draft, sampler.choose(rows[len(draft)])], len(draft))
     if sampler.params.greedy:
         choices = rows.argmax(axis=1)
         m = accept_greedy(choices, draft)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 from ingest.locate import Locator
 from ingest.prompt import PromptLayout, is_not_said
@@ -20,6 +21,7 @@ from ingest.segments import parse_key
 from runtime.llama import Model
 from server.engine import events
 from server.engine.hot import HotDoc
+from server.engine.repairs import Repairs
 from server.engine.sequence import Sequence
 from spec.cite import CitationIndex, TokenOffsets
 from store.docstore import DocStore
@@ -33,18 +35,24 @@ class DocumentGone(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Quote:
-    """A quote-first answer's quote as the worker cites it: its text, whether it stands (in the
-    document, and the answer did not refuse), and the prefix token positions ``[a, b)`` of its
-    sentence (None: nothing to cite)."""
+    """A quote-first answer's quote as the worker cites it: its text (its document sentence), whether
+    the model judged that it answers the question (``supports``), the prefix token positions ``[a, b)``
+    of its sentence (None: no quote), the model's probability that it answers (None: not asked) and,
+    for a refused answer, why."""
 
     text: str
-    verified: bool
+    supports: bool
     tokens: tuple[int, int] | None
+    support: float | None = None
+    reason: str = ""
 
 
 class Citations:
-    def __init__(self, store: DocStore, model: Model, layout: PromptLayout) -> None:
+    def __init__(self, store: DocStore, model: Model, layout: PromptLayout, repairs: Repairs | None = None) -> None:
+        """``repairs``: how a damaged text or segment list is repaired and read again
+        (server/engine/repairs.py); None: it is reported."""
         self.store, self.model, self.layout = store, model, layout
+        self.repairs = repairs if repairs is not None else Repairs(store)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docqa-cite")
 
     def finish(self, seq: Sequence, stats: dict) -> None:
@@ -52,12 +60,10 @@ class Citations:
         quote-first answer is cited by its quote alone (the sentence of the document it is in)."""
         copied = list(seq.lookup.copied)  # document token ranges of accepted lookup drafts
         quote = None
-        if (q := seq.answer.quote) is not None:  # cited by its sentence, unless the answer refused
-            stands = q.done and q.verified and not q.refuses
-            span = q.sentence() if stands else None
-            at = seq.hot.quotes_at
+        if (q := seq.answer.constraint) is not None and q.verdict is not None:  # cited by its sentence
+            span, at = q.sentence(), seq.hot.quotes.at
             tokens = None if span is None else (at + span[0], at + span[1])
-            quote = Quote(q.sentence_text() or q.quote_text(), stands, tokens)
+            quote = Quote(q.sentence_text(), not q.refused, tokens, q.p_yes, q.reason)
         text = "".join(seq.parts)
         self._pool.submit(self._cite_and_send, seq.job, seq.job.key, seq.hot, text, copied, stats, quote)
 
@@ -66,31 +72,28 @@ class Citations:
         self._pool.shutdown(wait=True)
 
     def _cite_and_send(self, job, key: str, hot: HotDoc, text: str, copied, stats: dict, quote: Quote | None):
-        quoted = None
+        passage = None  # a quote-first answer's passage (its sentence), cited when it supports the answer
         try:
             index, offsets, shift = self.index(key, hot)
             if quote is not None:
-                cited = index.quote(*offsets.chars(*quote.tokens)) if quote.tokens and quote.verified else None
-                citations = [cited.as_dict()] if cited is not None else []
-                quoted = {"text": cited.text if cited is not None else quote.text, "verified": cited is not None}
+                found = index.quote(*offsets.chars(*quote.tokens)) if quote.tokens else None
+                passage = found.as_dict() if found is not None else None
+                citations = [passage] if passage is not None and quote.supports else []
             else:
                 spans = [offsets.chars(a, b) for a, b in copied]
                 citations = [] if is_not_said(text) else [c.as_dict() for c in index.cite(text, spans)]
             locator = hot.citations[2] if hot.citations is not None else None
-            for c in citations:  # a segment's offsets -> the whole document's
-                c["start"], c["end"] = c["start"] + shift, c["end"] + shift
+            unsupported = [passage] if passage is not None and not quote.supports else []
+            for c in [*citations, *unsupported]:
+                c["start"], c["end"] = c["start"] + shift, c["end"] + shift  # a segment's offsets -> the document's
                 c["where"] = locator.where(c["start"], c["end"]) if locator is not None else None
         except DocumentGone:  # deleted meanwhile: the answer came from its sequence; no text is left to cite
             log.info("%s was deleted while it was answered; the answer is sent without citations", key)
-            citations = []
+            citations, passage = [], None
         except Exception:  # citations are a courtesy; never lose the answer over them
             log.exception("citations failed for %s", key)
-            citations = []
-        if quote is not None and quoted is None:
-            quoted = {"text": quote.text, "verified": False}
-        if quoted is not None:
-            quoted["citation"] = citations[0] if citations else None
-        job.emit(events.Citations(citations, quoted))
+            citations, passage = [], None
+        job.emit(events.Citations(citations, _quoted(quote, passage) if quote is not None else None))
         job.emit(events.Stats(stats))
         job.emit(events.Done())
 
@@ -105,8 +108,12 @@ class Citations:
             with self.store.holding(doc_id) as directory:  # read whole, or after a deletion: nothing
                 if not directory.is_dir():
                     raise DocumentGone(doc_id)
-                extracted = self.store.read_text(doc_id)
-                segments = self.store.read_segments(doc_id) if segment is not None else None
+                extracted = self.repairs.read(doc_id, partial(self.store.read_text, doc_id))
+                segments = (
+                    self.repairs.read(doc_id, partial(self.store.read_segments, doc_id))
+                    if segment is not None
+                    else None
+                )
             text, page_starts, first_page = extracted.text, extracted.page_starts, extracted.first_page
             if segments is not None:
                 part = segments[segment]
@@ -125,7 +132,8 @@ class Citations:
         with self.store.holding(doc_id) as directory:
             if not directory.is_dir():
                 raise DocumentGone(doc_id)
-            return (*hot.citations[:2], self.store.read_segments(doc_id)[segment].start)
+            segments = self.repairs.read(doc_id, partial(self.store.read_segments, doc_id))
+            return (*hot.citations[:2], segments[segment].start)
 
     def _document_tokens(self, prefix, text: str) -> tuple[int, int]:
         """(first token, number of tokens) of the document's text inside ``prefix``. A prefix made with
@@ -143,3 +151,19 @@ class Citations:
         log.warning("the document's tokens were not found in its prefix; citations of copied text may be off")
         n_head, n_between = self.layout.n_head(self.model), self.layout.n_between(self.model)
         return n_head, len(prefix) - n_head - n_between
+
+
+def _quoted(quote: Quote, passage: dict | None) -> dict:
+    """server/api/schemas.QuotePublic's fields. ``verified`` only when the passage is the document's own
+    text and the model judged that it answers the question; then it is the answer's ``citation``. A
+    passage that does not answer (the answer is the refusal, ``reason`` says why) is no citation:
+    ``passage`` says where it is."""
+    verified = passage is not None and quote.supports
+    return {
+        "text": passage["text"] if passage is not None else quote.text,
+        "verified": verified,
+        "citation": passage if verified else None,
+        "passage": passage if not verified else None,
+        "support": quote.support,
+        "reason": quote.reason or None,
+    }

@@ -6,13 +6,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ingest.prompt import NOT_SAID
-from server.engine import drafters
+from server.engine import drafters, quotes
 from server.engine.hot import HotDoc
 from server.engine.jobs import AnswerJob
 from spec.lookup import LookupDrafter
 from spec.loop import Answer, AnswerRun, AnswerStats
-from spec.quote import QuoteIndex, Quoting
 from spec.sources import Drafter
 
 #: The sequence that holds the prefix of the document in use (server/engine/hot.py); questions get
@@ -73,22 +71,5 @@ def open_sequence(
         loaded.costs,
         job.cancelled.is_set,
     )
-    if (params := job.params.quote) is not None:
-        scaffold = job.scaffold if job.scaffold is not None else np.empty(0, np.int32)
-        gate = loaded.layout.quote_gate(model) if params.gate else ()
-        index = quote_index(hot, loaded)
-        run.quote = Quoting(
-            index, loaded.quote_tokens, params, scaffold, model.piece, NOT_SAID, question=job.question, gate=gate
-        )
-    return Sequence(job, seq_id, hot, len(hot.prefix), job.suffix, Answer(run, job.params), cells)
-
-
-def quote_index(hot: HotDoc, loaded) -> QuoteIndex:
-    """``hot``'s quote index (spec/quote.py), built at its first quote-first answer: its document's
-    tokens, located in the prefix by the prompt layout (the whole prefix past the head for one the
-    layout does not frame: a document prefilled before a change of wording)."""
-    if hot.quotes is None:
-        span = loaded.layout.document_span(loaded.model, hot.prefix)
-        n_head, n_doc = span if span is not None else (loaded.layout.n_head(loaded.model), len(hot.prefix))
-        hot.quotes, hot.quotes_at = QuoteIndex(hot.prefix[n_head : n_head + n_doc], loaded.model.piece), n_head
-    return hot.quotes
+    answer = Answer(run, job.params, quotes.constraint(job, hot, loaded))
+    return Sequence(job, seq_id, hot, len(hot.prefix), job.suffix, answer, cells)

@@ -11,7 +11,6 @@ import json
 import click
 import httpx
 
-from ingest.prompt import is_not_said
 from server.tools.client import About, explain
 
 
@@ -64,18 +63,56 @@ def first(questions: int, documents: int) -> str:
 
 def reading_line(doc: dict) -> str:
     """How a document's reading goes (its ``reading``, server/engine/reading.py), for people: "waiting
-    its turn (2 questions are being answered first)", "1,234 of 5,678 tokens at 38.2 tok/s, about 2 min
-    left", with "the machine is busy (...)" when it is; "" when the server does not say."""
+    its turn (2 questions are being answered first)", with its place in the reading queue and the
+    expected wait ("waiting its turn (2 documents are read first), about 3 min left"; "paused at
+    1,234 of 5,678 tokens (a shorter document is read first), ..."), "1,234 of 5,678 tokens at 38.2
+    tok/s, about 2 min left", with "the machine is busy (...)" when it is; "" when the server does not
+    say."""
     r = doc.get("reading")
     if not r:
         return ""
     if r["waiting"]:
-        line = f"waiting its turn ({first(r.get('ahead') or 0, r.get('documents_ahead') or 0)})"
+        ahead = r.get("documents_ahead") or 0
+        if r.get("paused"):
+            before = "a shorter document is" if ahead == 1 else f"{ahead} shorter documents are"
+            line = f"paused at {r['tokens_done']:,} of {r['tokens_total']:,} tokens ({before} read first)"
+        else:
+            line = f"waiting its turn ({first(r.get('ahead') or 0, ahead)})"
+        if r.get("seconds_left") is not None:
+            line += f", {remaining(r['seconds_left'])}"
     else:
         line = f"{r['tokens_done']:,} of {r['tokens_total']:,} tokens"
         rate, left = r.get("tokens_per_s"), r.get("seconds_left")
         line += f" at {rate:.1f} tok/s, {remaining(left)}" if rate and left is not None else ", measuring the rate"
     return f"{line}; the machine is busy ({r['busy']})" if r.get("busy") else line
+
+
+LIST_HEADER = "ID\tSTATUS\tPAGES\tTOKENS\tREAD\tFOLDER\tNAME"
+
+
+def ago(seconds: float, now: float) -> str:
+    """ "just now", "3 min ago", "2 h ago", "4 days ago": how long before ``now`` (unix seconds) the
+    time ``seconds`` was, as the page says it (web/js/app.js ``ago``)."""
+    s = max(0.0, now - seconds)
+    if s < 60:
+        return "just now"
+    if s < 3600:
+        return f"{int(s // 60)} min ago"
+    if s < 86400:
+        return f"{int(s // 3600)} h ago"
+    days = int(s // 86400)
+    return f"{days} day{'s' if days != 1 else ''} ago"
+
+
+def list_row(doc: dict, now: float) -> str:
+    """A document's line in ``docqa list`` (tab-separated, under :data:`LIST_HEADER`): for a document
+    read from a watched folder (``source_path``), when its file was read and the folder; "-" for an
+    upload. The name stays last: it may hold spaces."""
+    state = "needs_reingest" if doc.get("needs_reingest") else doc["status"]  # server/api/refit.py
+    path = doc.get("source_path")
+    read = ago(doc["read_at"], now) if path and doc.get("read_at") else ("not read yet" if path else "-")
+    folder = (path.rsplit("/", 1)[0] or "/") if path else "-"
+    return f"{doc['id']}\t{state}\t{doc['pages']}\t{doc['tokens']}\t{read}\t{folder}\t{doc['name']}"
 
 
 def page_list(numbers: list[int]) -> str:
@@ -112,13 +149,17 @@ def _where(c: dict) -> str:
 
 
 def _quote_line(quote: dict) -> str:
-    """Whether a quote-first answer's quote (server/api/schemas.py ``QuotePublic``) is the document's
-    text: "[quote verified: p. 3, chars 120-180]", or that it is not, and so cites nothing (a quote
-    whose answer is the refusal is not shown at all)."""
+    """What a quote-first answer's quote (server/api/schemas.py ``QuotePublic``) is: the document's text
+    that the model judged to answer the question, "[quote verified: p. 3, chars 120-180]"; or, for a
+    refused answer, why, in one line, with where the passage that came closest is ("[The passage that
+    came closest does not answer the question: p. 3, chars 120-180]"). The quote of a refused answer
+    is never shown as a block quote (the stream sends a quote only once it stands)."""
     c = quote.get("citation")
     if quote.get("verified") and c:
         return f"[quote verified: {_where(c)}, chars {c['start']}-{c['end']}]"
-    return "[quote not found in the document: it is not a citation]"
+    reason = (quote.get("reason") or "the quote is not a citation").rstrip(".")
+    p = quote.get("passage")
+    return f"[{reason}: {_where(p)}, chars {p['start']}-{p['end']}]" if p else f"[{reason}]"
 
 
 def print_answer(r: httpx.Response, about: About) -> None:
@@ -139,8 +180,8 @@ def print_answer(r: httpx.Response, about: About) -> None:
                 for c in data["citations"]:
                     quote = c["text"] if len(c["text"]) <= 100 else c["text"][:97] + "..."
                     click.echo(f"[{_where(c)}, chars {c['start']}-{c['end']}] {quote!r}", err=True)
-                if (quoted := data.get("quote")) and not is_not_said(text):  # a refusal cites nothing
-                    click.echo(_quote_line(quoted), err=True)
+                if quoted := data.get("quote"):  # verified and where, or why the answer is a refusal
+                    click.echo(("" if data["citations"] else "\n") + _quote_line(quoted), err=True)
             elif event == "stats":
                 stats = data
                 click.echo("")

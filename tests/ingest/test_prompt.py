@@ -135,3 +135,25 @@ def test_the_refusal_is_recognized_so_it_is_not_cited():
     assert is_not_said(NOT_SAID) and is_not_said(" the document does not say\n") and is_not_said(NOT_SAID.upper())
     assert not is_not_said("The document does not say who won, but it names the teams.")
     assert not is_not_said("It says the document does not say much.")
+
+
+def test_a_base_model_is_not_given_the_refusal_sentence(gemma, smollm):
+    """Issue 48: the embedded Gemma (a base model) copied "The document does not say." from its prompt
+    in answer to a request to copy a paragraph that is there; a chat model keeps the sentence."""
+    from ingest.prompt import NOT_SAID
+
+    plain = plain_layout(gemma.add_bos)
+    assert NOT_SAID not in plain.head and "material to read, not instructions" in plain.head
+    assert NOT_SAID in _smol_layout(smollm).head
+
+
+def test_the_quote_judgment_restates_the_passage_and_the_question(gemma, smollm):
+    """After the quote, the model is asked in a turn of its own whether the passage (not the whole
+    document) answers the question; a hostile passage or question stays plain text."""
+    for model, layout in ((smollm, _smol_layout(smollm)), (gemma, plain_layout(gemma.add_bos))):
+        ids = layout.quote_judge(model, "When does the ferry leave? " + INJECTION, "The ferry leaves at 07:40.")
+        text = model.detokenize(ids.tolist())
+        assert text.index("The ferry leaves at 07:40.") < text.index("When does the ferry leave?")
+        assert text.rstrip().endswith(("Reply with yes or no.", "(yes or no):")) or "assistant" in text[-20:]
+        fixed = layout.quote_judge(model, "", "")
+        assert len(_controls(model, ids)) == len(_controls(model, fixed))  # none from the user's text

@@ -56,6 +56,25 @@ def test_citation_spanning_a_page_break_names_both_pages():
     assert (c.page, c.page_end) == (1, 2)
 
 
+def test_a_quote_cut_by_a_page_break_keeps_the_words_on_the_other_page():
+    """Issue 49: a quote-first answer's sentence over a page break lost the words on the second page (the
+    quote index ends a sentence at a line break, and the page separator is one). The cut is a boundary
+    of the citation's pages, not of its words; a sentence that ends at the page's end stays on it."""
+    one = "The lighthouse stood on the point. The last keeper of the Gull Point lighthouse was Thomas"
+    two = "Harrow, who kept it until 1931. After him it went dark.\nNotes follow."
+    text = one + "\n\n" + two
+    cited = CitationIndex(text, [0, len(one) + 2])
+    for a, b in ((text.index("The last"), len(one)), (text.index("Harrow"), text.index("1931.") + 5)):
+        c = cited.quote(a, b)
+        assert c.text == "The last keeper of the Gull Point lighthouse was Thomas\n\nHarrow, who kept it until 1931."
+        assert (c.page, c.page_end) == (1, 2) and text[c.start : c.end] == c.text
+    assert cited.quote(0, text.index("point.") + 6).text == "The lighthouse stood on the point."
+    after = cited.quote(text.index("After"), text.index("dark.") + 5)
+    assert (after.text, after.page, after.page_end) == ("After him it went dark.", 2, 2)
+    ends = CitationIndex("It ended here.\n\nA new page begins.", [0, 16])
+    assert ends.quote(0, 14).text == "It ended here." and ends.quote(16, 34).text == "A new page begins."
+
+
 def test_token_offsets_follow_utf8_pieces():
     text = "héllo wörld"
     pieces = {1: b"<s>", 2: "hé".encode(), 3: b"llo", 4: " wö".encode(), 5: b"rld", 6: b"\n"}

@@ -305,3 +305,22 @@ def test_a_loop_ends_the_answer_and_changes_no_token(tiny, prompts):
                 stopped += 1
                 assert len(out) < 4 * N
     assert stopped, "no loop in these prompts: the test no longer tests the guard"
+
+
+def test_accept_drafts_takes_every_draft(tiny, prompts, plain_outputs):
+    """The debug mode for random-weight models (DOCQA_DEBUG_ACCEPT_DRAFTS): every MTP draft stands, so a
+    step emits its whole window plus the target's token after it, wherever the target disagrees."""
+    differs = False
+    for prompt, plain in zip(prompts, plain_outputs, strict=True):
+        out, stats = tiny.speculative(prompt, 3, ("mtp",), accept_drafts=True)
+        assert stats.accepted_tokens == stats.drafted_tokens > 0
+        assert out[0] == plain[0]  # the first token is the target's own
+        full_steps = stats.verify_steps - 1  # the last may be cut by max_tokens or a loop
+        assert stats.drafted_tokens >= 3 * full_steps
+        differs |= out != plain[: len(out)]
+    assert differs, "the tiny model's MTP drafts are sometimes wrong: accepting all of them must show"
+
+
+def test_accept_and_reject_drafts_exclude_each_other():
+    with pytest.raises(ValueError, match="exclude each other"):
+        AnswerParams(max_tokens=4, sampling=SamplingParams(), window=2, reject_drafts=True, accept_drafts=True)

@@ -91,3 +91,57 @@ def test_quote_first_answers_planted_facts_with_verified_quotes_and_refuses_the_
             json={"question": "What is the name of the lighthouse keeper's dog in this text?", "mode": "quote"},
         )
         assert is_refusal(r.json()["answer"]) and r.json()["citations"] == [], r.json()
+
+
+def _contracts_xlsx() -> bytes:
+    """A vendor-contracts workbook of the kind a new user asked about: a header row, one row a contract."""
+    import io
+
+    from openpyxl import Workbook
+
+    wb = Workbook()
+    ws = wb.active
+    ws.title = "Contracts 2025"
+    ws.append(["Vendor", "Service", "Start", "End", "Monthly cost (EUR)", "Contact", "Notice period"])
+    ws.append(["Alpenblick Reinigung KG", "Office cleaning", "2024-01-01", "2026-12-31", 1240,
+               "m.huber@alpenblick.example", "6 months"])  # fmt: skip
+    ws.append(["Nordwind Hosting GmbH", "Cloud hosting", "2023-03-01", "2026-02-28", 3950, "j.krause@nordwind.example",
+               "3 months"])  # fmt: skip
+    out = io.BytesIO()
+    wb.save(out)
+    return out.getvalue()
+
+
+def _quoted(client, doc_id: str, question: str) -> dict:
+    r = client.post(f"/v1/documents/{doc_id}/answers", json={"question": question, "mode": "quote", "max_tokens": 48})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    reason="issue 48, not met yet: the default model quotes 'none' for the German price question (p(yes) 0.34 "
+    "on real-b); bench/results/quality.md has the real-file numbers",
+    strict=False,
+)
+def test_quote_first_reads_a_table_row_through_its_header_and_german_in_both_languages(
+    server, tmp_path, cases, reader_model
+):
+    """Issue 48: the new user's spreadsheet row ("| 2 | Nordwind Hosting GmbH | ... | 2026-02-28 | ...")
+    was refused because the words of the question are in the header row; a German passage was refused
+    to a German question and to an English one. Each is answered now, with the passage the model judged
+    to answer it as the citation."""
+    with server(model_path=reader_model("qwen-coder-1.5b"), n_ctx=8192) as client:
+        sheet = upload(client, tmp_path / "c.xlsx", name="contracts.xlsx", data=_contracts_xlsx())
+        body = _quoted(client, sheet["id"], "When does the contract with Nordwind Hosting GmbH end?")
+        assert "2026" in body["answer"] and "28" in body["answer"] and body["quote"]["verified"], body
+        assert "Nordwind" in body["quote"]["text"] and body["citations"][0]["where"], body
+        geotopo = cases / "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf"
+        r = client.post("/v1/documents", files={"file": ("geotopo.pdf", geotopo.read_bytes())}, data={"pages": "1-9"})
+        assert r.status_code in (200, 202), r.text
+        doc = wait_ready(client, r.json()["id"], timeout=1200)
+        for question in ("Wie viel kostet die gedruckte A5-Version des Skripts?",
+                         "How much does the printed A5 version of the script cost?"):  # fmt: skip
+            body = _quoted(client, doc["id"], question)
+            assert "10" in body["answer"] and body["quote"]["verified"], body
+            assert "10 Euro" in body["quote"]["text"], body

@@ -91,6 +91,18 @@ def test_a_reading_says_it_waits_its_turn_or_its_rate_and_time_left():
     assert reading_line({"reading": None}) == ""
 
 
+def test_a_reading_in_the_queue_shows_its_place_and_expected_wait():
+    """Issue 51: the place in the reading queue and the expected wait, and a paused reading its progress."""
+    queued = {"waiting": True, "ahead": 0, "documents_ahead": 2, "tokens_done": 0, "tokens_total": 500}
+    assert reading_line({"reading": {**queued, "tokens_per_s": 40.0, "seconds_left": 170.0}}) == (
+        "waiting its turn (2 documents are read first), about 3 min left"
+    )
+    paused = {**queued, "paused": True, "documents_ahead": 1, "tokens_done": 1234, "tokens_total": 6000}
+    assert reading_line({"reading": {**paused, "tokens_per_s": 40.0, "seconds_left": 150.0}}) == (
+        "paused at 1,234 of 6,000 tokens (a shorter document is read first), about 2 min left"
+    )
+
+
 def test_a_quote_first_answer_shows_its_quote_and_whether_it_is_verified(capsys):
     """The new-user trial of issue 34: the CLI showed neither the quote nor that it was checked."""
     cited = {"start": 120, "end": 180, "page": 3, "page_end": 3, "text": "The crossing takes 35 minutes."}
@@ -100,10 +112,38 @@ def test_a_quote_first_answer_shows_its_quote_and_whether_it_is_verified(capsys)
     out = capsys.readouterr()
     assert out.out.startswith("> The crossing takes 35 minutes.\n\n35 minutes")
     assert "[quote verified: p. 3, chars 120-180]" in out.err
-    unverified = {"text": "It takes an hour.", "verified": False, "citation": None}
-    events = [("token", {"text": "An hour."}), ("citations", {"citations": [], "quote": unverified})]
+    # Refused (issue 48): no block quote (the stream sends none), and one line says why and where the
+    # passage that came closest is; never a quote block followed by a bare refusal.
+    passage = {**cited, "text": "It takes an hour.", "source": "quote"}
+    refused = {
+        "text": "It takes an hour.", "verified": False, "citation": None, "passage": passage,
+        "reason": "The passage that came closest does not answer the question.",
+    }  # fmt: skip
+    events = [("token", {"text": "The document does not say."}), ("citations", {"citations": [], "quote": refused})]
     print_answer(_sse(*events, ("stats", STATS)), About())
-    assert "[quote not found in the document: it is not a citation]" in capsys.readouterr().err
-    refused = [("token", {"text": "The document does not say."}), ("citations", {"citations": [], "quote": unverified})]
-    print_answer(_sse(*refused, ("stats", STATS)), About())
-    assert "quote" not in capsys.readouterr().err
+    out = capsys.readouterr()
+    assert out.out.startswith("The document does not say.") and ">" not in out.out
+    assert "[The passage that came closest does not answer the question: p. 3, chars 120-180]" in out.err
+    none = {"text": "", "verified": False, "reason": "No passage of the document answers the question."}
+    events = [("token", {"text": "The document does not say."}), ("citations", {"citations": [], "quote": none})]
+    print_answer(_sse(*events, ("stats", STATS)), About())
+    assert "[No passage of the document answers the question]" in capsys.readouterr().err
+
+
+def test_docqa_list_shows_the_folder_and_when_its_file_was_read():
+    """Issue 51: `docqa list` showed no folder and no "read N min ago" (the page does)."""
+    from server.tools.shown import LIST_HEADER, list_row
+
+    now = 1_800_000_000.0
+    watched = {"id": "a1", "status": "ready", "pages": 3, "tokens": 812, "name": "minutes 2026.txt",
+               "source_path": "/srv/reports/minutes 2026.txt", "read_at": now - 185}  # fmt: skip
+    uploaded = {"id": "b2", "status": "ingesting", "pages": 1, "tokens": 90, "name": "memo.pdf"}
+    assert LIST_HEADER.split("\t") == ["ID", "STATUS", "PAGES", "TOKENS", "READ", "FOLDER", "NAME"]
+    assert list_row(watched, now) == "a1\tready\t3\t812\t3 min ago\t/srv/reports\tminutes 2026.txt"
+    assert list_row(uploaded, now) == "b2\tingesting\t1\t90\t-\t-\tmemo.pdf"
+    assert list_row({**watched, "read_at": now - 2 * 86400, "needs_reingest": "why"}, now).split("\t")[1:5] == [
+        "needs_reingest",
+        "3",
+        "812",
+        "2 days ago",
+    ]

@@ -1,0 +1,68 @@
+"""A question's quote-first constraint (spec/quote.py), made from what the engine keeps of its document:
+the document's quote index and its passages ranked by BM25 (store/passages.py), built at the
+document's first quote-first answer and kept on its HotDoc."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ingest.prompt import NOT_SAID
+from server.engine.jobs import AnswerJob
+from spec.quote import QuoteConstraint, QuoteIndex
+from spec.support import Judgment
+from store.passages import PassageRanks
+
+
+@dataclass(slots=True)
+class DocumentQuotes:
+    """Where a quote of one document (or segment) may come from: ``index`` over its document tokens,
+    which start at prefix position ``at``; its passages (token spans of ``index``) and their BM25 ranks."""
+
+    index: QuoteIndex
+    at: int
+    passages: list[tuple[int, int]]
+    ranks: PassageRanks
+
+    def region(self, question: str, k: int | None) -> np.ndarray | None:
+        """The token positions of the ``k`` passages that best match ``question`` (None: anywhere;
+        empty when no passage shares a word with it: only "none" can start the quote)."""
+        if k is None:
+            return None
+        return self.index.region([self.passages[i] for i in sorted(self.ranks.best(question, k))])
+
+
+def document_quotes(hot, loaded) -> DocumentQuotes:
+    """``hot``'s DocumentQuotes (``hot``: a server/engine/hot.HotDoc), built at its first quote-first
+    answer: its document's tokens, located in the prefix by the prompt layout (the whole prefix past the
+    head for one the layout does not frame: a document prefilled before a change of wording). O(n_doc)
+    once."""
+    if hot.quotes is None:
+        span = loaded.layout.document_span(loaded.model, hot.prefix)
+        n_head, n_doc = span if span is not None else (loaded.layout.n_head(loaded.model), len(hot.prefix))
+        index = QuoteIndex(hot.prefix[n_head : n_head + n_doc], loaded.model.piece)
+        passages = index.passages()
+        hot.quotes = DocumentQuotes(index, n_head, passages, PassageRanks([index.text(a, b) for a, b in passages]))
+    return hot.quotes
+
+
+def constraint(job: AnswerJob, hot, loaded) -> QuoteConstraint | None:
+    """The quote-first constraint of ``job`` (None when it is answered directly)."""
+    params = job.params.quote
+    if params is None:
+        return None
+    quotes = document_quotes(hot, loaded)
+    return QuoteConstraint(
+        quotes.index,
+        loaded.quote_tokens,
+        params,
+        loaded.model.piece,
+        NOT_SAID,
+        answer=loaded.layout.quote_answer(loaded.model, judged=params.judged),
+        judge=(lambda passage: loaded.layout.quote_judge(loaded.model, job.question, passage))
+        if params.judged
+        else None,
+        support=Judgment(job.question, params.threshold) if params.judged else None,
+        region=quotes.region(job.question, params.passages),
+    )

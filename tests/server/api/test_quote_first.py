@@ -1,0 +1,71 @@
+"""Quote-first answers through the API (issue 48), on a real chat model (SmolLM2-135M-Instruct): what
+the stream and the response say when the model's judgment lets the quote stand, and when it does not.
+The threshold (DOCQA_QUOTE_SUPPORT) is set to its ends, so what is checked is the mechanism, not the
+small model's judgment: 0 lets every quote in the document stand, 1 refuses every answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import sse_events, upload
+
+GUIDE = (
+    "Harbour guide\n\nThe first ferry to Morrow leaves Pier 2 at 07:40. The crossing takes 35 minutes.\n\n"
+    "The harbour museum is closed on Mondays.\n\n| Ticket | Price |\n| --- | --- |\n| Adult return | 9 euros |\n"
+    "| Child return | 4 euros |\n"
+)
+QUESTION = "When does the first ferry to Morrow leave?"
+
+
+@pytest.fixture
+def guide(tmp_path):
+    path = tmp_path / "guide.txt"
+    path.write_text(GUIDE)
+    return path
+
+
+def _stream(client, doc_id: str, question: str) -> list[tuple[str, dict]]:
+    body = {"question": question, "mode": "quote", "stream": True, "max_tokens": 24}
+    with client.stream("POST", f"/v1/documents/{doc_id}/answers", json=body) as r:
+        assert r.status_code == 200, r.read()
+        return sse_events(r)
+
+
+def test_a_quote_that_stands_is_shown_before_the_answer_and_cited(server, smollm_path, guide):
+    with server(model_path=smollm_path, quote_support=0.0) as client:
+        doc = upload(client, guide)
+        events = _stream(client, doc["id"], QUESTION)
+        kinds = [k for k, _ in events]
+        assert kinds[0] in ("queued", "quote") and kinds.index("quote") < kinds.index("token")
+        assert kinds[-3:] == ["citations", "stats", "done"]
+        quote = dict(events)["citations"]["quote"]
+        text = client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
+        assert quote["verified"] and quote["passage"] is None and quote["reason"] is None
+        c = quote["citation"]
+        assert text[c["start"] : c["end"]] == c["text"] == quote["text"] == dict(events)["quote"]["text"]
+        assert dict(events)["citations"]["citations"] == [c] and c["source"] == "quote"
+        assert 0.0 <= quote["support"] <= 1.0  # the model was asked; the threshold let it stand
+
+
+def test_a_refused_answer_shows_no_quote_and_says_why(server, smollm_path, guide):
+    with server(model_path=smollm_path, quote_support=1.0) as client:
+        doc = upload(client, guide)
+        events = _stream(client, doc["id"], QUESTION)
+        kinds = [k for k, _ in events]
+        assert "quote" not in kinds  # never a quote block followed by a bare refusal
+        assert "".join(d["text"] for k, d in events if k == "token") == "The document does not say."
+        cited = dict(events)["citations"]
+        quote = cited["quote"]
+        assert cited["citations"] == [] and not quote["verified"] and quote["citation"] is None
+        assert quote["reason"] and "\n" not in quote["reason"]
+        if quote["passage"] is not None:  # where the passage that came closest is: no citation, a place
+            text = client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
+            p = quote["passage"]
+            assert text[p["start"] : p["end"]] == p["text"] == quote["text"]
+        # The same through the JSON response, and a number the document never has named as the reason.
+        r = client.post(
+            f"/v1/documents/{doc['id']}/answers", json={"question": "What did the ferry cost in 1911?", "mode": "quote"}
+        ).json()
+        assert r["answer"] == "The document does not say." and r["citations"] == []
+        assert r["quote"]["verified"] is False
+        assert "1911" in r["quote"]["reason"] or r["quote"]["reason"].startswith("No passage")

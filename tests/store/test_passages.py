@@ -1,0 +1,42 @@
+"""The passages a quote may start in (store/passages.py): BM25 over a document's passages, in memory,
+with every word of the question (no stopword list) in any language."""
+
+from __future__ import annotations
+
+import threading
+
+from store.passages import PassageRanks, question_words
+
+PASSAGES = [
+    "Normandy is a region in France.",
+    "Cologne has about a million people and is the largest city of its state in Germany.",
+    "Hamburg, in Germany, has the country's biggest port, on the Elbe.",
+    "Das Skript kostet in A5 gedruckt 10 Euro.",
+    "| 2 | Nordwind Hosting GmbH | 2026-02-28 | j.krause@nordwind.example |",
+]
+
+
+def test_the_passage_sharing_the_rarest_words_ranks_first():
+    ranks = PassageRanks(PASSAGES)
+    # "Germany" is in two passages; "port" and "biggest" only in Hamburg's: the keyed quote of issue 34
+    # could start only where "Germany" was, and quoted Cologne's population.
+    assert ranks.best("What city has the biggest port in Germany?", 2) == [2, 1]
+    assert ranks.best("Wie viel kostet das gedruckte Skript?", 1) == [3]
+    assert ranks.best("What is the contact email for Nordwind Hosting GmbH?", 1) == [4]
+    assert ranks.best("¿Qué?", 3) == [] and ranks.best("", 3) == []  # no word of any passage
+
+
+def test_question_words_keep_every_word_once_and_split_unspaced_scripts():
+    assert question_words("Who? who, WHO and a 7") == ["who", "and", "7"]
+    assert question_words("石桥是哪个朝代建的？")[:2] == ["石桥", "桥是"]
+
+
+def test_ranks_may_be_asked_from_several_threads():
+    ranks = PassageRanks(PASSAGES * 50)
+    out: list[list[int]] = []
+    threads = [threading.Thread(target=lambda: out.append(ranks.best("biggest port", 1))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(out) == 8 and all(r and PASSAGES[r[0] % 5].startswith("Hamburg") for r in out)
