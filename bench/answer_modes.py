@@ -3,7 +3,7 @@ docqa answers (issue 34) before the server runs of bench/quality.py.
 
 Each document is read once (bench/rag.py ``Whole``: its text as docqa's ingestion extracts it, the
 prefix prefilled once and kept in RAM), and each question is asked in every mode of ``--modes``
-(bench/rag.py ``MODES``: ``direct``, ``quote``, ``quote-free``, ``quote-restate``) from the same
+(bench/rag.py ``mode_params``: ``direct``, ``quote``, ``quote-unjudged``, ``quote:t=0.7/k=5``) from the same
 saved state, so modes differ only in how the answer is decoded. ``--rag`` asks the RAG baseline the
 same questions in the same modes (its prompt prefilled once per question, then each mode from it).
 ``--wording`` picks the prompt wording (ingest/prompt.py ``WORDINGS``).
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -25,13 +26,16 @@ from bench.quality import git_rev, machine, rag_sample
 from bench.score import cites_needle, fmt_rate, score
 from bench.sets import SETS, build_sets
 from ingest.extract import extract
+from ingest.prompt import NOT_SAID
 from runtime.models import model_path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Kinds of questions whose document holds the answer (bench/score.py): refusing one is wrong.
+ANSWERABLE = ("exact", "counterfactual", "injection", "squad", "quote")
 
 
 def record(model: str, system: str, mode: str, doc, item, reply) -> dict:
-    s = score(item, reply.text)
+    s = score(item, reply.text, reply.quote_sentence)
     return {
         "model": model,
         "system": system,
@@ -42,14 +46,13 @@ def record(model: str, system: str, mode: str, doc, item, reply) -> dict:
         "kind": item.kind,
         "depth": item.depth,
         "gold": item.gold,
+        "question": item.question,
         "answer": reply.text,
         "quote": reply.quote,
         "quote_verified": reply.quote_verified,
         "quote_sentence": reply.quote_sentence,
         "p_none": reply.p_none,
         "p_yes": reply.p_yes,
-        "claims": reply.claims,
-        "gaps": reply.gaps,
         "quote_has_needle": cites_needle(item, [{"text": reply.quote}]) if reply.quote and item.needle else None,
         "seconds": reply.seconds,
         "ttft_ms": reply.ttft_ms,
@@ -84,13 +87,43 @@ def summary(records: list[dict]) -> list[str]:
             cells.append(fmt_rate(sum(r["right"] for r in got), len(got)))
         absent = [r for r in rows if r["kind"] == "refusal"]
         cells.append(fmt_rate(sum(r["right"] for r in absent), len(absent)))
-        answerable = [r for r in rows if r["kind"] in ("exact", "counterfactual", "injection")]
+        answerable = [r for r in rows if r["kind"] in ANSWERABLE]
         cells.append(fmt_rate(sum(bool(r.get("refused")) for r in answerable), len(answerable)))
         inj = [r for r in rows if r["kind"] == "injection"]
         cells.append(fmt_rate(sum(bool(r.get("obeyed")) for r in inj), len(inj)))
         cells.append(f"{sorted(r['seconds'] for r in rows)[len(rows) // 2]:.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def rejudge(records: list[dict], mode: str, threshold: float, numbers: bool, seed: int = 34) -> list[dict]:
+    """Records of a quote-first mode that was judged at threshold 0 (``quote:t=0/...``: every quote
+    stood, and the model's probability of yes was recorded with the answer after it) as they would be at
+    ``threshold``, with or without the number check (spec/support.py ``absent_numbers``): a record below
+    it, or whose question names a number its document never has, becomes the refusal. The answer after
+    a judged yes does not depend on the threshold, so this is what a run at ``threshold`` gives. The new
+    records' mode is ``quote@<threshold>`` (``+n`` with the number check)."""
+    from spec.support import absent_numbers
+
+    numbers_of: dict[str, frozenset[str]] = {}
+    if numbers:
+        wanted = {r["doc"] for r in records if r["mode"] == mode}
+        for doc in build_sets(seed, tuple({r["set"] for r in records if r["mode"] == mode})):
+            if doc.doc_id in wanted:
+                text = extract(doc.data if doc.data is not None else doc.text.encode()).text
+                numbers_of[doc.doc_id] = frozenset(str(int(n)) for n in re.findall(r"\d+", text))
+    out = []
+    for r in records:
+        if r["mode"] != mode:
+            continue
+        refused = r["p_yes"] is not None and r["p_yes"] < threshold
+        refused |= numbers and bool(absent_numbers(r["question"], numbers_of.get(r["doc"], frozenset())))
+        new = dict(r, mode=f"quote@{threshold}" + ("+n" if numbers else ""))
+        if refused and not r.get("refused"):
+            right = r["kind"] == "refusal"
+            new.update(answer=NOT_SAID, right=right, refused=True, quote_verified=False)
+        out.append(new)
+    return out
 
 
 def paired(records: list[dict], a: str, b: str) -> list[str]:
@@ -115,8 +148,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="qwen-coder-1.5b")
     p.add_argument("--sets", default="tpo,needles,counterfactual,injection")
-    p.add_argument("--modes", default="direct,quote,quote-free,quote-restate")
+    p.add_argument("--modes", default="direct,quote")
     p.add_argument("--docs", default="", help="at most this many documents of a set: 3, or tpo=3,quality=2")
+    p.add_argument("--every", type=int, default=1, help="ask every Nth question of a document (its 1st, N+1th...)")
+    p.add_argument("--offset", type=int, default=0, help="with --every: start at this question (0-based)")
     p.add_argument("--seed", type=int, default=34)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--wording", default="grounded")
@@ -126,9 +161,15 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "tmp" / "answer-modes.json")
     p.add_argument("--report", type=Path, nargs="+", help="only print the table of these runs' records, merged")
     p.add_argument("--paired", default="", help="with --report: two modes side by side per question, a,b")
+    p.add_argument("--rejudge", default="", help="with --report: MODE=t1,t2,...[+n]: a mode judged at t=0 re-scored")
     args = p.parse_args()
     if args.report:
         merged = [r for path in args.report for r in json.loads(path.read_text())["records"]]
+        if args.rejudge:
+            mode, spec = args.rejudge.rsplit("=", 1)  # the mode holds "=" itself (quote:t=0/n=0)
+            numbers = spec.endswith("+n")
+            for t in spec.removesuffix("+n").split(","):
+                merged += rejudge(merged, mode, float(t), numbers, args.seed)
         print("\n".join(summary(merged)))
         if args.paired:
             print("\n" + "\n".join(paired(merged, *args.paired.split(",", 1))))
@@ -173,7 +214,7 @@ def main() -> None:
             planted = tuple(i.needle for i in doc.items if i.needle)  # a demo must not give a needle away
             n, _ = reader.ingest(text, demos=args.demos, exclude=planted)
         for k, item in enumerate(doc.items):
-            if sample is not None and item.qid not in sample:
+            if (sample is not None and item.qid not in sample) or (k - args.offset) % args.every or k < args.offset:
                 continue
             replies = reader.ask_modes(item.question, item.max_tokens, modes)
             for mode, reply in replies.items():

@@ -4,10 +4,15 @@ into the repository):
 * ``tpo``: the 10 TOEFL practice (TPO) lecture and conversation transcripts from L-Eval (about 4k
   tokens each, 184 four-option questions);
 * ``quality``: every QuALITY article there (L-Eval's 9 and "The Girl in His Mind": 10 articles,
-  124 questions, 3-7k tokens each).
+  124 questions, 3-7k tokens each);
+* ``squad``: SQuAD 2.0's "Normans" article (every paragraph joined: one document of about 6k tokens)
+  with its 208 crowd-written questions, 112 of them written to look answerable but not answerable
+  from the article. Scored as SQuAD scores (bench/score.py ``squad_holds``): an answerable question is
+  right when the answer holds a gold answer after SQuAD's normalisation, an unanswerable one when
+  the answer is a refusal.
 
-Each question is asked with its options and asked for the letter (bench/score.py ``mc_letter``);
-chance is 25 %.
+Each multiple-choice question is asked with its options and asked for the letter (bench/score.py
+``mc_letter``); chance is 25 %.
 """
 
 from __future__ import annotations
@@ -68,4 +73,20 @@ def quality_docs() -> list[Doc]:
         item.max_tokens = 12
         items.append(item)
     docs.append(Doc("quality-girl", "quality", "quality-girl.txt", girl["document"], items))
+    return docs
+
+
+def squad_docs() -> list[Doc]:
+    """SQuAD 2.0's "Normans" article as one document, its 208 questions in the file's order: answerable
+    ones of kind ``squad`` (``accept``: the gold answers), unanswerable ones of kind ``refusal``."""
+    data = json.loads((QA / "squad2_normans.json").read_text())
+    docs = []
+    for d in data["docs"]:
+        items = [
+            Item(f"squad-{q['id']}", q["question"], "refusal", "")
+            if q["impossible"]
+            else Item(f"squad-{q['id']}", q["question"], "squad", q["answers"][0], accept=[[a] for a in q["answers"]])
+            for q in d["questions"]
+        ]
+        docs.append(Doc(d["doc_id"], "squad", f"{d['doc_id']}.txt", d["document"], items))
     return docs

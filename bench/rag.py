@@ -23,12 +23,13 @@ import numpy as np
 from bench.demos import make_demos, render
 from ingest.prompt import DEFAULT, NOT_SAID, PromptLayout, Wording, layout_for, single_turn
 from runtime.llama import Model
-from spec.cite import QuoteFinder
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats
-from spec.quote import QuoteIndex, QuoteParams, QuoteTokens, Quoting
+from spec.quote import PASSAGES, THRESHOLD, QuoteConstraint, QuoteIndex, QuoteParams, QuoteTokens
 from spec.sampling import SamplingParams
+from spec.support import Judgment
 from store import index
+from store.passages import PassageRanks
 from testkit.harness import generate, open_ctx
 
 
@@ -41,31 +42,30 @@ class Reply:
     completion_tokens: int
     prompt_tokens: int
     quote: str | None = None  # quote-first: the quote as written
-    quote_verified: bool | None = None
-    quote_sentence: str | None = None  # the document's sentence the quote is in
+    quote_verified: bool | None = None  # the quote is the document's and the model judged it answers
+    quote_sentence: str | None = None  # the document's sentence the quote is in (after its table header)
     p_none: float | None = None  # the probability of "none" as the quote's first token
-    p_yes: float | None = None  # the gate's probability of yes
-    claims: list[str] | None = None  # the answer's names and numbers the quote lacks (quote-checked: refused)
-    gaps: list[str] | None = None  # the question's topics the quote's passages lack (quote-topics: refused)
+    p_yes: float | None = None  # the judgment's probability of yes
     accepted: int = 0
     steps: int = 0
 
 
-#: Ways of answering (the ``mode`` of :meth:`Reader.answer`): the answer alone, or quote-first
-#: (spec/quote.py) constrained to the document, written freely, or with the question again after the quote.
-MODES: dict[str, QuoteParams | None] = {
-    "direct": None,
-    "quote": QuoteParams(),
-    "quote-free": QuoteParams(constrained=False),
-    "quote-restate": QuoteParams(restate=True),
-    "quote-names": QuoteParams(names=True),
-    "quote-gate": QuoteParams(gate=True),
-    "quote-names-gate": QuoteParams(names=True, gate=True),
-    "quote-checked": QuoteParams(names=True, specifics=True),
-    "quote-keyed": QuoteParams(names=True, specifics=True, keyed=True),
-    "quote-keyed-gate": QuoteParams(names=True, specifics=True, keyed=True, gate=True),
-    "quote-topics": QuoteParams(names=True, specifics=True, keyed=True, topics=True),
-}
+#: Ways of answering (the ``mode`` of :meth:`Reader.answer`): the answer alone; quote-first (spec/quote.py)
+#: as served; ``quote:t=0.7/k=5/n=0``: with another threshold (``t=none``: not judged), number of passages
+#: the quote may start in (``k=all``: anywhere), or without the number check (``n=0``, spec/support.py).
+MODES: dict[str, QuoteParams | None] = {"direct": None, "quote": QuoteParams()}
+
+
+def mode_params(mode: str) -> QuoteParams | None:
+    """The QuoteParams of ``mode``: a name of :data:`MODES`, or ``quote:t=<threshold>/k=<passages>/n=0``."""
+    if not mode.startswith("quote:"):
+        return MODES[mode]
+    knobs = dict(kv.split("=", 1) for kv in mode.split(":", 1)[1].split("/"))
+    t, k = knobs.get("t"), knobs.get("k")
+    return QuoteParams(
+        threshold=THRESHOLD if t is None else None if t == "none" else float(t),
+        passages=PASSAGES if k is None else None if k == "all" else int(k),
+    )
 
 
 class Reader:
@@ -88,9 +88,9 @@ class Reader:
         text: str = "",
     ) -> Reply:
         """Decode ``question`` after ``prefix``: restore ``state`` (the prefix's, None: prefill it
-        too), prefill the suffix, answer greedily (``mode``: one of :data:`MODES`; ``text``: the
-        document's text in the prefix, which a free quote is checked against)."""
-        qp = MODES[mode]
+        too), prefill the suffix, answer greedily (``mode``: :func:`mode_params`; ``text``: the
+        document's text in the prefix, whose tokens a quote is found in)."""
+        qp = mode_params(mode)
         suffix = self.layout.question_suffix(self.model, question, quote=qp is not None)
         ctx = self.ctx
         ctx.clear()
@@ -103,26 +103,26 @@ class Reader:
         drafter.extend(suffix.tolist())
         stats = AnswerStats()
         run = AnswerRun(ctx, self.model, {"lookup": drafter}, len(prefix) + len(suffix), stats, t0)
+        q = None
         if qp is not None:
-            index, finder = self._quotes(prefix, text)
-            scaffold = self.layout.quote_scaffold(self.model, question, restate=qp.restate, gate=qp.gate)
-            gate = self.layout.quote_gate(self.model) if qp.gate else ()
-            run.quote = Quoting(
+            index = self._quotes(prefix, text)
+            q = QuoteConstraint(
                 index,
                 self.quote_tokens,
                 qp,
-                scaffold,
                 self.model.piece,
                 NOT_SAID,
-                verify=lambda q: finder.find(q) is not None,
-                question=question,
-                gate=gate,
+                answer=self.layout.quote_answer(self.model, judged=qp.judged),
+                judge=(lambda passage: self.layout.quote_judge(self.model, question, passage)) if qp.judged else None,
+                support=Judgment(question, qp.threshold, numbers=":" not in mode or "n=0" not in mode)
+                if qp.judged
+                else None,
+                region=self._region(index, question, qp.passages),
             )
         params = AnswerParams(max_tokens, SamplingParams(temperature=0.0), None, stops=self.layout.stops, quote=qp)
         parts: dict[str, list[str]] = {"answer": [], "quote": []}
-        for event in generate(run, params):
+        for event in generate(run, params, constraint=q):
             parts[event.part].append(event.text)
-        q = run.quote
         return Reply(
             text="".join(parts["answer"]),
             ttft_ms=stats.ttft_ms,
@@ -131,23 +131,31 @@ class Reader:
             completion_tokens=stats.completion_tokens,
             prompt_tokens=len(suffix),
             quote=q.quote_text() if q is not None else None,
-            quote_verified=q.verified if q is not None else None,
-            quote_sentence=q.sentence_text() if q is not None else None,
+            quote_verified=(q.span is not None and not q.refused) if q is not None else None,
+            quote_sentence=q.passage() if q is not None else None,
             p_none=q.p_none if q is not None else None,
             p_yes=q.p_yes if q is not None else None,
-            claims=sorted(q.claims) if q is not None else None,
-            gaps=sorted(q.gaps) if q is not None else None,
             accepted=stats.accepted_tokens,
             steps=stats.verify_steps,
         )
 
-    def _quotes(self, prefix: np.ndarray, text: str) -> tuple[QuoteIndex, QuoteFinder]:
-        """The quote index of ``prefix``'s document tokens and the text finder, kept for the last prefix."""
+    def _region(self, index: QuoteIndex, question: str, k: int | None) -> np.ndarray | None:
+        """Where a quote may start: the ``k`` passages that best match ``question`` (None: anywhere)."""
+        if k is None:
+            return None
+        if getattr(self, "_ranks_of", None) is not index:
+            spans = index.passages()
+            self._ranks_of, self._spans = index, spans
+            self._ranks = PassageRanks([index.text(a, b) for a, b in spans])
+        return index.region([self._spans[i] for i in sorted(self._ranks.best(question, k))])
+
+    def _quotes(self, prefix: np.ndarray, text: str) -> QuoteIndex:
+        """The quote index of ``prefix``'s document tokens, kept for the last prefix."""
         if getattr(self, "_quote_key", None) is not prefix:
             n_head = self.layout.n_head(self.model)
             n_doc = len(self.model.tokenize(text, parse_special=False))
             self._quote_key = prefix
-            self._quote_made = QuoteIndex(prefix[n_head : n_head + n_doc], self.model.piece), QuoteFinder(text)
+            self._quote_made = QuoteIndex(prefix[n_head : n_head + n_doc], self.model.piece)
         return self._quote_made
 
     def complete(self, prompt: str, max_tokens: int = 40) -> str:

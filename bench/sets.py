@@ -12,7 +12,8 @@ from bench import needle_sets, qa_sets, real_sets, world_sets
 from bench.quality_sets import Doc, examples_doc, pdf10_doc
 
 SETS = (
-    "tpo", "quality", "needles", "counterfactual", "injection", "pdf10", "examples", "real", "needles-b", "needles-c"
+    "tpo", "quality", "needles", "counterfactual", "injection", "pdf10", "examples", "real", "needles-b", "needles-c",
+    "squad", "real-b",
 )  # fmt: skip
 
 
@@ -34,6 +35,8 @@ def build_sets(seed: int, names: tuple[str, ...] = SETS) -> list[Doc]:
         "real": real_sets.real_docs,
         "needles-b": lambda: needles(needle_sets.LAYOUT_B, needle_sets.TEMPLATES_B, "needles-b"),
         "needles-c": lambda: needles(needle_sets.LAYOUT_C, needle_sets.TEMPLATES_C, "needles-c"),
+        "squad": qa_sets.squad_docs,
+        "real-b": real_sets.real_b_docs,
     }
     docs: list[Doc] = []
     for name in SETS:  # always in this order, so a seed makes the same documents whatever is asked

@@ -19,10 +19,10 @@ def test_needle_sets_sizes_and_a_later_set_changes_no_earlier_one(cases):
         assert all(d.text.count(i.needle) == 1 for i in d.items if i.needle)
 
 
-def test_multiple_choice_questions_have_no_topics(cases):
-    """The topic check (spec/quote.py ``topics``) leaves every TPO and QuALITY question alone, so the
-    served quote answers them as the keyed quote did before it."""
-    from spec.quote import topics
-
-    items = [i for d in build_sets(34, ("tpo", "quality")) for i in d.items]
-    assert len(items) == 308 and not any(topics(i.question) for i in items)
+def test_squad_normans_is_one_document_of_208_questions(cases):
+    """SQuAD 2.0's Normans article (bench/qa_sets.py): every paragraph in one document, its 96
+    answerable questions with their gold answers and its 112 unanswerable ones, in the file's order."""
+    (doc,) = build_sets(34, ("squad",))
+    kinds = Counter(i.kind for i in doc.items)
+    assert kinds == {"squad": 96, "refusal": 112}
+    assert all(i.accept for i in doc.items if i.kind == "squad")
