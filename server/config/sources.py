@@ -40,6 +40,14 @@ class SourceSettings(BaseSettings):
             "an inotify limit)."
         ),
     )
+    watch_gone: Literal["keep", "delete"] = Field(
+        default="keep",
+        description=(
+            "What a watched folder that goes (renamed away, unmounted, unreadable, or empty where its files were) "
+            'does to its documents: keep them, marked "folder unavailable", until it is back (files with the same '
+            "bytes keep their documents), or delete them (the behaviour before issue 49)."
+        ),
+    )
     mcp_http: bool = Field(
         default=True,
         description="Serve MCP (streamable HTTP) at /mcp, behind the API key like every other route.",

@@ -36,12 +36,12 @@ class KillPoint:
         return f"#{self.index} {self.phase} {signal.Signals(self.sig).name} at {self.at:.2f} fault={self.fault}"
 
 
-def schedule(seed: int, n: int, postgres: bool) -> list[KillPoint]:
-    """The seed's ``n`` kill points: the same for the same seed."""
+def schedule(seed: int, n: int, postgres: bool, phases: tuple[str, ...] = PHASES) -> list[KillPoint]:
+    """The seed's ``n`` kill points: the same for the same seed (and ``phases``, all of them by default)."""
     rng = random.Random(seed)
     faults = FAULTS_PG if postgres else FAULTS_SQLITE
     sigs = (signal.SIGKILL, signal.SIGKILL, signal.SIGTERM)
-    return [KillPoint(i, rng.choice(PHASES), rng.choice(sigs), rng.random(), rng.choice(faults)) for i in range(n)]
+    return [KillPoint(i, rng.choice(phases), rng.choice(sigs), rng.random(), rng.choice(faults)) for i in range(n)]
 
 
 @dataclass
@@ -67,22 +67,28 @@ class Report:
         )
 
 
-def run(seed: int, n: int, root: Path, model: Path, text, pdf, postgres=None, seconds: float | None = None) -> Report:
+def run(
+    seed: int, n: int, root: Path, model: Path, text, pdf, postgres=None, seconds: float | None = None,
+    phases: tuple[str, ...] = PHASES,
+) -> Report:  # fmt: skip
     """Run seed ``seed``'s first ``n`` kill points in ``root`` (module docstring), or as many as
-    ``seconds`` allow (the report says how many ran)."""
+    ``seconds`` allow (the report says how many ran); ``phases``: the phases drawn from (all)."""
     report = Report(seed, "postgresql" if postgres is not None else "sqlite")
     env = {
         "DOCQA_N_CTX": "2048", "DOCQA_ANSWER_RESERVE": "512", "DOCQA_BATCH_INVARIANT": "true",
         "DOCQA_DISK_BUDGET_BYTES": str(BUDGET), "DOCQA_SHUTDOWN_TIMEOUT_S": "2", "DOCQA_RESUME_CHECK_S": "2",
         "DOCQA_N_SEQ_MAX": "4", "DOCQA_N_BATCH": "128", "DOCQA_N_UBATCH": "128",
     }  # fmt: skip
+    folder = root / "watched" / "docs"  # on the disk, not the tmpfs: the server reads it as it is
+    env |= {"DOCQA_WATCH": str(folder), "DOCQA_WATCH_SETTLE_S": "0.2", "DOCQA_WATCH_RESCAN_S": "2"}
     lab = Lab(root, model, TMPFS, postgres, **env)
     rng = random.Random(seed * 7919 + 1)
-    world, work = World(), Workload(text, pdf, rng)
+    world, work = World(), Workload(text, pdf, rng, folder)
+    work.setup_folder(world)
     t0 = time.monotonic()
     try:
         server = lab.start()
-        for point in schedule(seed, n, postgres is not None):
+        for point in schedule(seed, n, postgres is not None, phases):
             if seconds is not None and time.monotonic() - t0 > seconds:
                 break
             fault = Fault(point.fault, lab, rng)

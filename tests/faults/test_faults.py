@@ -14,6 +14,7 @@ import time
 import pytest
 
 from tests.faults.loop import run
+from tests.faults.workload import PHASES
 from tests.ingest.samples import pdf
 
 ALICE = "text/gutenberg/alice-in-wonderland-pg11.txt"
@@ -58,11 +59,13 @@ def test_the_long_fault_loop(request, sources, tmp_path, gemma_path):
     seeds = [int(s) for s in os.environ.get("DOCQA_FAULT_SEEDS", "1,2,3").split(",")]
     kills = int(os.environ.get("DOCQA_FAULT_KILLS", "170"))
     seconds = float(os.environ["DOCQA_FAULT_SECONDS"]) if os.environ.get("DOCQA_FAULT_SECONDS") else None
+    phases = tuple(p for p in os.environ.get("DOCQA_FAULT_PHASES", "").split(",") if p) or PHASES
+    assert set(phases) <= set(PHASES), f"DOCQA_FAULT_PHASES names no phase of {PHASES}: {phases}"
     reports, t0 = [], time.monotonic()
     for i, seed in enumerate(seeds):
         postgres = request.getfixturevalue("postgres") if i % 3 == 2 else None
         root = tmp_path / f"seed{seed}"
-        reports.append(run(seed, kills, root, gemma_path, *sources, postgres=postgres, seconds=seconds))
+        reports.append(run(seed, kills, root, gemma_path, *sources, postgres=postgres, seconds=seconds, phases=phases))
         print(reports[-1].line())
     violations = [v for r in reports for v in r.violations]
     out = os.environ.get("DOCQA_FAULT_RESULTS")
@@ -71,7 +74,8 @@ def test_the_long_fault_loop(request, sources, tmp_path, gemma_path):
         total = sum(r.kills for r in reports)
         with open(out, "a", encoding="utf-8") as f:
             took, found = time.monotonic() - t0, len(violations)
-            f.write(f"\n{total} kill points over seeds {seeds} in {took:.0f} s, {found} violations:\n\n")
+            only = "" if phases == PHASES else f" (phases {', '.join(phases)} only)"
+            f.write(f"\n{total} kill points over seeds {seeds}{only} in {took:.0f} s, {found} violations:\n\n")
             f.write("\n".join(lines) + "\n")
             f.writelines(f"  - {v}\n" for v in violations)
     assert not violations, "\n".join(violations)

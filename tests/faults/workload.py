@@ -6,13 +6,17 @@ Phases (issue 37): ``extraction`` (a PDF upload in flight), ``prefill`` (a docum
 a share of its progress), ``snapshot`` (killed as soon as a snapshot's temp file or a state file
 without its manifest shows, else when the document turns ready), ``reingest``, ``eviction`` (an
 upload that the disk budget makes room for by evicting snapshots), ``collection`` (a collection made
-and asked: its index built), ``questions`` (8 in flight, some streamed, some hung up on).
+and asked: its index built), ``questions`` (8 in flight, some streamed, some hung up on), ``folder``
+(issue 49: the watched folder's file changed and killed while it is read again, the folder renamed away
+and killed while it is gone (it comes back before the next phase), or an upload's bytes copied into it,
+then changed or deleted).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
 import random
 import threading
 import time
@@ -22,7 +26,9 @@ from pathlib import Path
 from testkit.live import Live
 from tests.faults.invariant import World, documents
 
-PHASES = ("extraction", "prefill", "snapshot", "reingest", "eviction", "collection", "questions")
+PHASES = ("extraction", "prefill", "snapshot", "reingest", "eviction", "collection", "questions", "folder")
+SECRET = "The vault code is 4242, and only the night guard knows it."
+FOLDER_FILES = ("f1.txt", "f2.txt")
 QUESTIONS = ("Who is Alice?", "Quote the first sentence.", "What does the rabbit say?", "Where does she fall?")
 MAX_DOCS = 5
 
@@ -30,13 +36,34 @@ MAX_DOCS = 5
 class Workload:
     """Documents for the phases: ``text(serial, chars)`` a distinct text, ``pdf(serial)`` a distinct PDF."""
 
-    def __init__(self, text: Callable[[int, int], bytes], pdf: Callable[[int], bytes], rng: random.Random) -> None:
+    def __init__(
+        self, text: Callable[[int, int], bytes], pdf: Callable[[int], bytes], rng: random.Random, folder: Path
+    ) -> None:
         self.text, self.pdf, self.rng = text, pdf, rng
         self.serial = 0
         self.hit: dict[str, int] = {}  # phase -> kills that landed inside it
+        self.folder, self.away = folder, folder.with_name(folder.name + "-away")
+        self.uploaded: dict[str, bytes] = {}  # upload id -> its bytes
+
+    def setup_folder(self, world: World) -> None:
+        """The watched folder (DOCQA_WATCH): two files, and a link and a hard link to a secret outside."""
+        outside = self.folder.with_name("outside")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        outside.mkdir(exist_ok=True)
+        for name in FOLDER_FILES:
+            (self.folder / name).write_bytes(self.text(self._next(), 600))
+        (outside / "secret.txt").write_text(SECRET + "\n")
+        (outside / "hard.txt").write_text(SECRET + " (a hard link)\n")
+        os.symlink(outside / "secret.txt", self.folder / "leak.txt")
+        os.link(outside / "hard.txt", self.folder / "hard.txt")
+        world.secret = "vault code is 4242"
+        world.watched_files = tuple(self.folder / name for name in FOLDER_FILES)
 
     def run(self, phase: str, at: float, server: Live, data: Path, world: World, kill: Callable[[], None]) -> None:
         """Start ``phase`` on ``server``, call ``kill()`` at its point ``at``; returns after the kill."""
+        if world.folder_away:  # the folder that went away in the last phase comes back first
+            self.away.rename(self.folder)
+            world.folder_away = False
         self._make_room(server, world)
         landed = getattr(self, "_" + phase)(at, server, data, world, kill)
         if landed:
@@ -146,6 +173,46 @@ class Workload:
             t.join(30)
         return inside
 
+    def _folder(self, at, server, data, world, kill) -> bool:
+        how = self.rng.choice(("change", "vanish", "copy"))
+        if how == "vanish":  # renamed away, killed while it is gone; back before the next phase
+            self.folder.rename(self.away)
+            world.folder_away = True
+            time.sleep(0.3 + 2.5 * at)
+            kill()
+            return True
+        if how == "change":
+            name = self.rng.choice(FOLDER_FILES)
+            doc_id = world.folder_docs.get(name)
+            if doc_id is not None:
+                world.answers.pop(doc_id, None)  # its text changes: so does its answer
+                if self._full_disk:
+                    world.full_disk_reingests.add(doc_id)
+            (self.folder / name).write_bytes(self.text(self._next(), 600))
+            time.sleep(0.2)
+            inside = doc_id is not None and _until(lambda: _doc(server, doc_id).get("progress", 1) >= at, 15)
+            inside = inside and _doc(server, doc_id).get("status") == "ingesting"
+            kill()
+            return inside
+        uploads = [i for i in sorted(self.uploaded) if i in world.uploads and i not in world.deleted]
+        if not uploads:
+            return self._snapshot(at, server, data, world, kill)
+        copy = self.folder / "copy.txt"
+        world.folder_docs.pop("copy.txt", None)  # an earlier copy's own document is replaced (or removed)
+        for doc_id, d in documents(server).items():
+            if (d["source_path"] or "").endswith("/copy.txt"):
+                world.deleted.add(doc_id)  # it may go (the upload's bytes) or be read again (new text)
+                world.answers.pop(doc_id, None)
+        copy.write_bytes(self.uploaded[self.rng.choice(uploads)])  # an upload's bytes, in the folder
+        time.sleep(0.5 + at)
+        if self.rng.random() < 0.5:
+            copy.write_bytes(self.text(self._next(), 500))  # then changed: a document of the folder's own
+        else:
+            copy.unlink()  # or deleted
+        time.sleep(1.5 * at)
+        kill()
+        return True
+
     # -- helpers ------------------------------------------------------------------------------------
     _full_disk = False
 
@@ -158,7 +225,10 @@ class Workload:
             status, body = server.upload(f"d{self.serial}.txt", data)
         except (OSError, ValueError):
             return None
-        return body["id"] if status in (200, 202) else None
+        if status not in (200, 202):
+            return None
+        self.uploaded[body["id"]] = data
+        return body["id"]
 
     def _ready(self, server: Live) -> list[str]:
         return sorted(i for i, d in documents(server).items() if d["status"] == "ready")
@@ -168,6 +238,7 @@ class Workload:
         for doc_id, d in docs.items():
             if d["status"] == "ready":
                 world.ready.add(doc_id)
+        docs = {i: d for i, d in docs.items() if not d["source_path"]}  # the folder's stay: it owns them
         for doc_id in sorted(docs, key=lambda i: docs[i]["created_at"])[: max(0, len(docs) - MAX_DOCS + 1)]:
             c = server.conn(30)
             c.request("DELETE", f"/v1/documents/{doc_id}")
