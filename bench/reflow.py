@@ -1,7 +1,7 @@
 """Issue 16: what reflowed text does for quoting, measured before and after in one run.
 
 Two servers on the embedded model, the same machine and settings, one with the old text rules
-(``text_rules=1``: the raw extracted lines) and one with the new (``2``: paragraphs reflowed,
+(``DOCQA_DEBUG_TEXT_RULES=1``: the raw extracted lines) and one with the new (``2``: paragraphs reflowed,
 hyphens joined, page furniture dropped). On three inputs each answers a copy-this-passage question
 with the default (adaptive) draft window and with ``draft_tokens: 0``, ``--runs`` times (median):
 
@@ -203,7 +203,7 @@ def main() -> None:
         for rules, label in labels.items():
             data_dir = Path(tempfile.mkdtemp(prefix=f"docqa-bench-reflow-{rules}-"))
             settings = Settings(
-                data_dir=data_dir, model_path=model_path, n_threads=args.threads, n_ctx=16384, text_rules=rules
+                data_dir=data_dir, model_path=model_path, n_threads=args.threads, n_ctx=16384, debug_text_rules=rules
             )
             clients[label] = stack.enter_context(TestClient(create_app(settings), base_url=LOCAL))
         for name, (filename, load, question, max_tokens) in INPUTS.items():

@@ -3,7 +3,8 @@ layout, without a sheet heading), so a citation names its cell ("B7").
 
 Told from plain text by the bytes alone (:func:`delimiter`), strictly, since prose has commas too:
 the first :data:`SNIFF_CHARS` characters, cut to whole lines, must parse (Python's csv module: quoted
-fields, doubled quotes, newlines inside quotes) into at least :data:`MIN_RECORDS` records (two for
+fields, doubled quotes, newlines inside quotes; lines end in LF, CRLF or a lone CR, as old Mac
+programs write them) into at least :data:`MIN_RECORDS` records (two for
 tabs, which prose does not use) that have the header's number of fields, at least two (all but one
 in ten of them: a ragged row is kept as it is), of at most
 :data:`MAX_MEAN_FIELD` characters on average; a Markdown heading or list line rules it out, and so
@@ -32,14 +33,14 @@ def delimiter(sample: str, complete: bool) -> str | None:
     """The delimiter of a CSV/TSV ``sample`` (the start of the file decoded; ``complete``: all of
     it), or None when it is not one (module docstring)."""
     if not complete:
-        sample = sample[: sample.rfind("\n") + 1]  # whole lines only
+        sample = sample[: max(sample.rfind("\n"), sample.rfind("\r")) + 1]  # whole lines (LF, CRLF or CR-only)
     lines = [line for line in sample.splitlines() if line.strip()]
     if len(lines) < 2 or any(line.lstrip().startswith(_PROSE_START) for line in lines):
         return None
     best, best_fields = None, 1
     for d in DELIMITERS:
         try:
-            records = list(csv.reader(io.StringIO(sample), delimiter=d, strict=True))
+            records = list(csv.reader(io.StringIO(sample, newline=""), delimiter=d, strict=True))
         except csv.Error:
             continue
         records = [r for r in records if any(f.strip() for f in r)]
@@ -62,7 +63,7 @@ def delimited_pages(data: bytes) -> tuple[list[str], str, list[dict]]:
     text = decoded.text
     d = delimiter(text[:SNIFF_CHARS], len(text) <= SNIFF_CHARS) or ","
     budget = Budget()
-    rows = csv.reader(io.StringIO(text), delimiter=d)  # not strict: a stray quote further on is kept as text
+    rows = csv.reader(io.StringIO(text, newline=""), delimiter=d)  # not strict: a stray quote is kept as text
     try:
         table = render_table(rows, 1, 0, budget, 1, "the file")
     except csv.Error as exc:  # a field over csv's limit (128 KiB): an unclosed quote, most likely

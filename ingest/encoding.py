@@ -24,7 +24,6 @@ import codecs
 from dataclasses import dataclass
 
 from ingest.errors import UnsupportedType
-from ingest.formats import ACCEPTED
 
 LEGACY = ("cp1252", "gb18030", "big5", "cp932", "euc_jp", "cp949", "iso2022_jp")
 MAX_CHAOS = 0.05  # charset-normalizer's mess ratio (0 = clean text, 1 = noise)
@@ -56,19 +55,20 @@ def bom_encoding(data: bytes) -> str | None:
     return next((name for bom, name in _BOMS if data.startswith(bom)), None)
 
 
-def check_not_binary(data: bytes) -> None:
-    """Raise UnsupportedType when the start of ``data`` is mostly NUL or control bytes."""
+def binary(data: bytes) -> str | None:
+    """What ``data`` is when its start is mostly NUL or control bytes ("binary data (31 % of ...)"), or None."""
     if bom_encoding(data):
-        return
+        return None
     head = data[:SNIFF_BYTES]
     n_control = len(head) - len(head.translate(None, _CONTROL))
     if n_control >= MIN_CONTROL_BYTES and n_control / len(head) > MAX_CONTROL_SHARE:
         share = 100 * n_control / len(head)
-        raise UnsupportedType(
-            f"the file is binary data ({share:.0f} % of its first {len(head)} bytes are NUL or control "
-            f"bytes), not a document; {ACCEPTED} (UTF-16 or UTF-32 "
-            "text needs a byte-order mark: save it as UTF-8 or with a BOM)"
-        )
+        return f"binary data ({share:.0f} % of its first {len(head)} bytes are NUL or control bytes)"
+    return None
+
+
+#: Why text can look binary, for the refusal of binary data.
+NEEDS_BOM = "UTF-16 or UTF-32 text needs a byte-order mark: save it as UTF-8 or with a BOM"
 
 
 def decode_text(data: bytes) -> Decoded:
@@ -79,7 +79,9 @@ def decode_text(data: bytes) -> Decoded:
     bom = bom_encoding(data)
     if bom:
         return Decoded(data.decode(bom, errors="replace"), bom)  # the utf-16/32/-sig codecs strip the BOM
-    check_not_binary(data)
+    what = binary(data)
+    if what is not None:
+        raise UnsupportedType(f"the file is {what}, not text ({NEEDS_BOM})")
     n_nul = data.count(b"\x00")
     if n_nul:
         data = data.replace(b"\x00", b"")

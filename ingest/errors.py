@@ -116,20 +116,23 @@ class DocumentFilesDamaged(Exception):
 
 
 class TextDamaged(DocumentFilesDamaged):
-    """``text.json``: re-extract the stored upload (reingest does)."""
+    """``text.json``: re-extract the stored upload (the server's repair path does when that gives the
+    same text; reingest does)."""
 
 
 class PrefixDamaged(DocumentFilesDamaged):
     """``prefix.npy`` (a document's or a segment's): rebuilt from the text with the tokenizer
-    (store/repair.py ``repair_prefix``), else reingest."""
+    (store/repair.py ``repair_prefix``, by the server's repair path), else reingest."""
 
 
 class SegmentsDamaged(DocumentFilesDamaged):
-    """``segments.json``: only a reingest makes it again (it needs the tokenizer and the budget)."""
+    """``segments.json``: made again from the text with the tokenizer and the budget when that gives
+    every stored segment prefix (store/repair.py ``resplit``), else reingest."""
 
 
 class IndexDamaged(DocumentFilesDamaged):
-    """``segments.sqlite3`` could not be rebuilt from the stored text and segment list."""
+    """``segments.sqlite3`` is missing, unreadable or of an older version (rebuilt from the stored
+    text and segment list, store/repair.py ``ensure_index``), or could not be rebuilt."""
 
 
 class StorageError(Exception):

@@ -2,12 +2,13 @@
 ingest/pdf.py), DOCX (mammoth, ingest/docx.py), EPUB (its spine, ingest/epub.py), HTML (BeautifulSoup
 + markdownify), plain text (.txt/.md in UTF-8/16/32, Windows-1252 or a common CJK encoding),
 spreadsheets (XLSX/XLSM and ODS: a page per sheet, ingest/sheets.py; CSV/TSV: ingest/delimited.py)
-and slide decks (PPTX: a page per slide, ingest/slides.py). The kinds: ingest/formats.py.
+and slide decks (PPTX: a page per slide, ingest/slides.py). The formats, their sniffs and readers: one
+row each in ingest/formats.py FORMATS.
 
-The type comes from the leading bytes, never from the file name. ZIP containers (DOCX, EPUB, XLSX,
-ODS, PPTX) are checked for ZIP and XML-entity bombs first (``ingest/containers.py``); text is CSV
-when its first lines are records of one delimiter (ingest/delimited.py). Every format then goes
-through the same text rules (``ingest/normalize.py``).
+The type comes from the leading bytes, never from the file name: the first row whose sniff takes
+them. ZIP containers (DOCX, EPUB, XLSX, ODS, PPTX) are checked for ZIP and XML-entity bombs first
+(``ingest/containers.py``); text is CSV when its first lines are records of one delimiter
+(ingest/delimited.py). Every format then goes through the same text rules (``ingest/normalize.py``).
 
 Bad input never raises anything but a DocumentError (HTTP 4xx): the readers' own errors are
 mapped where they are known, and any other exception of a reader becomes UnreadableDocument naming
@@ -18,23 +19,16 @@ them, ingest/worker.py). An input that yields no page with text is EmptyDocument
 from __future__ import annotations
 
 import bisect
-import re
 from dataclasses import dataclass, field
 
-from ingest.containers import check_container, container_kind
-from ingest.delimited import SNIFF_CHARS, delimited_pages, delimiter
-from ingest.docx import docx_pages
-from ingest.encoding import bom_encoding, check_not_binary, decode_text
-from ingest.epub import epub_pages
+from ingest import formats as table
+from ingest.encoding import NEEDS_BOM
 from ingest.errors import DocumentError, EmptyDocument, NoTextLayer, UnreadableDocument, UnreadablePdf, UnsupportedType
-from ingest.formats import ACCEPTED, KINDS
-from ingest.markup import decode_html, html_to_text
+from ingest.formats import Format, Probe
 from ingest.normalize import PAGE_SEPARATOR, TEXT_RULES, normalize_pages
-from ingest.pdf import OcrJob, pdf_pages
-from ingest.sheets import sheet_pages
-from ingest.slides import slide_pages
+from ingest.pdf import OcrJob
 
-__all__ = ["ACCEPTED", "KINDS", "PAGE_SEPARATOR", "ExtractedText", "extract", "sniff"]
+__all__ = ["PAGE_SEPARATOR", "ExtractedText", "extract", "sniff"]
 
 
 # Leading bytes of formats people upload by mistake, for a message that names what was sent.
@@ -48,7 +42,6 @@ _BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\xd0\xcf\x11\xe0", "an old Microsoft Office file (.doc/.xls: save it as DOCX or PDF)"),
     (b"\x1f\x8b", "a gzip archive"),
 )
-_HTML_START = re.compile(r"^\s*(<\?xml[^>]*>\s*)?(<!--.*?-->\s*)*<(!doctype\s+html|html[\s>])", re.I | re.S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +55,7 @@ class ExtractedText:
 
     text: str
     page_starts: list[int] = field(default_factory=lambda: [0])
-    kind: str = "text"  # one of KINDS
+    kind: str = "text"  # a kind of ingest/formats.py FORMATS
     encoding: str | None = None  # text and HTML: the codec the bytes were decoded with
     rules: int = TEXT_RULES  # the text rules version that made `text` (ingest/normalize.py)
     warnings: list[dict] = field(default_factory=list)  # [{"page": n, "message": ...}]: pages read badly
@@ -85,57 +78,54 @@ class ExtractedText:
         return bisect.bisect_right(self.page_starts, offset) + self.first_page - 1
 
 
-def sniff(data: bytes) -> str:
-    """Return one of KINDS from the leading bytes; raise EmptyDocument or UnsupportedType otherwise
-    (UnreadableDocument for a broken ZIP)."""
+def sniff(data: bytes, formats: tuple[Format, ...] | None = None) -> str:
+    """The kind of the first row of ``formats`` (ingest/formats.py FORMATS) whose sniff takes the leading
+    bytes; EmptyDocument or UnsupportedType otherwise (UnreadableDocument for a broken ZIP)."""
     if not data:
-        raise EmptyDocument(f"the file is empty (0 bytes); {ACCEPTED}")
-    head = data[:1024]
-    if b"%PDF-" in head:
-        return "pdf"
-    if data.startswith(b"PK\x03\x04"):
-        return container_kind(data)
+        raise EmptyDocument(f"the file is empty (0 bytes); {table.accepted(formats)}")
     for magic, what in _BINARY_MAGIC:
         if data.startswith(magic):
-            raise UnsupportedType(f"the file is {what}, not a document docqa reads; {ACCEPTED}")
-    bom = bom_encoding(data)
-    head_text = head.decode(bom or "latin-1", errors="ignore").lstrip("\ufeff")
-    if _HTML_START.match(head_text):
-        return "html"
-    check_not_binary(data)
-    head_bytes = data[: 4 * SNIFF_CHARS]  # UTF-8, -16 or -32: at least SNIFF_CHARS characters
-    sample = head_bytes.decode(bom or "utf-8", errors="ignore").lstrip("\ufeff")
-    complete = len(head_bytes) == len(data) and len(sample) <= SNIFF_CHARS
-    return "csv" if delimiter(sample[:SNIFF_CHARS], complete) else "text"
+            raise UnsupportedType(f"the file is {what}, not a document docqa reads; {table.accepted(formats)}")
+    probe = Probe(data)
+    for row in table.table(formats):
+        if row.sniff(probe):
+            return row.kind
+    hint = f" ({NEEDS_BOM})" if probe.binary else ""
+    raise UnsupportedType(f"the file is {probe.refusal()}, not a document docqa reads; {table.accepted(formats)}{hint}")
 
 
 def extract(
-    data: bytes, password: str | None = None, rules: int = TEXT_RULES, ocr: OcrJob | None = None
+    data: bytes,
+    password: str | None = None,
+    rules: int = TEXT_RULES,
+    ocr: OcrJob | None = None,
+    formats: tuple[Format, ...] | None = None,
 ) -> ExtractedText:
-    """Extract and normalise the text of ``data`` with text rules version ``rules``; a PDF's pages
-    without a text layer are read by OCR as ``ocr`` says (None: no OCR; ingest/pdf.py).
+    """Extract and normalise the text of ``data`` with text rules version ``rules``, read by the row of
+    ``formats`` (None: ingest/formats.py FORMATS) its bytes are; a PDF's pages without a text layer
+    are read by OCR as ``ocr`` says (None: no OCR; ingest/pdf.py).
 
     Raises EmptyDocument, UnsupportedType, PasswordRequired, WrongPassword, UnreadablePdf,
     UnreadableDocument, NoTextLayer or OcrUnavailable (all DocumentError); never anything else for
     bad input but MemoryError and RecursionError (see the module docstring).
     """
-    kind = sniff(data)
-    ocr_pages: list[int] = []
-    labels: list[str] | None = None
+    kind = sniff(data, formats)
+    row = table.row(kind, formats)
+    assert row is not None
     try:
-        if kind == "pdf":
-            read = pdf_pages(data, password, ocr)
-            raw_pages, encoding, warnings, ocr_pages = read.texts, None, read.warnings, read.ocr_pages
-            labels = read.labels
-        else:
-            raw_pages, encoding, warnings = _read(kind, data)
-        text, page_starts = normalize_pages(raw_pages, paged=kind == "pdf", rules=rules)
+        read = row.reader(data, password, ocr)
+        text, page_starts = normalize_pages(read.pages, paged=kind == "pdf", rules=rules)
     except (DocumentError, MemoryError, RecursionError):
         raise
     except Exception as exc:  # a reader's error that is not mapped above: the file, not the server
-        raise _unreadable(kind, exc) from exc
+        error = UnreadablePdf if kind == "pdf" else UnreadableDocument
+        raise error(
+            f"the {row.label} file could not be read ({type(exc).__name__}: {exc}); it may be broken or truncated: "
+            "re-export or repair it and upload again"
+        ) from exc
+    warnings, labels = read.warnings, read.labels
     result = ExtractedText(
-        text, page_starts or [0], kind, encoding, rules, warnings, ocr_pages=ocr_pages, page_labels=labels
+        text, page_starts or [0], kind, read.encoding, rules, warnings, ocr_pages=read.ocr_pages, page_labels=labels
     )
     if not result.text.strip():
         if kind == "pdf":
@@ -154,32 +144,4 @@ def _no_text(pages: int, ocr: OcrJob | None) -> str:
     return (
         f"the PDF has {pages} page(s) but no extractable text, and OCR found no words on them (blank "
         "pages, or pictures without text?); upload a PDF with text in it"
-    )
-
-
-def _read(kind: str, data: bytes) -> tuple[list[str], str | None, list[dict]]:
-    """``(raw pages, encoding, warnings)`` of a file of ``kind`` (any of KINDS but "pdf")."""
-    if kind in ("docx", "epub", "xlsx", "ods", "pptx"):
-        check_container(data)
-        read = {"docx": docx_pages, "epub": epub_pages, "pptx": slide_pages}.get(kind, sheet_pages)
-        pages, warnings = read(data)
-        return pages, None, warnings
-    if kind == "csv":
-        return delimited_pages(data)
-    if kind == "html":
-        markup, encoding = decode_html(data)
-        return [html_to_text(markup)], encoding, []
-    decoded = decode_text(data)
-    return [decoded.text], decoded.encoding, []
-
-
-def _unreadable(kind: str, exc: Exception) -> UnreadableDocument:
-    what = {
-        "pdf": "PDF", "docx": "DOCX", "epub": "EPUB", "html": "HTML file", "xlsx": "spreadsheet", "ods": "spreadsheet",
-        "csv": "CSV file", "pptx": "presentation",
-    }.get(kind, "file")  # fmt: skip
-    error = UnreadablePdf if kind == "pdf" else UnreadableDocument
-    return error(
-        f"the {what} could not be read ({type(exc).__name__}: {exc}); it may be broken or truncated: "
-        "re-export or repair it and upload again"
     )

@@ -5,8 +5,11 @@ page break would carry "4 1.1. TOPOLOGISCHE RÄUME" or a bare "12" in its middle
 looking only at the first and last :data:`EDGE_LINES` non-blank lines of each page:
 
 * **Page numbers.** A line that starts or ends with an integer equal to ``page_index + offset``
-  (a printed page label), where one offset holds on at least :data:`MIN_SHARE` of the pages. That
-  catches bare numbers ("12"), "Page 12 of 40", and headers that carry the number ("4 1.1. RÄUME").
+  (a printed page label), where one offset holds on at least :data:`MIN_SHARE` of the pages, and
+  whose text with numbers masked is at an edge of at least :data:`MIN_REPEAT` pages. That catches
+  bare numbers ("12"), "Page 12 of 40", and headers that carry the number ("4 1.1. RÄUME", on each
+  page of its section); not a line that appears once, such as a contents page's first entry "1
+  Topologische Grundbegriffe 2" on the page printed 1 (issue 51: it was taken for a running header).
 * **Repeated lines.** A line whose text, with numbers masked, is at an edge of at least
   :data:`MIN_SHARE` of the pages (a document title or a copyright footer on every page, or bare
   page numbers that do not follow the page order, such as roman numerals).
@@ -26,6 +29,7 @@ from collections import Counter
 EDGE_LINES = 2  # lines looked at at the top and at the bottom of each page
 MIN_PAGES = 3
 MIN_SHARE = 0.45  # of the pages; 0.45 and not 0.5 so that odd/even alternating headers count
+MIN_REPEAT = 2  # pages a line carrying the page number must be on (numbers masked) to be a running header
 
 _EDGE_NUMBER = re.compile(r"^\D{0,6}?(\d{1,5})\b|\b(\d{1,5})\D{0,3}$")
 _ROMAN = re.compile(r"^[ivxlcdm]{1,7}$", re.IGNORECASE)
@@ -75,7 +79,12 @@ def strip_furniture(pages: list[list[str]]) -> list[list[str]]:
 
     out: list[list[str]] = []
     for i, (page, idx) in enumerate(zip(pages, edges, strict=True)):
-        drop = {j for j in idx if _key(page[j]) in repeated or any(n - i in numbered for n in _numbers(page[j]))}
+        drop = {
+            j
+            for j in idx
+            if _key(page[j]) in repeated
+            or (keys[_key(page[j])] >= MIN_REPEAT and any(n - i in numbered for n in _numbers(page[j])))
+        }
         if len(drop) == len([line for line in page if line.strip()]):
             drop = set()  # a page that is nothing but "furniture" is content (a one-line slide, a label)
         out.append([line for j, line in enumerate(page) if j not in drop])

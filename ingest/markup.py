@@ -10,6 +10,10 @@ these choices for text a model reads and quotes:
   escapes, images as their alt text. Those characters would sit between the words of every quote.
 * HTML whitespace rules: source line breaks inside a paragraph are spaces; ``<br>`` is a Markdown
   hard break (two spaces and a newline), which the reflow rules keep; ``<pre>`` becomes a fenced block.
+* A table cell that spans columns or rows (``colspan``/``rowspan``: a DOCX's merged cells, as mammoth
+  writes them) gives its text to every cell it covers (:func:`spread_spans`), so that the row of
+  France under a "Europe" spanning Germany to France reads "Europe" too (issue 51;
+  bench/results/spans.md measured it against marking the span).
 
 The encoding of HTML bytes is found by BeautifulSoup's UnicodeDammit: a BOM, then the page's own
 ``<meta charset>`` declaration, then detection (charset-normalizer), then UTF-8 and Windows-1252.
@@ -17,6 +21,7 @@ The encoding of HTML bytes is found by BeautifulSoup's UnicodeDammit: a BOM, the
 
 from __future__ import annotations
 
+import copy
 import re
 import warnings
 
@@ -92,6 +97,54 @@ def _main_content(soup: BeautifulSoup) -> Tag:
     return root
 
 
+MAX_SPREAD = 10_000  # cells a table's spans may add; a table that would need more keeps its spans
+
+
+def spread_spans(table: Tag) -> None:
+    """Give the text of each cell of ``table`` that spans columns or rows to every cell it covers: its
+    rows are rebuilt with a copy of the cell in each slot it covers (the HTML table model, rows of
+    nested tables left to their own table). A table whose spans would add more than MAX_SPREAD cells
+    is left as it is."""
+    rows = [tr for tr in table.find_all("tr") if tr.find_parent("table") is table]
+    spans = [(int(_span(c, "colspan")), int(_span(c, "rowspan"))) for tr in rows for c in _cells(tr)]
+    if all(span == (1, 1) for span in spans):
+        return
+    if sum(w * min(h, len(rows)) - 1 for w, h in spans) > MAX_SPREAD:
+        return
+    grid: list[dict[int, Tag]] = [{} for _ in rows]
+    for i, tr in enumerate(rows):
+        col = 0
+        for cell in _cells(tr):
+            while col in grid[i]:
+                col += 1
+            width, height = _span(cell, "colspan"), min(_span(cell, "rowspan"), len(rows) - i)
+            for di in range(height):
+                for dj in range(width):
+                    slot = cell if (di, dj) == (0, 0) else copy.copy(cell)
+                    slot.attrs.pop("colspan", None)
+                    slot.attrs.pop("rowspan", None)
+                    grid[i + di].setdefault(col + dj, slot)
+            col += width
+    for tr, slots in zip(rows, grid, strict=True):
+        for cell in _cells(tr):
+            cell.extract()
+        for col in sorted(slots):
+            tr.append(slots[col])
+
+
+def _cells(tr: Tag) -> list[Tag]:
+    return list(tr.find_all(("td", "th"), recursive=False))
+
+
+def _span(cell: Tag, attr: str) -> int:
+    """A cell's colspan or rowspan, within the limits browsers keep (1-1000 columns, 1-65534 rows)."""
+    try:
+        value = int(str(cell.get(attr, "1")).strip() or 1)
+    except ValueError:
+        return 1
+    return max(1, min(value, 1000 if attr == "colspan" else 65534))
+
+
 def html_to_text(markup: str) -> str:
     """Markdown-like text of an HTML page or fragment (see the module docstring)."""
     head = markup[:4096]
@@ -101,6 +154,8 @@ def html_to_text(markup: str) -> str:
         warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
         soup = BeautifulSoup(markup, "lxml")
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
+    for table in soup.find_all("table"):
+        spread_spans(table)
     text = _AFTER_BREAK.sub(r"\1\n", _CONVERTER.convert_soup(_main_content(soup))).strip("\n")
     # A page with no heading of its own: its title says what it is. A page with no text at all (an EPUB's
     # cover, an image) stays empty: its title alone is no text (a cover-only EPUB is empty_document).

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ingest.marks import Chunk, mark_chars
 from ingest.normalize import drop_unmapped
 
-__all__ = ["PageTables", "Table", "is_table", "may_have_table", "rows_text", "splice_tables"]
+__all__ = ["PageTables", "Table", "is_table", "may_have_table", "rows_text", "splice_tables", "spread_spans"]
 
 # The grid a page must draw before the table finder runs: MIN_HORIZONTAL horizontal lines, each met
 # by MIN_VERTICAL vertical ones: 3 rows by 2 columns, the smallest table kept (``is_table``).
@@ -43,7 +43,7 @@ _TOLERANCE = 1.0  # points: a baseline on a table's edge still belongs to it
 @dataclass(frozen=True, slots=True)
 class Table:
     """One table: ``bbox`` (x0, top, x1, bottom) in points from the page's top-left corner, as
-    pdfplumber gives it; ``rows``: cell texts, row by row (a merged cell's other slots are "")."""
+    pdfplumber gives it; ``rows``: cell texts, row by row (a merged cell's text in each slot it covers)."""
 
     bbox: tuple[float, float, float, float]
     rows: list[list[str]]
@@ -168,13 +168,17 @@ class PageTables:
                 self._pdf = pdfplumber.open(io.BytesIO(self._data), password=self._password or "")
             page = self._pdf.pages[index]
             mark_chars(page.chars, footnotes)  # superscripts apart: "8,935,112[3]" (ingest/marks.py)
-            found = [Table(t.bbox, _cells(t.extract())) for t in page.find_tables()]
+            found = []
+            for t in page.find_tables():
+                raw = t.extract()
+                if is_table(_cells(raw)):  # judged as drawn: a merged cell's other slots empty
+                    found.append(Table(t.bbox, _cells(spread_spans(t, raw))))
             page.close()  # pdfplumber caches a page's objects until then
         except (MemoryError, RecursionError):
             raise
         except Exception:  # pdfminer's many errors on a page pypdf could read: keep pypdf's text
             return []
-        return [t for t in found if is_table(t.rows)]
+        return found
 
     def close(self) -> None:
         if self._pdf is not None:
@@ -186,6 +190,35 @@ class PageTables:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def spread_spans(table, rows: list[list[str | None]]) -> list[list[str | None]]:
+    """``rows`` (pdfplumber's ``table.extract()``) with the text of each merged cell in every slot it
+    covers: a slot with no cell of its own (None) takes the text of the cell whose box holds the
+    middle of the slot's row and column, one spanning columns ("Europe" over Germany to France, in
+    google-doc-document.pdf) or rows alike (issue 51; bench/results/spans.md measured it against
+    marking the span)."""
+    boxes = [row.cells for row in table.rows]
+    out = [list(row) for row in rows]
+    columns = table.columns
+    for i, row in enumerate(boxes):
+        for j, box in enumerate(row):
+            if box is not None or i >= len(out) or j >= len(out[i]) or j >= len(columns):
+                continue
+            try:
+                x0, _, x1, _ = columns[j].bbox
+                _, y0, _, y1 = table.rows[i].bbox
+            except (TypeError, ValueError):  # a column or row with no cell of its own: no box
+                continue
+            x, y = (x0 + x1) / 2, (y0 + y1) / 2
+            owner = next(
+                ((a, b) for a, cells in enumerate(boxes) for b, c in enumerate(cells)
+                 if c is not None and c[0] <= x <= c[2] and c[1] <= y <= c[3]),
+                None,
+            )  # fmt: skip
+            if owner is not None and owner[0] < len(rows) and owner[1] < len(rows[owner[0]]):
+                out[i][j] = rows[owner[0]][owner[1]]
+    return out
 
 
 def _cells(rows: list[list[str | None]]) -> list[list[str]]:

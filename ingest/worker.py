@@ -38,6 +38,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from types import TracebackType
 
+from ingest import formats
 from ingest.cut import Cut
 from ingest.errors import ExtractorBusy
 from ingest.extract import ExtractedText
@@ -177,8 +178,9 @@ class ExtractionWorker:
         each progress message from OCR moves to ``ocr.page_timeout_s`` (+ 5 s) after it."""
         worker.ready.result(timeout=self.STARTUP_TIMEOUT_S)  # not counted against the file
         number, progress, u = next(self._jobs), upload.progress, upload
+        # The table as it is here and now (a worker imported its own copy when it started).
         job = worker.pool.submit(
-            extract_in_worker, u.data, u.password, self.rules, u.cut, u.max_chars, self.ocr, number
+            extract_in_worker, u.data, u.password, self.rules, u.cut, u.max_chars, self.ocr, number, formats.FORMATS
         )
         if not self._reads_ocr:
             return job.result(timeout=self.timeout_s)

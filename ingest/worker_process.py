@@ -17,6 +17,7 @@ from multiprocessing.queues import SimpleQueue
 from ingest.cut import Cut, apply, keep_leading
 from ingest.errors import DocumentError, UnreadableDocument, UnreadablePdf
 from ingest.extract import ExtractedText, extract
+from ingest.formats import Format
 from ingest.ocr import OcrSettings
 from ingest.pdf import OcrJob
 
@@ -72,9 +73,12 @@ def extract_in_worker(
     max_chars: int | None,
     ocr: OcrSettings | None = None,
     job: int = 0,
+    formats: tuple[Format, ...] | None = None,
 ) -> ExtractedText:
+    """:func:`ingest.extract.extract` in the worker, by the ``formats`` the server sent (its table: None,
+    ingest/formats.py FORMATS), then the part ``cut`` and the first ``max_chars``."""
     try:
-        extracted = extract(data, password, rules, ocr_job(ocr, cut, max_chars, job))
+        extracted = extract(data, password, rules, ocr_job(ocr, cut, max_chars, job), formats)
         if cut is not None:
             extracted = apply(extracted, cut)
         return extracted if max_chars is None else keep_leading(extracted, max_chars)

@@ -5,7 +5,8 @@ parsing the body", and Starlette every failure of the multipart parser with "Inv
 or its own size message, both raised from (or while handling) the parser's exception. So a 5,000-digit
 seed (Python refuses to convert integers of more than ``sys.get_int_max_str_digits()`` digits, CVE-
 2020-10735), JSON nested 5,000 deep (``RecursionError``), a body that is not UTF-8, a file name over
-python-multipart's 4 KiB part-header limit and a 2 MB password (Starlette's 1 MiB limit on a form field)
+python-multipart's 4 KiB part-header limit, a part with 50,000 header lines (its limit on their
+number) and a 2 MB password (Starlette's 1 MiB limit on a form field)
 all got the same generic message. :func:`unparsable` reads the exception chain and names the problem.
 """
 
@@ -44,6 +45,11 @@ def _why(exc: BaseException) -> str | None:
         )
     if isinstance(exc, UnicodeDecodeError):
         return f"the JSON body is not valid UTF-8 (byte {exc.start}: {exc.reason}); send it UTF-8 encoded"
+    if isinstance(exc, MultipartParseError) and "header count" in str(exc).lower():
+        return (
+            f"a part of the upload has too many header lines ({exc}); a part needs two at most (Content-Disposition "
+            f"and Content-Type): {_FORM}"
+        )
     if isinstance(exc, MultipartParseError) and "header" in str(exc).lower():
         return (
             f"a part header of the upload is over {PART_HEADER_BYTES} bytes ({exc}), most likely its file name: "

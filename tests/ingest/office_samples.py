@@ -43,36 +43,49 @@ def big_xlsx(rows: int) -> bytes:
         f'<row r="{r}"><c r="A{r}"><v>{r}</v></c><c r="B{r}" t="inlineStr"><is><t>n{r}</t></is></c></row>'
         for r in range(1, rows + 1)
     )
+    return raw_xlsx(body, sheet="Big")
+
+
+def raw_xlsx(rows_xml: str, sheet: str = "S", dimension: str | None = None, strings: list[str] | None = None) -> bytes:
+    """A workbook of one sheet whose ``<sheetData>`` is ``rows_xml`` as given (cells that openpyxl would
+    not write: far apart, with a wrong ``<dimension ref>``, naming shared strings that do not exist),
+    with ``strings`` as its shared strings."""
     main = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
     rel = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
-    return zip_of(
-        {
-            "[Content_Types].xml": (
-                '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
-                '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
-                '<Default Extension="xml" ContentType="application/xml"/>'
-                '<Override PartName="/xl/workbook.xml" '
-                'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
-                '<Override PartName="/xl/worksheets/sheet1.xml" '
-                'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/></Types>'
-            ),
-            "_rels/.rels": (
-                '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
-                f'<Relationship Id="r1" Type="{rel}/officeDocument" Target="xl/workbook.xml"/></Relationships>'
-            ),
-            "xl/workbook.xml": (
-                f'<?xml version="1.0"?><workbook xmlns="{main}" xmlns:r="{rel}"><sheets>'
-                '<sheet name="Big" sheetId="1" r:id="rId1"/></sheets></workbook>'
-            ),
-            "xl/_rels/workbook.xml.rels": (
-                '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
-                f'<Relationship Id="rId1" Type="{rel}/worksheet" Target="worksheets/sheet1.xml"/></Relationships>'
-            ),
-            "xl/worksheets/sheet1.xml": (
-                f'<?xml version="1.0"?><worksheet xmlns="{main}"><sheetData>{body}</sheetData></worksheet>'
-            ),
-        }
+    rels = f'<Relationship Id="rId1" Type="{rel}/worksheet" Target="worksheets/sheet1.xml"/>'
+    members = {
+        "[Content_Types].xml": (
+            '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+            '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+            '<Default Extension="xml" ContentType="application/xml"/>'
+            '<Override PartName="/xl/workbook.xml" '
+            'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
+            '<Override PartName="/xl/worksheets/sheet1.xml" '
+            'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/></Types>'
+        ),
+        "_rels/.rels": (
+            '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+            f'<Relationship Id="r1" Type="{rel}/officeDocument" Target="xl/workbook.xml"/></Relationships>'
+        ),
+        "xl/workbook.xml": (
+            f'<?xml version="1.0"?><workbook xmlns="{main}" xmlns:r="{rel}"><sheets>'
+            f'<sheet name="{escape(sheet)}" sheetId="1" r:id="rId1"/></sheets></workbook>'
+        ),
+        "xl/worksheets/sheet1.xml": (
+            f'<?xml version="1.0"?><worksheet xmlns="{main}">'
+            + (f'<dimension ref="{dimension}"/>' if dimension else "")
+            + f"<sheetData>{rows_xml}</sheetData></worksheet>"
+        ),
+    }
+    if strings is not None:
+        rels += f'<Relationship Id="rId2" Type="{rel}/sharedStrings" Target="sharedStrings.xml"/>'
+        items = "".join(f"<si><t>{escape(s)}</t></si>" for s in strings)
+        members["xl/sharedStrings.xml"] = f'<?xml version="1.0"?><sst xmlns="{main}">{items}</sst>'
+    members["xl/_rels/workbook.xml.rels"] = (
+        '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+        f"{rels}</Relationships>"
     )
+    return zip_of(members)
 
 
 def _ods_cell(v: object) -> str:

@@ -65,3 +65,15 @@ def test_an_unclosed_quote_is_a_document_error_naming_the_line():
     data = b'a,b\n1,2\n3,4\n5,"' + b"x" * 200_000 + b"\n"
     with pytest.raises(UnreadableDocument, match=r"CSV file could not be read at line \d+"):
         extract(data)
+
+
+def test_a_csv_whose_lines_end_in_a_lone_cr_is_a_table():
+    """Issue 49: a CSV written with old Mac line ends (CR only) was read as one line of plain text."""
+    data = b"name,amount,city\rAlice,30,Leeds\rBob,25,York\rCarol,3,Bath\r"
+    assert sniff(data) == "csv"
+    result = extract(data)
+    assert result.kind == "csv" and "| 3 | Bob | 25 | York |" in result.text
+    long = b"name,amount,city\r" + b"".join(
+        b"P%d,%d,Town%d\r" % (i, i, i) for i in range(3000)
+    )  # past the sniff window
+    assert sniff(long) == "csv" and "| 3001 | P2999 | 2999 | Town2999 |" in extract(long).text

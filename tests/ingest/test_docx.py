@@ -119,3 +119,26 @@ def test_a_text_box_with_a_vml_fallback_is_read_once():
     )
     text = extract(docx(f"<w:p><w:r>{box}</w:r></w:p>" + paragraph("After."))).text
     assert text.count("Read me once, from either form.") == 1, text
+
+
+def _cell(text: str, span: int = 1, merge: str | None = None) -> str:
+    """A table cell: ``span`` columns wide (w:gridSpan), ``merge`` "restart"/"continue" down rows (w:vMerge)."""
+    props = (f'<w:gridSpan w:val="{span}"/>' if span > 1 else "") + (
+        '<w:vMerge w:val="restart"/>' if merge == "restart" else "<w:vMerge/>" if merge else ""
+    )
+    return f"<w:tc><w:tcPr>{props}</w:tcPr>{paragraph(text)}</w:tc>"
+
+
+def test_merged_table_cells_are_in_every_column_and_row_they_cover():
+    """Issue 51: a value spanning columns (Word's merged cells, mammoth's colspan) or rows (rowspan)
+    is given to each cell it covers, so a question about France finds its continent and currency."""
+    rows = [
+        [_cell(""), _cell("Indonesia"), _cell("Germany"), _cell("France")],
+        [_cell("Continent"), _cell("Asia"), _cell("Europe", span=2)],
+        [_cell("Money", merge="restart"), _cell("Rupia"), _cell("EUR", span=2)],
+        [_cell("", merge="continue"), _cell("IDR"), _cell("EUR", span=2)],
+    ]
+    body = "<w:tbl>" + "".join("<w:tr>" + "".join(r) + "</w:tr>" for r in rows) + "</w:tbl>"
+    text = extract(docx(body)).text
+    assert "| Continent | Asia | Europe | Europe |" in text, text
+    assert "| Money | Rupia | EUR | EUR |" in text and "| Money | IDR | EUR | EUR |" in text, text

@@ -13,7 +13,10 @@ import pytest
 from ingest.encoding import decode_text
 from ingest.errors import EmptyDocument, UnreadableDocument, UnsupportedType
 from ingest.extract import extract, sniff
+from ingest.folder import counts
+from ingest.formats import FORMATS, accepted, suffixes
 from ingest.worker import ExtractionWorker
+from tests.ingest.toy_format import MAGIC, toy_format  # noqa: F401  (a fixture)
 
 FILES = Path(__file__).resolve().parent / "files"
 
@@ -176,6 +179,26 @@ def worker():
     w.close()
 
 
+def test_a_row_added_is_a_format_read_in_the_worker_named_and_watched(worker, toy_format):  # noqa: F811
+    data = MAGIC + "Première page.\fSecond page.".encode()
+    assert sniff(data) == "toy" and sniff(b"plain words") == "text"
+    read = worker.extract(data)  # the worker reads by the table the server sent it
+    assert read.kind == "toy" and read.pages == 2 and read.text.startswith("Première page.")
+    assert "Toy" in accepted() and ".toy" in accepted() and ".toy" in suffixes()
+    with pytest.raises(UnsupportedType, match=r"upload a Toy, PDF, .* text file \(\.toy \.pdf "):
+        extract(b"\x89PNG\r\n")
+    assert counts(Path("/w"), Path("/w/notes.toy")) and not counts(Path("/w"), Path("/w/notes.toy2"))
+
+
+def test_every_row_s_sniff_and_reader_pickle_for_the_worker():
+    import pickle
+
+    sent = pickle.loads(pickle.dumps(FORMATS))
+    assert [f.kind for f in sent] == [f.kind for f in FORMATS]
+    assert sniff(_read("settings-table.docx"), sent) == "docx"
+    assert extract(_read("alice-ch1.docx"), formats=sent).kind == "docx"
+
+
 def test_zip_bomb_fails_in_the_worker(worker):
     # 64 MiB of one byte deflates ~1000:1; a real bomb nests or repeats this to petabytes.
     bomb = _docx_with(b"<" + b"A" * (64 * 1024**2))
@@ -239,8 +262,47 @@ def test_entity_declarations_are_refused_in_any_member_that_is_xml():
     members["EPUB/text/extra.part"] = b"\xef\xbb\xbf" + LAUGHS  # a BOM first
     with pytest.raises(UnreadableDocument, match="declares XML entities"):
         extract(_zip(members))
-    members["EPUB/text/extra.part"] = b"GIF89a" + LAUGHS  # not XML by its bytes: not parsed, not checked
+    members["EPUB/text/extra.part"] = b"GIF89a" + LAUGHS  # whatever precedes it (issue 49): refused too
+    with pytest.raises(UnreadableDocument, match="declares XML entities"):
+        extract(_zip(members))
+    del members["EPUB/text/extra.part"]
     assert extract(_zip(members)).pages == 3
+
+
+SUBSET = '<!DOCTYPE w:document [<!ENTITY x "EXPANDED">]>'
+
+
+@pytest.mark.parametrize(
+    "prolog, encoding",
+    [
+        (" " * 100 + SUBSET, "utf-8"),  # issue 49: 100 spaces got past a check of the first 64 bytes
+        ("\n\t " * 5000 + SUBSET, "utf-8"),  # a prolog longer than any window read first
+        (SUBSET, "utf-16-le"),  # UTF-16 without a byte-order mark
+        (SUBSET, "utf-32-be"),
+        ('<?xml version="1.0" encoding="UTF-7"?>' + SUBSET.replace("<!", "+ADwAIQ-"), "ascii"),  # "<!" in UTF-7
+        ('<?xml version="1.0" encoding="cp500"?>', "ascii"),  # EBCDIC: the subset follows in cp500
+        ('<?xml version="1.0" encoding="x-made-up"?>', "ascii"),  # an encoding that cannot be checked
+    ],
+)
+def test_entity_declarations_are_refused_whatever_precedes_them(prolog, encoding):
+    """A DOCX whose document part declares an entity after a padded, re-encoded or oddly declared
+    prolog is refused with the part named, never expanded (2.5 KB became 101,605 characters) nor read
+    with the entity's text silently lost."""
+    body = '<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p><w:r>'
+    body += "<w:t>Before &x; after.</w:t></w:r></w:p></w:body></w:document>"
+    data = prolog.encode(encoding)
+    if "cp500" in prolog:
+        data += (SUBSET + body).encode("cp500")
+    else:
+        data += body.encode(encoding)
+    with pytest.raises(UnreadableDocument, match=r"word/document.xml.*declares XML entities"):
+        extract(_docx_with(data))
+
+
+def test_a_doctype_without_entities_is_read():
+    body = b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p><w:r>'
+    body += b"<w:t>A plain paragraph.</w:t></w:r></w:p></w:body></w:document>"
+    assert "A plain paragraph." in extract(_docx_with(b"<!DOCTYPE w:document>" + body)).text
 
 
 def test_a_damaged_member_is_unreadable_not_a_zlib_error():

@@ -13,14 +13,14 @@ from ingest.extract import extract
 from ingest.marks import page_text
 from ingest.normalize import drop_unmapped, normalize_pages
 from ingest.pdf_tables import is_table, may_have_table, rows_text
-from tests.ingest.samples import pdf, ruled_table_pdf
+from tests.ingest.samples import page_pdf, pdf, ruled_table_pdf
 
 GOOGLE_ROWS = [
     "|  | Indonesia | Germany | Austria | France | Vatican |",
     "| --- | --- | --- | --- | --- | --- |",
-    "| Continent | Asia | Europe |  |  |  |",
+    "| Continent | Asia | Europe | Europe | Europe | Europe |",  # one cell spanning Germany to Vatican
     "| Capital | Jakarta | Berlin | Vienna | Paris | Vatican City |",
-    "| Currency | Rupia | EUR (€) |  |  | - |",
+    "| Currency | Rupia | EUR (€) | EUR (€) | EUR (€) | - |",
     "| Population | 273.879.750[1] | 83,190,556[2] | 8,935,112[3] | 67,413,000 | 453 |",  # marks: ingest/marks.py
 ]
 
@@ -37,6 +37,34 @@ def test_the_google_docs_table_comes_out_as_rows_without_boxes(cases, manifest):
     assert "Namespaces are one honking great idea -- let's do more of those!\n\n| " in text  # the text before it
     assert text.index(GOOGLE_ROWS[-1]) < text.index("2021 estimate")  # the footnotes after it
     assert "\nJakarta\n" not in text and text.count("Jakarta") == 1
+
+
+def test_france_has_its_continent_and_currency(cases, manifest):
+    """Issue 51: "Europe" and "EUR (€)" span Germany to France, and went under Germany alone, so "What
+    is France's currency?" had nothing to stand on: a merged cell's text is in every column it covers."""
+    text = extract((cases / manifest["PDF-18"]["path"]).read_bytes()).text
+    rows = {line.split(" | ")[0].strip("| "): line.strip("|").split(" | ") for line in text.splitlines() if "|" in line}
+    france = rows[""].index("France")
+    assert rows["Continent"][france].strip() == "Europe" and rows["Currency"][france].strip() == "EUR (€)"
+
+
+def test_a_cell_spanning_rows_is_in_each_row():
+    """A cell merged down two rows (no rule between them in its column) is in both rows."""
+    x0, top, w, h = 72, 680, 120, 20
+    cells = [["Team", "Name", "Floor"], ["Tools", "Ada", "3"], [None, "Grace", "5"], ["Ops", "Linus", "2"]]
+    ops = [b"0.5 w"]
+    for k in range(5):  # horizontal rules; the one under row 2 leaves out the first column (the merge)
+        start = x0 + w if k == 2 else x0
+        ops.append(b"%d %d m %d %d l S" % (start, top - h * k, x0 + 3 * w, top - h * k))
+    ops += [b"%d %d m %d %d l S" % (x0 + w * k, top, x0 + w * k, top - 4 * h) for k in range(4)]
+    for r, row in enumerate(cells):
+        for c, cell in enumerate(row):
+            if cell is not None:
+                dy = h / 2 if (r, c) == (1, 0) else 0  # drawn in the middle of the merged cell
+                at = (x0 + w * c + 4, top - h * (r + 1) + 6 - dy)
+                ops.append(b"BT /F1 10 Tf %d %d Td (%s) Tj ET" % (*at, cell.encode("latin-1")))
+    text = extract(page_pdf(b"\n".join(ops))).text
+    assert "| Tools | Ada | 3 |" in text and "| Tools | Grace | 5 |" in text, text
 
 
 def test_a_ruled_table_made_here_comes_out_as_rows():

@@ -155,6 +155,16 @@ def test_header_with_page_label_is_dropped():
     assert strip_furniture(pages) == BODIES
 
 
+def test_a_line_with_the_page_number_that_appears_once_is_kept():
+    """Issue 51: GeoTopo's contents page is printed page 1, and its first line "1 Topologische
+    Grundbegriffe 2" starts with that number: it was dropped as a header. A running header is on
+    several pages (numbers masked); a bare number always is."""
+    pages = [["Contents", "1 Getting started 2", "2 The next steps 5"]]
+    pages += [[f"{i + 2} CHAPTER ONE", *body] for i, body in enumerate(BODIES)]
+    out = strip_furniture(pages)
+    assert out[0] == pages[0] and out[1:] == BODIES
+
+
 def test_furniture_needs_three_pages_and_never_empties_a_page():
     two = _pages(BODIES[:2], "Same title", numbers=True)
     assert strip_furniture(two) == two, "with two pages nothing repeats"
@@ -188,3 +198,14 @@ def test_rules_version_1_is_the_old_text():
     assert starts == [0, len(raw[0]) + len(PAGE_SEPARATOR)]
     with pytest.raises(ValueError, match="unknown text rules"):
         normalize_pages(raw, paged=True, rules=99)
+
+
+def test_geotopos_contents_page_keeps_its_first_entry(cases):
+    """The case of issue 51, on GeoTopo's first 12 pages: the contents page keeps "1 Topologische
+    Grundbegriffe 2", and the running headers of the pages after it ("4 1.1. TOPOLOGISCHE RÄUME") go."""
+    from ingest.extract import extract
+    from tests.ingest.samples import first_pages
+
+    text = extract(first_pages(cases / "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf", 12)).text
+    assert "Inhaltsverzeichnis\n1 Topologische Grundbegriffe 2\n1.1 Topologische Räume" in text, text[:2000]
+    assert "1.1. TOPOLOGISCHE RÄUME" not in text

@@ -13,7 +13,7 @@ from ingest.extract import extract, sniff
 from ingest.locate import Locator
 from ingest.sheets import MAX_ROWS, cell_text, column_letter
 from ingest.worker import ExtractionWorker
-from tests.ingest.office_samples import big_xlsx, ods, with_member, xlsx
+from tests.ingest.office_samples import big_xlsx, ods, raw_xlsx, with_member, xlsx
 
 PEOPLE = [["Name", "Amount", "Joined"], ["Alice", 30, dt.date(2024, 1, 2)], ["Bob", 2.5, None]]
 
@@ -51,12 +51,17 @@ def test_xlsm_reads_like_xlsx_and_sheet_names_are_quoted_as_excel_writes_them():
     assert _where(result, "North") == "'Q1 sales'!A2"
 
 
-def test_formulas_are_values_only_never_calculated():
-    """A formula written by a script has no cached value: it reads as empty, and nothing evaluates it
-    (the sum, 32.5, appears nowhere); its text never reaches the document either."""
+def test_formulas_without_a_saved_value_are_computed_and_the_rest_named():
+    """A formula written by a script has no saved value: the sum is computed (issue 51: it read as
+    empty, and a question about the total got the first quarter's figure); one docqa does not compute
+    stays empty and is named in the warnings. A formula's text never reaches the document."""
     data = xlsx({"People": PEOPLE}, formulas={("People", "B4"): "=SUM(B2:B3)", ("People", "C4"): '=HYPERLINK("x")'})
     result = extract(data)
-    assert "32.5" not in result.text and "SUM" not in result.text and "HYPERLINK" not in result.text
+    assert "| 4 |  | 32.5 |" in result.text and _where(result, "32.5") == "People!B4"
+    assert "SUM" not in result.text and "HYPERLINK" not in result.text
+    messages = [w["message"] for w in result.warnings]
+    assert any(m.startswith("1 formula cell had no saved value; docqa computed it") for m in messages), messages
+    assert any("could not be computed: People!C4 (HYPERLINK is not computed)" in m for m in messages), messages
 
 
 def test_cached_formula_values_are_read(tmp_path):
@@ -110,6 +115,47 @@ def test_a_million_row_sheet_is_read_to_the_row_limit_in_the_worker():
         }
     ]
     assert elapsed < 60, elapsed
+
+
+def _cell(ref: str, string: int | None = None, number: float | None = None) -> str:
+    return f'<c r="{ref}" t="s"><v>{string}</v></c>' if string is not None else f'<c r="{ref}"><v>{number}</v></c>'
+
+
+def test_far_apart_cells_are_read_in_the_worker():
+    """Issue 49: two cells far apart (A1 and XFD1048576: 17 billion places between them) made calamine
+    allocate them all, and the worker died ("repair or re-export"). Only the used rows and columns are
+    read, each named as in the sheet."""
+    rows = f"<row r='1'>{_cell('A1', 0)}{_cell('B1', 1)}</row><row r='2'>{_cell('A2', 2)}{_cell('B2', number=5)}</row>"
+    rows += f"<row r='1048576'>{_cell('XFD1048576', 3)}</row>"
+    data = raw_xlsx(rows, dimension="A1:XFD1048576", strings=["Name", "Count", "boilers", "far away"])
+    worker = ExtractionWorker(timeout_s=60, memory_bytes=1024**3, workers=1, queue=0)
+    try:
+        result = worker.extract(data)
+    finally:
+        worker.close()
+    assert "| 1 | Name (A) | Count (B) | (XFD) |" in result.text
+    assert "| 2 | boilers | 5 |" in result.text and "| 1048576 |  |  | far away |" in result.text
+    assert _where(result, "far away") == "S!XFD1048576" and _where(result, "boilers") == "S!A2"
+    assert any("far apart (A1 to XFD1048576)" in w["message"] for w in result.warnings), result.warnings
+
+
+def test_a_row_0_dimension_and_a_missing_shared_string_cost_no_sheet():
+    """Issue 49 (and a public calamine report): a ``<dimension ref="A0:B3">`` emptied its sheet, and so did
+    one cell naming a shared string the workbook lacks; the record is ignored, the cell left empty."""
+    rows = f"<row r='1'>{_cell('A1', 0)}{_cell('B1', 1)}</row><row r='2'>{_cell('A2', 2)}{_cell('B2', number=5)}</row>"
+    rows += f"<row r='3'>{_cell('A3', 99)}{_cell('B3', number=7)}</row>"
+    strings = ["Name", "Count", "boilers"]
+    zero = extract(raw_xlsx(rows.replace("99", "2"), dimension="A0:B3", strings=strings))
+    assert "| 2 | boilers | 5 |" in zero.text and "| 3 | boilers | 7 |" in zero.text
+    assert "dimension record (A0:B3)" in zero.warnings[0]["message"]
+    bad = extract(raw_xlsx(rows, dimension="A1:B3", strings=strings))
+    assert "| 2 | boilers | 5 |" in bad.text and "| 3 |  | 7 |" in bad.text  # the bad cell only
+    assert bad.warnings == [
+        {
+            "page": 1,
+            "message": "sheet 'S': cell A3 names shared string 99, which the workbook does not have; it is left empty",
+        }  # fmt: skip
+    ]
 
 
 def test_damaged_workbooks_are_document_errors():

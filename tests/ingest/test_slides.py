@@ -3,6 +3,9 @@ notes, made by python-pptx in the test; hidden slides; damaged decks."""
 
 from __future__ import annotations
 
+import io
+import zipfile
+
 import pytest
 
 from ingest.errors import DocumentError, UnreadableDocument
@@ -46,6 +49,16 @@ def test_damaged_decks_are_document_errors():
         extract(
             with_member(good, "ppt/slides/slide1.xml", '<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e "e">]><x>&e;</x>')
         )
+    # Issue 49: spaces before the DOCTYPE got it past the check, and the slide's text after the entity was
+    # silently lost; the slide is now refused by name.
+    slide = zipfile.ZipFile(io.BytesIO(good)).read("ppt/slides/slide1.xml").decode()
+    padded = (
+        " " * 100
+        + '<!DOCTYPE p:sld [<!ENTITY e "x">]>'
+        + slide.split("?>", 1)[1].replace("Why we meet", "&e; Why we meet")
+    )
+    with pytest.raises(UnreadableDocument, match=r"slide1.xml.*declares XML entities"):
+        extract(with_member(good, "ppt/slides/slide1.xml", padded))
     for cut in (200, len(good) // 2, len(good) - 22):
         with pytest.raises(DocumentError):
             extract(good[:cut])

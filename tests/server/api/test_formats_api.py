@@ -165,7 +165,7 @@ def _alice_excerpt(cases: Path) -> bytes:
 @pytest.mark.slow  # one of the longest in make test (2 cores); its check stays in make test-slow
 def test_reingest_applies_new_rules_to_an_old_document(server, cases, tmp_path):
     data_dir = tmp_path / "upgrade"
-    with server(data_dir=data_dir, text_rules=1) as client:  # a server from before the upgrade
+    with server(data_dir=data_dir, debug_text_rules=1) as client:  # a server from before the upgrade
         old = upload(client, Path("alice.txt"), data=_alice_excerpt(cases))
         assert old["text_rules"] == 1
         old_text = client.get(f"/v1/documents/{old['id']}/text").json()["text"]

@@ -3,6 +3,8 @@ with a citation naming its sheet and cell, a PPTX one naming its slide (and its 
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import upload, wait_ready
 from tests.ingest.office_samples import pptx, xlsx
 
@@ -49,3 +51,20 @@ def test_a_pptx_answer_cites_its_slide_and_notes(client):
     assert any(c["where"] == "slide 2 notes" and c["page"] == 2 for c in citations), citations
     served = client.get(f"/v1/documents/{doc['id']}/file")
     assert served.headers["content-type"].startswith("application/vnd.openxmlformats-officedocument.presentationml")
+
+
+@pytest.mark.slow
+def test_the_annual_total_a_script_wrote_as_a_formula_is_answered(server, tmp_path, reader_model):
+    """Issue 51 on the default model: an openpyxl-written budget whose annual totals are =SUM formulas
+    without saved values; "What is the annual total budget for Cloud hosting?" got the Q1 figure while
+    those cells read as empty, and gets the computed sum now, citing its cell."""
+    rows = [["Item", "Q1", "Q2", "Q3", "Q4", "Annual total"], ["Cloud hosting", 1200, 1350, 1425, 1580]]
+    rows += [["Laptops", 4000, 0, 2500, 0], ["Training", 300, 450, 300, 450]]
+    data = xlsx({"Budget 2025": rows}, {("Budget 2025", f"F{r}"): f"=SUM(B{r}:E{r})" for r in (2, 3, 4)})
+    with server(model_path=reader_model("qwen-coder-1.5b"), n_ctx=4096) as client:
+        doc = upload(client, None, "budget.xlsx", data)
+        text = client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
+        assert doc["status"] == "ready" and "| 2 | Cloud hosting | 1200 | 1350 | 1425 | 1580 | 5555 |" in text
+        body = {"question": "What is the annual total budget for Cloud hosting?", "max_tokens": 64}
+        r = client.post(f"/v1/documents/{doc['id']}/answers", json=body)
+        assert r.status_code == 200 and "5555" in r.json()["answer"].replace(",", ""), r.json()

@@ -62,6 +62,13 @@ def test_forms_that_cannot_be_parsed_are_named(served):
     body, kind = _form("n" * 5000 + ".txt", b"A short document about a parrot named Marigold.")
     status, reply = _post(served, "/v1/documents", body, kind)
     assert status == 422 and "most likely its file name" in reply["error"]["message"], reply
+    boundary = uuid.uuid4().hex  # 50,000 header lines: the headers are named, not the file name
+    lines = "".join(f"X-Line-{i}: x\r\n" for i in range(50_000))
+    body = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n{lines}\r\nhi\r\n'
+            f"--{boundary}--\r\n").encode()  # fmt: skip
+    status, reply = _post(served, "/v1/documents", body, f"multipart/form-data; boundary={boundary}")
+    message = reply["error"]["message"]
+    assert status == 422 and "too many header lines" in message and "file name" not in message, reply
     body, kind = _form("a.pdf", b"%PDF-1.4 not really", password="p" * 2_000_000)
     status, reply = _post(served, "/v1/documents", body, kind)
     assert status == 422 and "other than the file is too large" in reply["error"]["message"], reply
