@@ -1,29 +1,32 @@
-"""Checked readers of a document's files other than its snapshot: ``text.json``, ``prefix.npy``, and a
-segmented document's ``segments.json`` (its ``segments.sqlite3`` is checked and rebuilt by
-store/repair.py).
+"""Checked readers of a document's files other than its snapshot: ``text.json``, ``prefix.npy``, a
+segmented document's ``segments.json`` and its index ``segments.sqlite3``.
 
 A damaged file used to give a run of 500s while the document stayed ``ready`` (a corrupt index:
 "file is not a database" on every question; a truncated ``prefix.npy``; a truncated ``text.json``
 on ``/text``). Here each is read through a check, and a failure is a :class:`DocumentFilesDamaged`
 subclass naming the file, what is wrong, and the action that fixes it; the server maps it to 409.
-What can be rebuilt without the model from what is intact is rebuilt by store/repair.py:
+Reads only read: nothing here (nor in store/files.py) writes or repairs. What can be rebuilt from
+what is intact is rebuilt by the one repair path, server/engine/repairs.py, with the tokenizer and
+the extractor passed to it, and the read is tried once more; the writes are store/repair.py's:
 
 ==================== ====================================== ==============================================
-file                 check                                  repair
+file                 check                                  repair (server/engine/repairs.py)
 ==================== ====================================== ==============================================
-``text.json``        JSON, field types, ``page_starts``     re-extract ``upload.bin`` wherever it is read
-                     ascending within the text, ``chars``   (store/docstore.py ``read_text``: the server's
-                     and ``pages`` of the document's row    worker); else reingest
+``text.json``        JSON, field types, ``page_starts``     re-extract ``upload.bin`` with the extractor,
+                     ascending within the text, ``chars``   kept when it gives the row's characters and
+                     and ``pages`` of the document's row    pages; else reingest
 ``prefix.npy``       a 1-D int32 ``.npy`` of token ids in   ``repair_prefix``: lay out and tokenize the
                      ``[0, n_vocab)``, the length the row   stored text again (the tokenizer, as an
                      records; the snapshot manifest's       upload does: ingest/pipeline.py)
                      ``tokens_sha256`` when there is one
-``segments.json``    segments 0..n-1 covering the text in   split the stored text again with the loaded
-                     order, each overlapping or touching    tokenizer and the budget, kept when it gives
-                     the next                               every stored prefix (``resplit``); else reingest
-``segments.sqlite3`` SQLite ``quick_check``, one row per    ``ensure_index``: rebuilt from the stored text
-                     segment, :data:`store.index.           and ``segments.json`` (old versions too)
-                     INDEX_VERSION` (store/repair.py)
+``segments.json``    segments 0..n-1 covering the text in   split the stored text again with the tokenizer
+                     order, each overlapping or touching    and the budget, kept when it gives every
+                     the next                               stored prefix (``resplit``); else reingest
+``segments.sqlite3`` present, readable, of                  ``ensure_index``: rebuilt from the stored text
+                     :data:`store.index.INDEX_VERSION`      and ``segments.json`` (old versions too)
+                     (:func:`rank_segments`; SQLite
+                     ``quick_check`` and one row per
+                     segment in store/repair.py)
 ==================== ====================================== ==============================================
 
 Checksums: only snapshots have them (ingest/digest.py). These files are small, parsed in full on
@@ -37,6 +40,7 @@ would add a manifest to keep in step with every write for no failure the checks 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,8 +48,10 @@ import numpy as np
 
 from ingest import segments as segs
 from ingest.errors import DocumentFilesDamaged, IndexDamaged, PrefixDamaged, SegmentsDamaged, TextDamaged
-from ingest.extract import KINDS, ExtractedText
+from ingest.extract import ExtractedText
+from ingest.formats import kinds
 from ingest.normalize import KNOWN_RULES
+from store import index
 
 TEXT_FILE, PREFIX_FILE, MANIFEST_FILE = "text.json", "prefix.npy", "state.json"
 
@@ -55,6 +61,7 @@ __all__ = [
     "PrefixDamaged",
     "SegmentsDamaged",
     "TextDamaged",
+    "rank_segments",
     "read_prefix",
     "read_segments",
     "read_text",
@@ -95,7 +102,7 @@ def _text_fields(raw: object) -> ExtractedText:
     if starts[0] != 0 or any(b < a for a, b in zip(starts, starts[1:], strict=False)) or starts[-1] > len(text):
         raise ValueError("page_starts is not ascending from 0 within the text")
     kind, rules = raw["kind"], raw.get("rules", 1)
-    if kind not in KINDS or rules not in KNOWN_RULES:
+    if kind not in kinds() or rules not in KNOWN_RULES:
         raise ValueError(f"kind {kind!r} or text rules {rules!r} is unknown")
     first_page, cut, warnings = raw.get("first_page", 1), raw.get("cut"), raw.get("warnings", [])
     if type(first_page) is not int or first_page < 1 or not (cut is None or isinstance(cut, str)):
@@ -189,3 +196,19 @@ def segments_problem(segments: Sequence[segs.Segment], n_chars: int | None) -> s
     if n_chars is not None and segments[-1].end != n_chars:
         return f"its segments end at character {segments[-1].end}, the text at {n_chars}"
     return None
+
+
+def rank_segments(directory: Path, question: str, history: Sequence[tuple[str, str]] = ()) -> list[tuple[int, float]]:
+    """:func:`store.index.rank_conversation` over the segmented document in ``directory``: ``(segment
+    index, score)`` best first. Raises IndexDamaged when its index is missing, unreadable or of a
+    version older than :data:`store.index.INDEX_VERSION` (it is rebuilt then: store/repair.py
+    ``ensure_index``). Reads only; costs one ``user_version`` read more than ranking."""
+    try:
+        version = index.version(directory)
+        if version < index.INDEX_VERSION:
+            raise IndexDamaged(index.INDEX_FILE, f"it is of index version {version}, older than {index.INDEX_VERSION}")
+        return index.rank_conversation(directory, question, history)
+    except FileNotFoundError:
+        raise IndexDamaged(index.INDEX_FILE, "it is missing") from None
+    except sqlite3.Error as exc:
+        raise IndexDamaged(index.INDEX_FILE, f"it is not a readable index ({exc})") from exc

@@ -16,6 +16,10 @@ claim the document (:meth:`DocStore.claim_stale`) to resume it.
 A collection (:class:`CollectionRecord`) names documents already stored, in order, under a name
 unique in the store; deleting a document removes it from its collections (store/schema.py). Its
 files (the ranking index of its documents, store/collection_index.py) are ``files.DocFiles``'.
+
+Reads only read: a damaged file raises its typed error (store/checked.py) and nothing is written on
+the way; the server repairs it (server/engine/repairs.py) and reads again. Nothing is assigned onto
+a store from outside: what a repair needs (the extractor, the tokenizer) is passed to the repair.
 """
 
 from __future__ import annotations
@@ -25,14 +29,12 @@ import logging
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ingest import segments as segs
-from ingest.errors import DocumentError, SegmentsDamaged, TextDamaged
 from ingest.extract import ExtractedText
-from store import repair, schema
+from store import schema
 from store.files import DocFiles
 
 log = logging.getLogger("docqa.store")
@@ -113,12 +115,6 @@ class DocStore(DocFiles, ABC):
     #: it ingests, and the seconds its lease lasts unless renewed. None: the only server.
     owner: str | None = None
     lease_s: float = 0.0
-    #: Repairs of derived files that need the server (set by server/api/app.py once it has them):
-    #: ``reextract(upload) -> ExtractedText`` in the calling thread (the extraction worker), and
-    #: ``resplit(text) -> (segments, prefixes)`` with the loaded tokenizer and the budget
-    #: (ingest/segments.py ``split``). None: a damaged file is reported, not repaired.
-    reextract: Callable[[bytes], ExtractedText] | None = None
-    resplit: Callable[[ExtractedText], tuple[list, list]] | None = None
 
     def share(self, owner: str, lease_s: float) -> None:
         """Ingest as ``owner`` with leases of ``lease_s`` seconds (servers sharing the database)."""
@@ -136,8 +132,11 @@ class DocStore(DocFiles, ABC):
         text_rules: int = 1,
         encoding: str | None = None,
         warnings: list[dict] | tuple[dict, ...] = (),
+        source: tuple[str, str | None, float] | None = None,
     ) -> DocRecord:
-        """Insert a new ``ingesting`` document; raise DuplicateDocument if the bytes are known."""
+        """Insert a new ``ingesting`` document; raise DuplicateDocument if the bytes are known. ``source``:
+        the watched file it is read from, as :meth:`set_source` records it (``(path, stat, read_at)``),
+        written with the row itself, so that no crash leaves a folder's document looking uploaded."""
         owner, lease_until = self.owner, (time.time() + self.lease_s if self.owner else None)
         name = printable(name) or "document"
         row = {
@@ -146,6 +145,8 @@ class DocStore(DocFiles, ABC):
             "text_rules": text_rules, "encoding": encoding, "warnings": json.dumps(list(warnings)), "owner": owner,
             "lease_until": lease_until, "source_path": None, "source_stat": None, "read_at": None,
         }  # fmt: skip
+        if source is not None:
+            row["source_path"], row["source_stat"], row["read_at"] = source
         return self._insert(row)
 
     def set_source(self, doc_id: str, path: str | None, stat: str | None, read_at: float | None = None) -> None:
@@ -189,52 +190,6 @@ class DocStore(DocFiles, ABC):
         none for a document without a row). The document leaves its collections with its row."""
         self.remove_files(doc_id)
         self._delete(doc_id)
-
-    # -- derived files, repaired where they are read ----------------------------------------------
-    def read_text(self, doc_id: str) -> ExtractedText:
-        """The stored text (store/files.py). A damaged ``text.json`` is extracted again from the stored
-        upload with :attr:`reextract` and written back when that gives the row's characters and pages
-        (the text its snapshot was made from), wherever it is read: ``/text``, an answer's citations,
-        a collection's index, a resumed ingestion. Else TextDamaged as before."""
-        try:
-            return super().read_text(doc_id)
-        except TextDamaged as exc:
-            fresh = self._text_again(doc_id)
-            if fresh is None:
-                raise
-            log.warning("%s: %s; extracted again from the stored upload and written back", doc_id, exc)
-            self.write_text(doc_id, fresh)
-            return fresh
-
-    def _text_again(self, doc_id: str) -> ExtractedText | None:
-        doc, upload = self.get(doc_id), self.read_upload(doc_id)
-        if self.reextract is None or doc is None or upload is None:
-            return None
-        try:
-            fresh = self.reextract(upload)
-        except DocumentError:
-            return None
-        return fresh if len(fresh.text) == doc.chars and fresh.pages == doc.pages else None
-
-    def read_segments(self, doc_id: str) -> list[segs.Segment] | None:
-        """A segmented document's segments (store/files.py). A damaged ``segments.json`` is made again
-        from the stored text with :attr:`resplit` and written back when every segment's prefix is the
-        one stored (store/repair.py ``resplit``: the same tokenizer and budget made it). Else
-        SegmentsDamaged as before (reingest)."""
-        try:
-            return super().read_segments(doc_id)
-        except SegmentsDamaged as exc:
-            if self.resplit is None:
-                raise
-            try:
-                text = self.read_text(doc_id)
-                made = self.resplit(text)
-            except (OSError, DocumentError, ValueError):
-                raise exc from None
-            if not repair.resplit(self.dir(doc_id), *made):
-                raise
-            log.warning("%s: %s; made again from the stored text and written back", doc_id, exc)
-            return made[0]
 
     # -- collections ------------------------------------------------------------------------------
     def create_collection(self, name: str, document_ids: Sequence[str]) -> CollectionRecord:

@@ -21,7 +21,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +59,9 @@ class Sweep:
 
 class DocFiles:
     """The files of every document. Thread-safe: a document's files are written, removed and (as a
-    snapshot) read under its own lock (:meth:`holding`)."""
+    snapshot) read under its own lock (:meth:`holding`). The ``read_*`` methods only read: a damaged
+    file raises its DocumentFilesDamaged subclass (store/checked.py) and is repaired by the server
+    (server/engine/repairs.py), never here."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -114,6 +116,14 @@ class DocFiles:
             return checked.read_segments(self.dir(doc_id))
         except FileNotFoundError:
             return None
+
+    def rank_segments(
+        self, doc_id: str, question: str, history: Sequence[tuple[str, str]] = ()
+    ) -> list[tuple[int, float]]:
+        """A segmented document's segments ranked for ``question`` (and a conversation's earlier
+        turns), ``(segment index, score)`` best first. Raises IndexDamaged when its index is missing,
+        damaged or old (store/checked.py ``rank_segments``)."""
+        return checked.rank_segments(self.dir(doc_id), question, history)
 
     def keys(self, doc_id: str) -> list[str]:
         """What the engine prefills for ``doc_id``: the document, or each of its segments."""

@@ -1,10 +1,11 @@
-"""Repairs of a document's files without the model, from what is intact (the checks are
-store/checked.py's): ``prefix.npy`` laid out and tokenized again from the stored text
-(:func:`repair_prefix`), and a segmented document's FTS5 index ``segments.sqlite3`` rebuilt from its
-stored text and ``segments.json`` when it is missing, damaged or of an older
-:data:`store.index.INDEX_VERSION` (:func:`ensure_index`, and :func:`rank_segments` on the way to a
-question), and ``segments.json`` written again when a list made again reproduces every stored
-segment prefix (:func:`resplit`). :func:`check_document` lists every problem of a document's files.
+"""The writes that repair a document's files from what is intact (the checks are store/checked.py's;
+each is called by the one repair path, server/engine/repairs.py, never by a reader):
+``prefix.npy`` laid out and tokenized again from the stored text (:func:`repair_prefix`), a
+segmented document's FTS5 index ``segments.sqlite3`` rebuilt from its stored text and
+``segments.json`` when it is missing, damaged or of an older :data:`store.index.INDEX_VERSION`
+(:func:`ensure_index`), and ``segments.json`` written again when a list made again reproduces every
+stored segment prefix (:func:`resplit`). :func:`check_document` lists every problem of a
+document's files, writing nothing.
 """
 
 from __future__ import annotations
@@ -84,23 +85,6 @@ def ensure_index(directory: Path, text: str | None = None) -> bool:
     return True
 
 
-def rank_segments(directory: Path, question: str, history: Sequence[tuple[str, str]] = ()) -> list[tuple[int, float]]:
-    """:func:`store.index.rank_conversation` over the segmented document in ``directory``, with its
-    index made usable first when it is of an older version, and rebuilt once (:func:`ensure_index`)
-    when it turns out damaged: what a question route calls. Costs one ``user_version`` read more
-    than ranking. Raises TextDamaged / SegmentsDamaged / IndexDamaged when it cannot be repaired."""
-    try:
-        if index.version(directory) < index.INDEX_VERSION:
-            ensure_index(directory)
-        return index.rank_conversation(directory, question, history)
-    except (FileNotFoundError, sqlite3.Error):
-        ensure_index(directory)
-    try:
-        return index.rank_conversation(directory, question, history)
-    except (FileNotFoundError, sqlite3.Error) as exc:
-        raise IndexDamaged(index.INDEX_FILE, f"it is still unreadable after a rebuild ({exc})") from exc
-
-
 def _index_problem(directory: Path, n_segments: int) -> str | None:
     path = directory / index.INDEX_FILE
     if not path.is_file():
@@ -124,9 +108,9 @@ def check_document(
     directory: Path, chars: int | None = None, pages: int | None = None, tokens: int | None = None
 ) -> list[DocumentFilesDamaged]:
     """Every problem of the document's files in ``directory`` (``chars``, ``pages``, ``tokens``: its
-    row's counts, checked when given), after repairing the segment index where it can: [] when all
-    is well. For a start-up scan or an admin check; the routes read each file through its own
-    function above."""
+    row's counts, checked when given): [] when all is well. Reads only (a damaged segment index is
+    named, not rebuilt: :func:`ensure_index` does). For a start-up scan or an admin check; the
+    routes read each file through its own reader in store/checked.py."""
     found: list[DocumentFilesDamaged] = []
     text = None
     try:
@@ -149,9 +133,8 @@ def check_document(
             found.append(PrefixDamaged(PREFIX_FILE, f"{state_dir.name}/{PREFIX_FILE} is missing"))
         except DocumentFilesDamaged as exc:
             found.append(exc)
-    if segments is not None and text is not None:
-        try:
-            ensure_index(directory, text.text)
-        except DocumentFilesDamaged as exc:
-            found.append(exc)
+    if segments is not None:
+        problem = _index_problem(directory, len(segments))
+        if problem is not None:
+            found.append(IndexDamaged(index.INDEX_FILE, problem))
     return found

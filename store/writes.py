@@ -14,10 +14,12 @@ from store.docstore import FAILED, INGESTING, DocRecord, DocStore, DuplicateDocu
 from store.files import remove_histories
 
 
-def store_new(store: DocStore, data: bytes, digest: str, name: str, prepared: Prepared) -> tuple[DocRecord, bool]:
+def store_new(
+    store: DocStore, data: bytes, digest: str, name: str, prepared: Prepared, source: tuple | None = None
+) -> tuple[DocRecord, bool]:
     """Store a new upload (``digest``: its ingest/pipeline.py ``sha256``) as ``ingesting``, row then files. Returns
     (record, created): an upload of the same bytes that arrived meanwhile wins, and a failed earlier
-    attempt is replaced."""
+    attempt is replaced. ``source``: a watched file's ``(path, stat, read_at)``, in the row from the start."""
     known = store.by_sha256(digest)
     if known is not None and known.status == FAILED:
         store.delete(known.id)
@@ -33,6 +35,7 @@ def store_new(store: DocStore, data: bytes, digest: str, name: str, prepared: Pr
             text_rules=extracted.rules,
             encoding=extracted.encoding,
             warnings=extracted.warnings,
+            source=source,
         )
     except DuplicateDocument as dup:
         return dup.existing, False

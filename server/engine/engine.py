@@ -21,9 +21,12 @@ import queue
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 from ingest.errors import StorageError
+from ingest.extract import ExtractedText
 from server.config import errors
+from server.config.memory import pause_seq
 from server.config.settings import Settings
 from server.engine.admission import Admission, Unusable
 from server.engine.citations import Citations
@@ -37,6 +40,7 @@ from server.engine.jobs import AnswerJob, Deleted, DocStates, IngestJob, Job, in
 from server.engine.loading import Loaded, load
 from server.engine.reading import Readings
 from server.engine.recovery import resume_interrupted
+from server.engine.repairs import Repairs
 from server.engine.runner import Runner, StepReport
 from server.engine.scheduler import Scheduler
 from server.engine.sequence import DOC_SEQ, Sequence
@@ -60,9 +64,18 @@ class Engine:
     finisher: Finisher
 
     def __init__(
-        self, settings: Settings, store: DocStore, observer: Observer | None = None, traffic: TrafficLog | None = None
+        self,
+        settings: Settings,
+        store: DocStore,
+        observer: Observer | None = None,
+        traffic: TrafficLog | None = None,
+        extract: Callable[[bytes], ExtractedText] | None = None,
     ) -> None:
+        """``extract``: the extraction worker's (ingest/worker.py), what a damaged ``text.json`` is
+        extracted again with (server/engine/repairs.py); None: it is reported, not repaired."""
         self.settings, self.store, self.observer, self.traffic = settings, store, observer, traffic
+        self._extract = extract
+        self.repairs = Repairs(store, extract)  # damaged files: the text until load, then all (_load)
         self.replica = settings.replica_name or socket.gethostname()  # named in every answer's stats
         self.loaded: Loaded | None = None
         self.load_error: str | None = None
@@ -122,7 +135,7 @@ class Engine:
         segments (a segment whose snapshot is complete is skipped when its turn comes)."""
         self.progress[doc_id] = 0.0
         self.states.mark(doc_id, DocStates.INGESTING)
-        jobs = ingest_jobs(doc_id, n_tokens, self.store.read_segments(doc_id))
+        jobs = ingest_jobs(doc_id, n_tokens, self.repairs.read(doc_id, lambda: self.store.read_segments(doc_id)))
         self.readings.queued(doc_id, jobs[0].tokens_total if jobs else n_tokens)
         for job in jobs:
             self._jobs.put(job)
@@ -156,7 +169,7 @@ class Engine:
             self.ready.set()
             return
         self.ready.set()
-        resume_interrupted(self.store, self.submit_ingest)
+        resume_interrupted(self.store, self.submit_ingest, repairs=self.repairs)
         while self._pull(block=self.scheduler.idle, timeout=self._idle_wait_s()):
             self.step()
         self._close_down(force=True)
@@ -168,20 +181,28 @@ class Engine:
     def _load(self) -> None:
         s, store = self.settings, self.store
         loaded = self.loaded = load(s, DOC_SEQ)
+        split_limit = None if s.long_documents == "refuse" else s.document_budget
+        repairs = Repairs(store, self._extract, loaded.model, loaded.layout, split_limit, s.segment_overlap_tokens)
+        self.repairs = repairs
         self.scheduler = Scheduler(
-            s.n_seq_max, loaded.ctx.n_ctx, s.answer_reserve, loaded.max_window, s.parallel_ingest
+            s.n_seq_max,
+            loaded.ctx.n_ctx,
+            s.answer_reserve,
+            loaded.max_window,
+            s.parallel_ingest,
+            pause_seq(s, loaded.model.is_recurrent),
         )
         self.histories = AnswerHistories(store, s.answer_history, s.answer_history_tokens, s.min_ngram, s.max_ngram)
         ram = dict(min_ngram=s.min_ngram, max_ngram=s.max_ngram, ram_bytes=s.snapshot_ram_bytes, hot_docs=s.hot_docs)
         self.docs = HotDocs(loaded.contexts, store, loaded.model, DOC_SEQ, load_history=self.histories.load, **ram)
         self.runner = Runner(loaded.contexts, DOC_SEQ, loaded.max_rows, loaded.costs)
         self.admission = Admission(self.states, self.docs, self.runner, loaded)
-        self.citations = Citations(store, loaded.model, loaded.layout)
+        self.citations = Citations(store, loaded.model, loaded.layout, repairs)
         self.finisher = Finisher(self.citations, self.histories, self.docs, self.replica, self.observer, self.traffic)
         keep = loaded.model.n_swa == 0 or s.swa_full  # server/engine/ingestion.py Ingestion.finish
         seq, again, budget = self.scheduler.ingest_seq, self.submit_ingest, s.disk_budget_bytes
         self.ingest = Ingestions(
-            store, self.docs, loaded.contexts, self.progress, self.states, seq, again, budget, keep, loaded.layout
+            store, self.docs, loaded.contexts, self.progress, self.states, seq, again, budget, keep, repairs
         )
 
     def _idle_wait_s(self) -> float | None:
@@ -212,8 +233,12 @@ class Engine:
 
     def step(self) -> None:
         """One iteration: schedule -> run -> postprocess, then one prefill chunk."""
-        for doc_id in self.deleted.take():
+        gone = self.deleted.take()
+        for doc_id in gone:
             self.docs.drop(doc_id)
+        if (paused := self.scheduler.paused) is not None and paused.doc_id in gone:
+            self.scheduler.end_paused()
+            paused.abandon()  # deleted (or read again) while set aside: its cells go
         for doc_id in self.evicted.take():
             self.docs.evict(doc_id)
         if self._closing_at is not None:
@@ -226,13 +251,18 @@ class Engine:
             log.info("other work uses %.1f cores: decoding with %d threads", self.cores.others, n)
         while (job := sched.next_job(self.docs.loaded, self.docs.n_loaded)) is not None:
             self._start(job)  # a question starts its prefill; an ingestion claims the ingest slot
+        if (work := sched.resume()) is not None:  # no shorter reading waits: the paused one goes on
+            self.readings.resumed(work.doc_id)
+            log.info("reading %s again from token %d of %d", work.key, work.n_done, work.n_tokens)
+        self.readings.order(sched.reading_order())
         if answering := sched.answering():
             report = self.runner.step(answering)  # one llama_decode for every answering question
             if self.observer is not None:
                 self.observer.observe_step(len(answering), report.model_batched)
             self._postprocess(report)
         self._prefill_next_chunk()
-        self.kv_positions = self.loaded.contexts.kv_positions(1 + sched.n_seqs + int(sched.parallel_ingest))
+        n_ingest = len(sched.ingest_seqs) if sched.parallel_ingest else 0
+        self.kv_positions = self.loaded.contexts.kv_positions(1 + sched.n_seqs + n_ingest)
 
     def _postprocess(self, report: StepReport) -> None:
         """Send each question its tokens; then rebuild the sequences whose rollback failed (after every
@@ -260,8 +290,12 @@ class Engine:
         sched = self.scheduler
         try:
             if isinstance(job, IngestJob):
+                if (paused := sched.paused) is not None and not self.readings.is_paused(paused.doc_id):
+                    self.readings.paused(paused.doc_id)  # set aside for this shorter one (scheduler.py)
+                    log.info("pausing the reading of %s at token %d for %s", paused.key, paused.n_done, job.key)
+                seq_id, held = sched.free_ingest_seq(), sched.cells_reading()
                 try:
-                    work = self.ingest.start(job, idle=not sched.n_running)
+                    work = self.ingest.start(job, idle=not sched.n_running, seq_id=seq_id, held=held)
                 except StorageError as exc:  # the store is away: retried with backoff, never dropped
                     log.warning("ingesting %s: %s; retrying in %.1f s", job.key, exc, sched.retry(job))
                     return
@@ -335,8 +369,9 @@ class Engine:
         end the running answers with an error event."""
         stopped = errors.EngineStopped("the server is shutting down; ask again after it restarts")
         self.scheduler.refuse_waiting(stopped)
-        if (work := self.scheduler.end_ingest()) is not None:
-            work.abandon()
+        for work in (self.scheduler.end_ingest(), self.scheduler.end_paused()):
+            if work is not None:
+                work.abandon()
         for seq in self.scheduler.running() if force else []:
             seq.job.fail(stopped)
             self._release(seq)

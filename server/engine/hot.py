@@ -22,10 +22,10 @@ from ingest.locate import Locator
 from ingest.segments import parse_key
 from runtime.llama import Model
 from server.engine.contexts import Contexts, RamState
+from server.engine.quotes import DocumentQuotes
 from spec.cite import CitationIndex, TokenOffsets
 from spec.history import AnswerHistory
 from spec.lookup import NgramIndex
-from spec.quote import QuoteIndex
 from store.docstore import DocStore
 
 
@@ -41,8 +41,7 @@ class HotDoc:
     citations: tuple[CitationIndex, TokenOffsets, Locator] | None = None  # built at the first answer
     prefilled: bool = False  # made by an ingestion here and not yet asked about
     history: AnswerHistory | None = None  # earlier answers about it (server/engine/history.py); None: off
-    quotes: QuoteIndex | None = None  # where its document's tokens occur, built at its first quote-first answer
-    quotes_at: int = 0  # the prefix position of the quote index's first token
+    quotes: DocumentQuotes | None = None  # its quote index and ranked passages (server/engine/quotes.py)
 
     @property
     def ram_bytes(self) -> int:

@@ -31,16 +31,15 @@ import numpy as np
 
 from ingest import snapshot
 from ingest.errors import DocumentFilesDamaged, PrefixDamaged, StorageError
-from ingest.prompt import PromptLayout
 from server.config import errors
 from server.engine import recovery
 from server.engine.admission import Unusable, deleted
 from server.engine.contexts import Contexts
 from server.engine.hot import HotDocs
 from server.engine.jobs import AnswerJob, DocStates
+from server.engine.repairs import Repairs
 from store import disk
 from store.docstore import FAILED, INGESTING, READY, DocStore
-from store.repair import repair_prefix
 
 log = logging.getLogger("docqa.engine")
 
@@ -161,24 +160,26 @@ class Ingestions:
         resubmit: Callable[[str, int], None] = lambda doc_id, n: None,
         disk_budget: int | None = None,
         keep: bool = True,
-        layout: PromptLayout | None = None,
+        repairs: Repairs | None = None,
     ) -> None:
         """``states``: what the engine knows of each document, kept here as ingestions end;
         ``resubmit(doc_id, tokens)``: queue a document's prefill again (its missing segments);
         ``disk_budget``: DOCQA_DISK_BUDGET_BYTES, kept after each document that becomes ready, on a
         worker thread of its own (server/engine/recovery.py ``keep_disk_budget``: it reads every row
         and stats the snapshots, which must not hold up the running answers); ``keep``: a prefilled
-        sequence may serve questions as it is (Ingestion); ``layout``: the prompt layout a damaged
-        prefix is made again with."""
+        sequence may serve questions as it is (Ingestion); ``repairs``: the repair path a damaged
+        prefix is made again by (server/engine/repairs.py, with the loaded tokenizer and layout)."""
         self.store, self.docs, self.contexts, self.progress = store, docs, contexts, progress
         self.states, self.seq_id = states, seq_id
-        self.resubmit, self.disk_budget, self.keep, self.layout = resubmit, disk_budget, keep, layout
+        self.resubmit, self.disk_budget, self.keep = resubmit, disk_budget, keep
+        self.repairs = repairs if repairs is not None else Repairs(store)
         self._disk = ThreadPoolExecutor(1, thread_name_prefix="docqa-disk")
 
-    def start(self, job, idle: bool) -> Ingestion | None:
-        """Begin ``job``'s document; None if there is nothing to prefill (it is gone, no longer
-        ``ingesting``, or the segment's snapshot is complete). ``idle``: no question is running, so the
-        document sequence is emptied when the new document needs its room."""
+    def start(self, job, idle: bool, seq_id: int | None = None, held: int = 0) -> Ingestion | None:
+        """Begin ``job``'s document in ``seq_id`` (default: the ingest sequence); None if there is
+        nothing to prefill (it is gone, no longer ``ingesting``, or the segment's snapshot is
+        complete). ``idle``: no question is running, so the document sequence is emptied when the new
+        document needs its room; ``held``: KV cells another reading holds meanwhile (a paused one)."""
         doc = self.store.get(job.doc_id)
         if doc is None or doc.status != INGESTING:
             if doc is None:
@@ -198,10 +199,11 @@ class Ingestions:
                 self.store.set_status(doc.id, READY)
                 self.states.ready(doc.id)
             return None
-        if idle and docs.n_loaded + job.n_tokens > self.contexts.target.n_ctx:
+        if idle and docs.n_loaded + held + job.n_tokens > self.contexts.target.n_ctx:
             docs.clear()
         counted = (job.tokens_before, job.tokens_total)
-        return Ingestion(doc.id, prefix, self.seq_id, docs, self.contexts, self.progress, job.key, counted, self.keep)
+        seq = self.seq_id if seq_id is None else seq_id
+        return Ingestion(doc.id, prefix, seq, docs, self.contexts, self.progress, job.key, counted, self.keep)
 
     def step(self, work: Ingestion, n_max: int, idle: bool) -> bool:
         """One chunk of ``work``; at its end, its snapshot (or its failure). True once the ingestion is
@@ -234,20 +236,15 @@ class Ingestions:
     def recover(self, job: AnswerJob, why: Unusable, repaired: bool = False) -> errors.ApiError | None:
         """Repair or rebuild what admission found unusable for ``job`` (``repaired``: the prefix was
         repaired for it already). A damaged ``prefix.npy`` is laid out and tokenized again from the
-        stored text (store/repair.py ``repair_prefix``): None, admit the question again. A snapshot that
+        stored text (server/engine/repairs.py, the one repair path): None, admit the question again. A snapshot that
         cannot be used is removed and the document prefilled again (its complete segments are kept):
         the error its client gets (SnapshotRebuilding: retry soon)."""
         cause, doc_id = why.cause, job.doc_id
         if isinstance(cause, PrefixDamaged):
             if repaired:
                 return errors.damaged(cause, doc_id)
-            log.warning("%s: %s; rebuilding it from the stored text", job.key, cause)
             try:
-                text = self.store.read_text(doc_id).text
-                if job.segment is not None:
-                    segment = self.store.read_segments(doc_id)[job.segment]
-                    text = text[segment.start : segment.end]
-                repair_prefix(self.store.state_dir(job.key), text, self.layout, self.docs.model, job.n_prefix)
+                self.repairs.repair(job.key, cause)
             except DocumentFilesDamaged as exc:
                 return errors.damaged(exc, doc_id)
             return None

@@ -56,8 +56,8 @@ class AnswerJob:
     ``earlier`` their token ids (each question with the scaffolding, then its answer), which the
     answer-history drafter matches for this request (spec/history.py).
     ``segment``: the segment of a segmented document to answer from (server/api/segmented.py).
-    ``scaffold``: a quote-first answer's tokens after its quote, before the answer
-    (ingest/prompt.py ``quote_scaffold``; ``params.quote`` says the answer is quote-first).
+    ``n_constrained``: the most tokens a constraint decodes before the answer (a quote-first
+    answer's quote and scaffolding, ``params.quote``), which the scheduler reserves too.
     """
 
     doc_id: str
@@ -69,7 +69,7 @@ class AnswerJob:
     history: tuple[tuple[str, str], ...] = ()
     earlier: tuple[np.ndarray, ...] = ()
     segment: int | None = None
-    scaffold: np.ndarray | None = None  # int32 [n]
+    n_constrained: int = 0
     t_start: float = field(default_factory=time.perf_counter)
     cancelled: threading.Event = field(default_factory=threading.Event)
     events: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)

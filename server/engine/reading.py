@@ -12,6 +12,14 @@ start: a chunk of the 1.5B reader holds the engine for 13-40 s, so the first mea
 the first chunk); time spent waiting between two segments, or for the slot, counts as reading time,
 since the user waits through it too. Before the first chunk ends the rate is unknown (None), never
 0.0 tokens/s.
+
+The reading queue (issue 51): the engine publishes the order the scheduler expects to read the
+documents in (:meth:`Readings.order`, server/engine/scheduler.py ``reading_order``: shortest expected
+reading first), so each document has a place in it (1: being read now) and an expected wait: the
+tokens left of the documents before it and its own, at the server's measured reading rate
+(:attr:`Readings.tokens_per_s`: the tokens every reading read over the last WINDOW_S seconds, over
+the time since that reading began or went on, so an idle gap between two readings is not counted).
+A reading set aside for a shorter one is ``paused``: it keeps its progress.
 """
 
 from __future__ import annotations
@@ -27,12 +35,18 @@ WINDOW_S = 30.0  # the rate is measured over the last 30 s of chunks (a model's 
 class Reading:
     """One document's reading. ``samples``: (monotonic s, tokens read) from the first chunk's start
     on; ``started``: its ingestion has begun (False: it waits its turn behind questions or another
-    reading)."""
+    reading); ``paused``: it began and was set aside for a shorter reading (its progress kept)."""
 
     total: int
     done: int = 0
     started: bool = False
     samples: tuple[tuple[float, int], ...] = ()
+    paused: bool = False
+
+    @property
+    def reading(self) -> bool:
+        """Being read now (begun, and not paused)."""
+        return self.started and not self.paused
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -49,12 +63,26 @@ class Reading:
         return max(0, self.total - self.done) / rate if rate else None
 
 
+@dataclass(frozen=True)
+class Place:
+    """A document's place in the reading queue: ``position`` (1: being read now, or read next when
+    nothing is), ``tokens_ahead`` (tokens left to read of the documents before it) and ``tokens_left``
+    (its own)."""
+
+    position: int
+    tokens_ahead: int
+    tokens_left: int
+
+
 class Readings:
     """The readings in progress, by document id. ``clock``: monotonic seconds (a test's own)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._by_doc: dict[str, Reading] = {}
+        self._order: tuple[tuple[str, int], ...] = ()  # (doc id, tokens left), as the scheduler expects to read them
+        self._chunks: tuple[tuple[float, int, float], ...] = ()  # (end s, tokens, seconds) of the recent chunks
+        self._mark: float | None = None  # when the last chunk ended, or the reading began or went on
 
     def queued(self, doc_id: str, total: int) -> None:
         """``doc_id``'s prefill of ``total`` tokens (every segment's) waits for the ingest slot."""
@@ -64,17 +92,42 @@ class Readings:
         """Its ingestion (of a segment) took the slot with ``done`` of ``total`` tokens read before."""
         old = self._by_doc.get(doc_id) or Reading(total=total)
         samples = old.samples or ((self.clock(), done),)
-        self._by_doc[doc_id] = replace(old, total=total, done=done, started=True, samples=samples)
+        self._by_doc[doc_id] = replace(old, total=total, done=done, started=True, samples=samples, paused=False)
+        self._mark = self.clock()
+
+    def paused(self, doc_id: str) -> None:
+        """Its reading was set aside for a shorter one; it keeps what it read."""
+        old = self._by_doc.get(doc_id)
+        if old is not None:
+            self._by_doc[doc_id] = replace(old, paused=True)
+
+    def is_paused(self, doc_id: str) -> bool:
+        r = self._by_doc.get(doc_id)
+        return r is not None and r.paused
+
+    def resumed(self, doc_id: str) -> None:
+        """Its paused reading goes on (its rate is measured again from here: the pause is not reading)."""
+        old = self._by_doc.get(doc_id)
+        now = self.clock()
+        if old is not None:
+            self._by_doc[doc_id] = replace(old, paused=False, samples=((now, old.done),))
+        self._mark = now
 
     def advanced(self, doc_id: str, done: int) -> None:
         """A chunk ended with ``done`` tokens of the document read; a finished reading is dropped."""
         old = self._by_doc.get(doc_id)
         if old is None:
             return
+        now = self.clock()
+        if done > old.done and self._mark is not None:
+            chunks = (*self._chunks, (now, done - old.done, now - self._mark))
+            while len(chunks) > 1 and now - chunks[0][0] >= WINDOW_S:
+                chunks = chunks[1:]
+            self._chunks = chunks
+        self._mark = now
         if done >= old.total:
             self._by_doc.pop(doc_id, None)
             return
-        now = self.clock()
         samples = (*old.samples, (now, done))
         while len(samples) > 2 and now - samples[1][0] >= WINDOW_S:
             samples = samples[1:]
@@ -83,14 +136,42 @@ class Readings:
     def forget(self, doc_id: str) -> None:
         self._by_doc.pop(doc_id, None)
 
+    def order(self, entries: list[tuple[str, int]]) -> None:
+        """The documents to read, with their tokens left, in the order the scheduler expects to read
+        them (the one being read first); the engine thread publishes it after each step."""
+        entries = tuple(entries)
+        if entries != self._order:
+            self._order = entries
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """The server's reading rate: tokens read per second of reading over the last WINDOW_S
+        seconds (whichever documents they were); None before a chunk has been read."""
+        chunks = self._chunks
+        seconds = sum(c[2] for c in chunks)
+        return sum(c[1] for c in chunks) / seconds if seconds > 0 else None
+
+    def place(self, doc_id: str) -> Place:
+        """``doc_id``'s place in the reading queue. The documents queued since the engine last
+        published the order go after every document in it, in the order they were queued."""
+        order = self._order
+        ahead = 0
+        for k, (doc, left) in enumerate(order):
+            if doc == doc_id:
+                return Place(k + 1, ahead, left)
+            ahead += left
+        listed, position = {doc for doc, _ in order}, len(order) + 1
+        for doc, r in list(self._by_doc.items()):
+            left = max(0, r.total - r.done)
+            if doc == doc_id:
+                return Place(position, ahead, left)
+            if doc not in listed:
+                position, ahead = position + 1, ahead + left
+        return Place(position, ahead, 0)
+
     def ahead_of(self, doc_id: str) -> int:
-        """Readings queued before ``doc_id``'s and not finished (each is read before it: one ingest slot)."""
-        n = 0
-        for other in list(self._by_doc):
-            if other == doc_id:
-                return n
-            n += 1
-        return 0
+        """Documents expected to be read before ``doc_id`` (one is read at a time)."""
+        return self.place(doc_id).position - 1
 
     def of(self, doc_id: str) -> Reading | None:
         """The document's reading, or None when none is in progress."""

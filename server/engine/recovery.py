@@ -2,16 +2,19 @@
 sharing the database) interrupted, resumed or settled (:func:`resume_interrupted`), and the disk
 budget kept after a document became ready (:func:`keep_disk_budget`, on the ingestions' disk
 worker), and whether a document's snapshots are all on disk (:func:`complete`).
-What admission finds unusable is repaired by ``Ingestions.recover`` (server/engine/ingestion.py).
+What admission finds unusable is repaired by ``Ingestions.recover`` (server/engine/ingestion.py),
+through the one repair path of damaged files (server/engine/repairs.py).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 
 from ingest import snapshot
 from ingest.errors import DocumentFilesDamaged, StorageError
+from server.engine.repairs import Repairs
 from store import disk
 from store.docstore import FAILED, INGESTING, READY, DocStore
 
@@ -38,13 +41,18 @@ _quiet: dict[str, bool] = {}  # the store's last check failed (its error is then
 
 
 def resume_interrupted(
-    store: DocStore, submit: Callable[[str, int], None], skip: Callable[[str], bool] = lambda doc_id: False
+    store: DocStore,
+    submit: Callable[[str, int], None],
+    skip: Callable[[str], bool] = lambda doc_id: False,
+    repairs: Repairs | None = None,
 ) -> None:
     """After a restart, and now and then (server/engine/lease.py): mark ready the documents whose
     snapshot was complete (ready could not be recorded), re-queue those that were mid-ingestion, or
     fail them with a reason; ``skip(doc_id)``: one whose prefill is queued or running here. Servers
     sharing the database (``store.owner``) take only the ingestions whose owner's lease ran out (it
-    died): the others are still being prefilled by a live server."""
+    died): the others are still being prefilled by a live server. ``repairs``: a damaged segment list
+    is repaired and read again (server/engine/repairs.py); else (or beyond repair) the document is
+    marked failed with the action that fixes it."""
     try:
         if store.owner:
             interrupted = store.claim_stale(store.owner, store.lease_s)
@@ -59,7 +67,7 @@ def resume_interrupted(
         if skip(doc.id):
             continue
         try:
-            keys = store.keys(doc.id)
+            keys = store.keys(doc.id) if repairs is None else repairs.read(doc.id, partial(store.keys, doc.id))
             if not all((store.state_dir(k) / "prefix.npy").is_file() for k in keys):
                 store.set_status(doc.id, FAILED, "the server stopped before the upload was stored; upload again")
             elif complete(store, doc.id):

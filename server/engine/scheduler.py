@@ -1,13 +1,26 @@
 """Which job runs next, and the sequences' lifecycle: the waiting queue, the running questions, the
 ingest slot, and KV-cell accounting. Only the scheduler writes these; the engine asks it.
 
-Admission is FIFO, with one exception. A question about the document in use joins the running batch
-while a sequence and enough KV cells are free. A question about another document waits until the
-running questions have finished (they share the document sequence), and everything behind it waits
-too, so nothing starves. An ingestion starts as soon as it has room in the KV cache next to the
-document in use and its questions (``parallel_ingest``; otherwise, or without room, once the batch
-has drained, and nothing behind it is admitted meanwhile); while one ingestion runs, the next waits
-without holding up the questions behind it. Engine thread only, as nano-vllm's ``Scheduler``.
+Questions are admitted FIFO, with one exception. A question about the document in use joins the
+running batch while a sequence and enough KV cells are free. A question about another document waits
+until the running questions have finished (they share the document sequence), and everything behind
+it waits too, so nothing starves. An ingestion starts as soon as it has room in the KV cache next to
+the document in use and its questions (``parallel_ingest``; otherwise, or without room, once the
+batch has drained, and nothing behind it is admitted meanwhile); while one ingestion runs, the next
+waits without holding up the questions behind it.
+
+**The reading queue: shortest expected reading first** (issue 51). Of the documents waiting to be
+read, the one with the fewest tokens left to read goes next (a long document's segments count
+together, so they keep their order), whatever the order they came in: a 500-token PDF never waits
+behind a book. A reading already under way is set aside (paused) for a waiting one that has less
+than :data:`PREEMPT_SHARE` of its tokens left to read: it keeps its progress, its cells staying in
+its own sequence, and goes on where it stopped when no shorter reading waits. That needs a second
+ingest sequence (``pause_seq``: on a model without recurrent state, with ``parallel_ingest``), and
+at most one reading is paused at a time. Why this and not reading slices shared between the waiting
+documents: bench/results/reading-queue.md. The price: a big document also waits for the smaller ones
+that arrive while it waits (a folder of a thousand small files is read before it, the order a watched
+folder reads its files in by default, ingest/folder.py DOCQA_WATCH_ORDER). Engine thread only, as nano-vllm's
+``Scheduler``.
 """
 
 from __future__ import annotations
@@ -22,10 +35,15 @@ from server.engine.jobs import AnswerJob, IngestJob, Job
 from server.engine.sequence import DOC_SEQ, Sequence
 
 RETRY_FIRST_S, RETRY_MAX_S = 0.25, 30.0  # an ingestion's retries while the store is away (seconds)
+# A reading under way is paused for a waiting one with less than this share of its tokens left to
+# read: a shorter one that is not much shorter waits instead (each switch costs a chunk's fixed part).
+PREEMPT_SHARE = 0.5
 
 
 class Ingesting(Protocol):
-    n_tokens: int  # the document's prefix tokens, all of them held in its sequence by the end
+    doc_id: str
+    n_tokens: int  # the document's (or segment's) prefix tokens, all of them held in its sequence by the end
+    n_done: int  # of them prefilled so far
     seq_id: int
 
 
@@ -35,13 +53,25 @@ class Scheduler:
     ``answer_reserve`` tokens and one draft window (``max_window`` + 1) beyond the shared prefix; an
     ingestion in a sequence of its own reserves its whole prefix."""
 
-    def __init__(self, n_seqs: int, n_ctx: int, answer_reserve: int, max_window: int, parallel_ingest: bool) -> None:
+    def __init__(
+        self,
+        n_seqs: int,
+        n_ctx: int,
+        answer_reserve: int,
+        max_window: int,
+        parallel_ingest: bool,
+        pause_seq: bool = False,
+    ) -> None:
+        """``pause_seq``: a second ingest sequence (``n_seqs + 2``), so that a reading can be paused
+        in its own while a shorter one is read (only with ``parallel_ingest``)."""
         self.n_seqs, self.n_ctx = n_seqs, n_ctx
         self.answer_reserve, self.max_window = answer_reserve, max_window
         self.parallel_ingest = parallel_ingest
+        self.pause_seq = pause_seq and parallel_ingest
         self._waiting: deque[Job] = deque()
         self._running: dict[int, Sequence] = {}  # seq_id -> question, in admission order
         self._ingesting: Ingesting | None = None
+        self._paused: Ingesting | None = None  # a longer reading set aside, its cells kept in its sequence
         self._deferred: list[tuple[float, int, Job]] = []  # heap of (monotonic due time, order, job)
         self._order = itertools.count()
 
@@ -52,9 +82,25 @@ class Scheduler:
         return self.n_seqs + 1 if self.parallel_ingest else DOC_SEQ
 
     @property
+    def ingest_seqs(self) -> tuple[int, ...]:
+        """Every sequence an ingestion may prefill: :attr:`ingest_seq`, and with ``pause_seq`` the
+        one after it."""
+        return (self.ingest_seq, self.ingest_seq + 1) if self.pause_seq else (self.ingest_seq,)
+
+    def free_ingest_seq(self) -> int:
+        """The ingest sequence the next ingestion prefills: one the paused reading does not hold."""
+        held = self._paused.seq_id if self._paused is not None else None
+        return next(i for i in self.ingest_seqs if i != held)
+
+    @property
     def ingesting(self) -> Ingesting | None:
         """The ingestion in the ingest slot, if any."""
         return self._ingesting
+
+    @property
+    def paused(self) -> Ingesting | None:
+        """The reading set aside for a shorter one, if any (its cells stay in its sequence)."""
+        return self._paused
 
     @property
     def n_waiting(self) -> int:
@@ -67,7 +113,7 @@ class Scheduler:
     @property
     def idle(self) -> bool:
         """Nothing waits, runs or ingests: the engine thread may block for the next job."""
-        return not self._running and not self._waiting and self._ingesting is None
+        return not self._running and not self._waiting and self._ingesting is None and self._paused is None
 
     def running(self) -> list[Sequence]:
         """The running questions, in admission order (a copy: the engine may release while iterating)."""
@@ -118,21 +164,87 @@ class Scheduler:
     def next_job(self, loaded: str | None, n_loaded: int) -> Job | None:
         """The next waiting job that may start now, removed from the queue; None if none may.
         ``loaded``: the document (or segment, ingest/segments.key) the document sequence holds, and
-        ``n_loaded`` its prefix length in tokens."""
+        ``n_loaded`` its prefix length in tokens. The ingestion it gives may pause the one reading
+        (the module docstring): that one is then :attr:`paused`, and the slot is free for it."""
         now = time.monotonic()
         while self._deferred and self._deferred[0][0] <= now:
             self._waiting.append(heapq.heappop(self._deferred)[2])
         for i, job in enumerate(self._waiting):
             if isinstance(job, IngestJob):
+                job = self._shortest()
                 if self._ingesting is not None:
-                    continue  # one ingestion at a time; the questions behind it go on
-                if not self._ingest_fits(job, n_loaded):
+                    if not self._preempts(job, n_loaded):
+                        continue  # one ingestion at a time; the questions behind it go on
+                    self._paused, self._ingesting = self._ingesting, None
+                elif self._paused is not None and (
+                    self.left(self._paused.doc_id) <= self.left(job.doc_id) or not self._ingest_fits(job, n_loaded)
+                ):
+                    continue  # the paused reading goes on first (resume)
+                elif not self._ingest_fits(job, n_loaded):
                     return None  # it waits for the batch to drain, and so does everything behind it
+                self._waiting.remove(job)
+                return job
             elif not self._question_fits(job, loaded):
                 return None
             del self._waiting[i]
             return job
         return None
+
+    def resume(self) -> Ingesting | None:
+        """Put the paused reading back in the free ingest slot (next_job gave no shorter one that
+        fits); returns it, or None when there is none to resume or the slot is taken."""
+        if self._ingesting is not None or self._paused is None:
+            return None
+        self._ingesting, self._paused = self._paused, None
+        return self._ingesting
+
+    # -- the reading queue ------------------------------------------------------------------------
+    def left(self, doc_id: str) -> int:
+        """Tokens of ``doc_id`` left to read: of its waiting ingestions (a long document's segments)
+        and of the one reading or paused."""
+        return self._lefts().get(doc_id, 0)
+
+    def reading_order(self) -> list[tuple[str, int]]:
+        """The documents waiting to be read or being read, with their tokens left to read, in the
+        order they are expected to be read: the one reading, then the rest shortest first (the
+        paused one among them), for the position and wait each is shown (server/engine/reading.py)."""
+        lefts = self._lefts()
+        first = self._ingesting.doc_id if self._ingesting is not None else None
+        rest = sorted((d for d in lefts if d != first), key=lambda d: lefts[d])  # stable: queue order among equals
+        return [(d, lefts[d]) for d in ([first] if first is not None else []) + rest]
+
+    def _lefts(self) -> dict[str, int]:
+        """Tokens left to read by document, in the order the documents were queued (one pass)."""
+        lefts: dict[str, int] = {}
+        for work in (self._ingesting, self._paused):
+            if work is not None:
+                lefts[work.doc_id] = lefts.get(work.doc_id, 0) + work.n_tokens - work.n_done
+        for job in self._waiting_ingests():
+            lefts[job.doc_id] = lefts.get(job.doc_id, 0) + job.n_tokens
+        return lefts
+
+    def _waiting_ingests(self) -> list[IngestJob]:
+        return [j for j in self._waiting if isinstance(j, IngestJob)] + [
+            j for _, _, j in sorted(self._deferred) if isinstance(j, IngestJob)
+        ]
+
+    def _shortest(self) -> IngestJob:
+        """The waiting ingestion whose document has the fewest tokens left to read (the first queued
+        of equals, so a document's segments keep their order)."""
+        lefts = self._lefts()
+        jobs = [j for j in self._waiting if isinstance(j, IngestJob)]
+        return min(jobs, key=lambda j: lefts[j.doc_id])  # min keeps the first of equals
+
+    def _preempts(self, job: IngestJob, n_loaded: int) -> bool:
+        """``job`` pauses the reading under way: there is a sequence to pause it in, its document has
+        less than PREEMPT_SHARE of the other's tokens left, and it fits next to everything held."""
+        work = self._ingesting
+        if not self.pause_seq or self._paused is not None or work is None or work.doc_id == job.doc_id:
+            return False
+        lefts = self._lefts()
+        if lefts[job.doc_id] >= PREEMPT_SHARE * lefts[work.doc_id]:
+            return False
+        return n_loaded + self.cells_in_use() + job.n_tokens <= self.n_ctx
 
     # -- a sequence's life ----------------------------------------------------------------------------
     def free_seq_id(self) -> int:
@@ -164,24 +276,34 @@ class Scheduler:
         work, self._ingesting = self._ingesting, None
         return work
 
+    def end_paused(self) -> Ingesting | None:
+        """The paused reading is given up (its document deleted, the server stopping); returns it."""
+        work, self._paused = self._paused, None
+        return work
+
     # -- KV cells -------------------------------------------------------------------------------------
     def cells_needed(self, job: AnswerJob) -> int:
         """KV cells reserved for a question beyond the shared prefix: its suffix (the route tokenized
-        it), a draft window, and its answer up to ``answer_reserve`` tokens. A longer answer competes
+        it), a draft window, what a constraint decodes before the answer (a quote and its scaffolding),
+        and its answer up to ``answer_reserve`` tokens. A longer answer competes
         for the free cells; if they run out it ends with finish_reason "length"
         (server/engine/runner.py), so one huge ``max_tokens`` cannot hold every other question back."""
-        return len(job.suffix) + min(job.params.max_tokens, self.answer_reserve) + self.max_window + 1
+        answer = min(job.params.max_tokens, self.answer_reserve)
+        return len(job.suffix) + job.n_constrained + answer + self.max_window + 1
 
     def cells_in_use(self) -> int:
-        """Cells reserved beyond the document prefix: the running questions', and an ingestion's in a
-        sequence of its own."""
-        work = self._ingesting
-        ingest = work.n_tokens if work is not None and work.seq_id != DOC_SEQ else 0
-        return ingest + sum(seq.cells for seq in self._running.values())
+        """Cells reserved beyond the document prefix: the running questions', and the ingestions' in
+        sequences of their own (the one reading and the paused one)."""
+        return self.cells_reading() + sum(seq.cells for seq in self._running.values())
+
+    def cells_reading(self) -> int:
+        """Cells reserved by the ingestions in sequences of their own (the one reading, the paused one)."""
+        works = (self._ingesting, self._paused)
+        return sum(w.n_tokens for w in works if w is not None and w.seq_id != DOC_SEQ)
 
     def _ingest_fits(self, job: IngestJob, n_loaded: int) -> bool:
-        if not self._running:
-            return True  # the document sequence may be cleared to make room
+        if not self._running:  # the document sequence may be cleared to make room, not a paused reading's
+            return self._paused is None or self.cells_reading() + job.n_tokens <= self.n_ctx
         return self.parallel_ingest and n_loaded + self.cells_in_use() + job.n_tokens <= self.n_ctx
 
     def _question_fits(self, job: AnswerJob, loaded: str | None) -> bool:
@@ -194,6 +316,6 @@ class Scheduler:
             return False  # the document sequence is being prefilled
         if self._running and (job.key != loaded or len(self._running) >= self.n_seqs):
             return False  # another document: it waits for the batch to drain
-        if not self._running and work is None:
+        if not self._running and work is None and self._paused is None:
             return True
         return job.n_prefix + self.cells_in_use() + self.cells_needed(job) <= self.n_ctx

@@ -1,6 +1,6 @@
 """store/checked.py and store/repair.py: a damaged text.json, prefix.npy, segments.json or
-segments.sqlite3 is a typed DocumentFilesDamaged naming the file, not a 500; the index is rebuilt and
-the prefix re-tokenized from what is intact. Real files, written by
+segments.sqlite3 is a typed DocumentFilesDamaged naming the file, not a 500, and reading it writes
+nothing; the index is rebuilt and the prefix re-tokenized from what is intact by the repairs. Real files, written by
 store/files.py, with the embedded Gemma's tokenizer."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ingest import segments as segs
-from ingest.errors import DocumentFilesDamaged, PrefixDamaged, SegmentsDamaged, TextDamaged
+from ingest.errors import DocumentFilesDamaged, IndexDamaged, PrefixDamaged, SegmentsDamaged, TextDamaged
 from ingest.extract import ExtractedText
 from ingest.prompt import plain_layout
 from store import checked, index, repair
@@ -176,17 +176,72 @@ def test_check_document_names_a_missing_segment_prefix(segmented):
     assert [type(e) for e in found] == [PrefixDamaged] and "1/prefix.npy" in str(found[0])
 
 
-def test_rank_segments_repairs_a_corrupt_index_on_the_way(segmented):
+def _files(directory) -> dict[str, tuple[int, int]]:
+    """Every file under ``directory``: relative path -> (size, mtime ns)."""
+    return {str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns) for p in directory.rglob("*")}
+
+
+def test_rank_segments_raises_index_damaged_for_a_corrupt_missing_or_old_index(segmented):
     # Issue 27: a corrupt segments.sqlite3 ("file is not a database") failed every question with a 500.
     import sqlite3
+    from contextlib import closing
 
     seg_dir = segmented[0]
     question, history = "How many ships did keeper 11 count?", [("Who counted ships?", "The keepers.")]
-    before = repair.rank_segments(seg_dir, question, history)
-    (seg_dir / index.INDEX_FILE).write_bytes(b"not a database at all" * 100)
-    with pytest.raises(sqlite3.DatabaseError):
-        index.rank(seg_dir, question)
-    assert repair.rank_segments(seg_dir, question, history) == before and before
+    before = checked.rank_segments(seg_dir, question, history)
+    assert before == index.rank_conversation(seg_dir, question, history) and before
+    path = seg_dir / index.INDEX_FILE
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("PRAGMA user_version = 0")
+        db.commit()
+    with pytest.raises(IndexDamaged, match="older"):
+        checked.rank_segments(seg_dir, question, history)
+    path.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(IndexDamaged, match="not a readable index"):
+        checked.rank_segments(seg_dir, question, history)
+    path.unlink()
+    with pytest.raises(IndexDamaged, match="missing"):
+        checked.rank_segments(seg_dir, question, history)
+    assert repair.ensure_index(seg_dir) is True  # the write is the repair's, never the reader's
+    assert checked.rank_segments(seg_dir, question, history) == before
+
+
+def test_readers_of_damaged_files_raise_and_write_nothing(tmp_path, gemma):
+    """Issue 50: reads only read. Each reader of a damaged file (and check_document over them all)
+    raises its typed error, or lists it, leaving every file of the document as it was."""
+    from store.sqlite_store import SqliteStore
+
+    store = SqliteStore(tmp_path)
+    layout = plain_layout(gemma.add_bos)
+    extracted = ExtractedText(TEXT, [0], "text", "utf-8")
+    segments, prefixes = segs.split(extracted, layout, gemma, limit=120, overlap=16)
+    doc = store.create(name="d.txt", sha256="ab" * 32, kind="text", pages=1, tokens=0, chars=len(TEXT))
+    store.write_files(doc.id, TEXT.encode(), extracted, None)
+    store.write_segments(doc.id, TEXT, segments, prefixes)
+    directory = store.dir(doc.id)
+    (directory / checked.TEXT_FILE).write_bytes(b'{"text": ')
+    (directory / segs.SEGMENTS_FILE).write_bytes(b"[")
+    (directory / index.INDEX_FILE).write_bytes(b"not a database at all" * 100)
+    (directory / "segments" / "0" / checked.PREFIX_FILE).write_bytes(b"not a prefix")
+    before = _files(directory)
+    with pytest.raises(TextDamaged):
+        store.read_text(doc.id)
+    with pytest.raises(SegmentsDamaged):
+        store.read_segments(doc.id)
+    with pytest.raises(SegmentsDamaged):
+        store.keys(doc.id)
+    with pytest.raises(IndexDamaged):
+        store.rank_segments(doc.id, "How many ships did keeper 11 count?")
+    with pytest.raises(PrefixDamaged):
+        store.read_prefix(segs.key(doc.id, 0))
+    assert {type(e) for e in repair.check_document(directory)} == {TextDamaged, SegmentsDamaged}
+    assert _files(directory) == before, "a reader wrote"
+    segs.write(directory, segments)
+    before = _files(directory)
+    found = repair.check_document(directory)
+    assert {type(e) for e in found} == {TextDamaged, PrefixDamaged, IndexDamaged}, found
+    assert _files(directory) == before, "a reader wrote"
+    store.close()
 
 
 def test_a_pdf_s_printed_page_labels_are_kept_and_checked(tmp_path):

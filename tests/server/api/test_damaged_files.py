@@ -86,7 +86,8 @@ def test_two_reingests_at_once_give_one_202_and_one_409(server, cases):
 def test_a_damaged_text_is_repaired_at_the_first_answers_citations(server, cases, tmp_path, caplog):
     """text.json damaged before the document's first answer: its citations were read from it, so the
     answer logged "citations failed" with a traceback and came without citations until GET /text
-    repaired the file. The store repairs it wherever it is read (store/docstore.py ``read_text``)."""
+    repaired the file. The server repairs it wherever it is read (server/engine/repairs.py; the store's
+    readers only read)."""
     import logging
 
     data = tmp_path / "data"

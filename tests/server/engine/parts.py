@@ -17,6 +17,7 @@ from server.engine.hot import HotDocs
 from server.engine.ingestion import Ingestions
 from server.engine.jobs import AnswerJob, DocStates, ingest_jobs
 from server.engine.loading import load
+from server.engine.repairs import Repairs
 from server.engine.runner import Runner
 from server.engine.scheduler import Scheduler
 from server.engine.sequence import DOC_SEQ, Sequence
@@ -61,7 +62,7 @@ class Parts:
             self.states,
             self.scheduler.ingest_seq,
             self._resubmit,
-            layout=self.loaded.layout,
+            repairs=Repairs(self.store, None, self.model, self.loaded.layout),
         )
 
     def _resubmit(self, doc_id: str, n_tokens: int) -> None:

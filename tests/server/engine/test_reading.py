@@ -69,3 +69,50 @@ def test_readings_ahead_and_forget():
     assert readings.ahead_of("b") == 1 and readings.ahead_of("a") == 0
     readings.forget("a")
     assert readings.ahead_of("b") == 0 and readings.of("a") is None
+
+
+def test_each_document_has_a_place_in_the_reading_queue_and_the_tokens_before_it():
+    readings = Readings(Clock())
+    for doc, n in (("book", 6000), ("memo", 500), ("note", 400)):
+        readings.queued(doc, n)
+    assert readings.place("note").position == 3, "before the engine publishes the order: as queued"
+    readings.order([("book", 5000), ("note", 400), ("memo", 500)])  # scheduler.reading_order
+    place = readings.place("memo")
+    assert (place.position, place.tokens_ahead, place.tokens_left) == (3, 5400, 500)
+    assert readings.ahead_of("book") == 0 and readings.ahead_of("note") == 1
+    readings.queued("late", 100)
+    assert readings.place("late").position == 4 and readings.place("late").tokens_ahead == 5900
+
+
+def test_the_servers_rate_counts_reading_time_not_the_idle_gap_between_readings():
+    clock = Clock()
+    readings = Readings(clock)
+    assert readings.tokens_per_s is None
+    readings.queued("a", 1000)
+    readings.started("a", 0, 1000)
+    clock.t += 10
+    readings.advanced("a", 1000)  # 100 tok/s, then nothing to read for a while
+    clock.t += WINDOW_S / 2
+    readings.queued("b", 1000)
+    readings.started("b", 0, 1000)
+    clock.t += 5
+    readings.advanced("b", 500)  # 100 tok/s again: the gap is not reading time
+    assert readings.tokens_per_s == 100.0
+
+
+def test_a_paused_reading_keeps_its_progress_and_measures_its_rate_again_when_it_goes_on():
+    clock = Clock()
+    readings = Readings(clock)
+    readings.queued("book", 6000)
+    readings.started("book", 0, 6000)
+    clock.t += 10
+    readings.advanced("book", 1000)
+    readings.paused("book")
+    r = readings.of("book")
+    assert r.paused and not r.reading and r.done == 1000 and readings.is_paused("book")
+    clock.t += 60  # a shorter document is read meanwhile
+    readings.resumed("book")
+    assert readings.of("book").reading and readings.of("book").tokens_per_s is None, "the pause is not its rate"
+    clock.t += 10
+    readings.advanced("book", 2000)
+    assert readings.of("book").tokens_per_s == 100.0

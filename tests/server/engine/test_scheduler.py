@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from server.engine.jobs import AnswerJob, IngestJob
+from server.engine.jobs import AnswerJob, IngestJob, ingest_jobs
 from server.engine.scheduler import Scheduler
 from server.engine.sequence import DOC_SEQ
 from spec.loop import AnswerParams
@@ -36,12 +36,19 @@ def running(sched: Scheduler, job: AnswerJob, prefilling: bool = False) -> Simpl
     return seq
 
 
-def ingesting(n_tokens: int, seq_id: int) -> SimpleNamespace:
-    return SimpleNamespace(n_tokens=n_tokens, seq_id=seq_id, abandon=lambda: None)
+def ingesting(n_tokens: int, seq_id: int, doc_id: str = "x", n_done: int = 0) -> SimpleNamespace:
+    return SimpleNamespace(doc_id=doc_id, key=doc_id, n_tokens=n_tokens, n_done=n_done, seq_id=seq_id)
 
 
-def sched(n_seqs=4, parallel_ingest=True) -> Scheduler:
-    return Scheduler(n_seqs, N_CTX, RESERVE, WINDOW, parallel_ingest)
+def sched(n_seqs=4, parallel_ingest=True, pause_seq=False, n_ctx=N_CTX) -> Scheduler:
+    return Scheduler(n_seqs, n_ctx, RESERVE, WINDOW, parallel_ingest, pause_seq)
+
+
+def begin(s: Scheduler, job: IngestJob, n_done: int = 0) -> SimpleNamespace:
+    """Start ``job`` as the engine does: in the free ingest sequence."""
+    work = ingesting(job.n_tokens, s.free_ingest_seq(), job.doc_id, n_done)
+    s.begin_ingest(work)
+    return work
 
 
 def test_a_question_reserves_its_suffix_answer_and_one_window_exactly():
@@ -185,3 +192,85 @@ def test_an_ingestion_that_met_an_unreachable_store_is_retried_later_with_backof
     assert s2.next_job(None, 0) is None, "not due yet"
     now[0] += 0.5
     assert isinstance(s2.next_job(None, 0), IngestJob) and s2.wait_s() is None
+
+
+# -- the reading queue: shortest expected reading first (issue 51) ---------------------------------------
+
+
+def test_the_document_with_the_fewest_tokens_left_is_read_first_whatever_its_arrival():
+    s = sched()
+    for doc, n in (("book", 6000), ("memo", 500), ("note", 400)):
+        s.add(IngestJob(doc, n_tokens=n))
+    assert [d for d, _ in s.reading_order()] == ["note", "memo", "book"]
+    order = []
+    while (job := s.next_job(None, 0)) is not None:
+        order.append(job.doc_id)
+        begin(s, job)
+        s.end_ingest()
+    assert order == ["note", "memo", "book"]
+
+
+def test_a_long_documents_segments_count_together_and_keep_their_order():
+    s = sched()
+    for job in ingest_jobs("long", 3000, [SimpleNamespace(n_tokens=1000, index=i) for i in range(3)]):
+        s.add(job)
+    s.add(IngestJob("short", n_tokens=1500))  # shorter than the 3,000 tokens left of "long", not than a segment
+    order = []
+    while (job := s.next_job(None, 0)) is not None:
+        order.append(job.key)
+        begin(s, job)
+        s.end_ingest()
+    assert order == ["short", "long/0", "long/1", "long/2"]
+
+
+def test_a_much_shorter_document_pauses_the_reading_which_goes_on_from_where_it_stopped():
+    s = sched(pause_seq=True)
+    assert s.ingest_seqs == (5, 6)
+    book = begin(s, IngestJob("book", n_tokens=3000), n_done=0)
+    book.n_done = 1000  # 2,000 tokens left
+    s.add(IngestJob("memo", n_tokens=500))
+    job = s.next_job(None, 0)
+    assert job.doc_id == "memo" and s.paused is book and s.ingesting is None
+    assert s.free_ingest_seq() == 6, "the paused reading keeps its sequence and its cells"
+    memo = begin(s, job)
+    assert s.cells_reading() == 3000 + 500
+    s.add(IngestJob("note", n_tokens=400))
+    assert s.next_job(None, 0) is None, "one reading paused at a time: the next waits for the slot"
+    assert [d for d, _ in s.reading_order()] == ["memo", "note", "book"]
+    assert s.end_ingest() is memo
+    note = s.next_job(None, 0)
+    assert note.doc_id == "note", "a waiting one shorter than the paused one goes first"
+    begin(s, note)
+    assert s.resume() is None, "the slot is taken"
+    s.end_ingest()
+    assert s.next_job(None, 0) is None
+    assert s.resume() is book and s.ingesting is book and s.paused is None and book.n_done == 1000
+
+
+@pytest.mark.parametrize(
+    ("why", "pause_seq", "left", "short", "n_ctx", "pauses"),
+    [
+        ("much shorter", True, 2000, 500, N_CTX, True),
+        ("not much shorter: it waits", True, 2000, 1000, N_CTX, False),
+        ("no sequence to pause in (a recurrent model, or no parallel ingestion)", False, 2000, 500, N_CTX, False),
+        ("no room for both", True, 2000, 500, 3200, False),
+    ],
+)
+def test_when_a_reading_is_paused(why, pause_seq, left, short, n_ctx, pauses):
+    s = sched(pause_seq=pause_seq, n_ctx=n_ctx)
+    begin(s, IngestJob("book", n_tokens=3000), n_done=3000 - left)
+    s.add(IngestJob("memo", n_tokens=short))
+    job = s.next_job(None, 0)
+    assert (job is not None) == pauses and (s.paused is not None) == pauses, why
+
+
+def test_a_question_behind_a_paused_reading_counts_its_cells():
+    s = sched(pause_seq=True)
+    begin(s, IngestJob("book", n_tokens=2000))
+    s.add(IngestJob("memo", n_tokens=500))
+    begin(s, s.next_job(None, 0))
+    s.end_ingest()  # memo is read; book is still paused until the engine resumes it
+    s.add(question(n_prefix=2000, n_suffix=20))  # 2000 + 2000 paused + 137 > 4096
+    assert s.next_job(None, 0) is None and not s.idle
+    s.resume()
+    assert s.next_job(None, 0) is None, "it waits for the reading either way"
