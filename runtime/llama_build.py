@@ -103,7 +103,11 @@ def apply(root: Path, patches: list[Patch] = PATCHES) -> list[str]:
 
 def unpack(directory: Path) -> Path:
     """Unpack ``directory``'s ``SDIST``.tar.gz there (replacing an earlier tree); returns the tree."""
-    tarball = directory / f"{SDIST}.tar.gz"
+    return unpack_to(directory / f"{SDIST}.tar.gz", directory)
+
+
+def unpack_to(tarball: Path, directory: Path) -> Path:
+    """Unpack ``tarball`` (the sdist, or bench/device/pack.py's trimmed copy) into ``directory``."""
     with tarfile.open(tarball) as tar:
         tar.extractall(directory, filter="data")
     return directory / SDIST
