@@ -104,7 +104,7 @@ def measure(name: str, readers: int, routing: str, args, model_path: Path, ram_b
         "DOCQA_N_CTX": str(N_CTX),
         "DOCQA_HOT_DOCS": str(args.hot),
         "DOCQA_SNAPSHOT_RAM_BYTES": str(ram_bytes),
-        "DOCQA_CLUSTER_ROUTING": routing,
+        "DOCQA_DEBUG_CLUSTER_ROUTING": routing,
         "DOCQA_EXTRACT_WORKERS": "1",
         "DOCQA_TRAFFIC_LOG": "false",
         "DOCQA_HOST": "127.0.0.1",

@@ -126,7 +126,7 @@ class Ingress:
             headers=[(k, v) for k, v in request.headers.items() if k not in _DROP] + [("host", "127.0.0.1")],
             body=body,
         )
-        doc_id = document_of(req.path, body) if app.state.settings.cluster_routing == "document" else None
+        doc_id = document_of(req.path, body) if app.state.settings.debug_cluster_routing == "document" else None
         handle = self.reader.options(multiplexed_model_id=doc_id) if doc_id else self.reader
         parts = handle.forward.remote(req)
         try:

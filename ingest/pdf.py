@@ -40,12 +40,19 @@ class OcrJob:
     """OCR for one extraction. ``pages``: the pages wanted (1-based, inclusive; a cut, ingest/cut.py),
     None for all: OCR reads no page outside them. ``max_chars``: once the pages before hold this many
     characters, OCR stops (the rest is past any budget, ingest/cut.py keep_leading). ``progress``:
-    called with (pages read by OCR so far, pages to read), 0 first, in the extracting process."""
+    called with (pages read by OCR so far, pages to read), 0 first, in the extracting process; and
+    once before any page is read with (:data:`OPENED`, the PDF's number of pages), so a caller knows
+    the file opened and how many pages it has (server/api/background.py: a part that lies inside it
+    may be read in the background)."""
 
     settings: OcrSettings
     pages: tuple[int, int] | None = None
     max_chars: int | None = None
     progress: Callable[[int, int], None] | None = field(default=None, compare=False)
+
+
+#: ``OcrJob.progress(OPENED, n_pages)``: the PDF is open and has ``n_pages`` pages (no page read yet).
+OPENED = -1
 
 
 @dataclass(slots=True)
@@ -63,6 +70,8 @@ def pdf_pages(data: bytes, password: str | None, ocr: OcrJob | None = None) -> P
     """Read every page of the PDF ``data``. Raises PasswordRequired, WrongPassword, UnreadablePdf,
     NoTextLayer (no pages) or OcrUnavailable; MemoryError and RecursionError are left to the worker."""
     pages, labels = _open(data, password)
+    if ocr is not None and ocr.progress is not None:
+        ocr.progress(OPENED, len(pages))
     mode = ocr.settings.mode if ocr is not None else "off"
     why = unavailable(ocr.settings.languages) if ocr is not None and mode != "off" else None
     if why is not None and mode == "force":

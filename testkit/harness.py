@@ -14,10 +14,12 @@ import numpy as np
 
 from ingest.prompt import plain_layout
 from runtime.llama import Context, ContextConfig, Model
+from spec.constraint import Constraint
 from spec.cost import calibrate
+from spec.events import TokenEvent
 from spec.limits import MAX_WINDOW
 from spec.lookup import LookupDrafter, NgramIndex
-from spec.loop import Answer, AnswerParams, AnswerRun, AnswerStats, RollbackFailed, TokenEvent
+from spec.loop import Answer, AnswerParams, AnswerRun, AnswerStats, RollbackFailed
 from spec.mtp import MtpDrafter
 from spec.repetition import RepetitionGuard
 from spec.sampling import Sampler, SamplingParams
@@ -115,7 +117,10 @@ def first_divergence(a: list[int], b: list[int]) -> int:
 
 
 def generate(
-    run: AnswerRun, params: AnswerParams, rebuild: Callable[[list[int]], None] | None = None
+    run: AnswerRun,
+    params: AnswerParams,
+    rebuild: Callable[[list[int]], None] | None = None,
+    constraint: Constraint | None = None,
 ) -> Iterator[TokenEvent]:
     """Yield TokenEvents until EOS, a stop string, ``max_tokens``, a full context or cancellation,
     decoding this one sequence alone (one verify call per step, then the MTP catch-up).
@@ -126,7 +131,7 @@ def generate(
     ends.
     """
     ctx = run.ctx
-    answer = Answer(run, params)
+    answer = Answer(run, params, constraint)
     try:
         yield from answer.begin(ctx.logits()[-1])
         while not answer.done:
@@ -213,6 +218,7 @@ class TinyMtp:
         max_window: int = 16,
         rebuild=None,
         costs=None,
+        accept_drafts: bool = False,
     ):
         self.start(prompt)
         self.mtp.depth = min(3, window or 2)
@@ -233,6 +239,7 @@ class TinyMtp:
             sampling=SamplingParams(temperature=temperature, seed=seed),
             window=window,
             sources=sources,
+            accept_drafts=accept_drafts,
         )
         out = [t for event in generate(run, params, rebuild) for t in event.token_ids]
         return out, stats

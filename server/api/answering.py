@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from fastapi import Request
@@ -46,7 +46,7 @@ from server.engine.jobs import AnswerJob
 from spec import sources
 from spec.limits import MAX_WINDOW
 from spec.loop import AnswerParams
-from spec.quote import SERVED
+from spec.quote import QuoteConstraint, QuoteParams
 from spec.sampling import SamplingParams
 from store.collection_index import MemberDamaged
 from store.docstore import FAILED, INGESTING, DocRecord, DocStore
@@ -74,8 +74,9 @@ def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_a
             window=window,
             stops=tuple(req.stop) if req.stop is not None else layout_stops,
             sources=sources.NAMES if req.draft_source in ("all", "both") else (req.draft_source,),
-            quote=SERVED if answer_mode(req, settings) == "quote" else None,
+            quote=QuoteParams(threshold=settings.quote_support) if answer_mode(req, settings) == "quote" else None,
             reject_drafts=settings.debug_reject_drafts,
+            accept_drafts=settings.debug_accept_drafts,
         )
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from exc
@@ -113,22 +114,22 @@ async def submit(
     (server/api/segmented.py), read as one stream. Returns (stream, jobs waiting ahead of it)."""
     close = settings.segment_close_ratio
     try:
-        planned, (suffix, scaffold), earlier = await _tokenized(
-            engine, question, history, params, lambda: segmented.plan(store, doc, question, close, history)
+        planned, (suffix, n_constrained), earlier = await _tokenized(
+            engine, question, history, params, lambda: segmented.plan(engine.repairs, doc, question, close, history)
         )
     except DocumentFilesDamaged as exc:  # its segment list or index, beyond repair
         raise damaged(exc, doc.id) from None
     if planned is None:
         _check_fits(engine, suffix, doc.tokens, "the document")
         loop = asyncio.get_running_loop()
-        extra = {"history": history, "earlier": earlier, "scaffold": scaffold}
+        extra = {"history": history, "earlier": earlier, "n_constrained": n_constrained}
         job = AnswerJob(doc.id, question, params, loop, suffix, doc.tokens, **extra)
         return job, engine.submit_answer(job)
 
     def part(s: segmented.Source) -> str:
         return f"the part it is answered from (pages {s.where['pages'][0]}-{s.where['pages'][1]})"
 
-    return _queue(engine, planned, part, suffix, scaffold, earlier, question, params, history)
+    return _queue(engine, planned, part, suffix, n_constrained, earlier, question, params, history)
 
 
 async def submit_collection(
@@ -147,12 +148,12 @@ async def submit_collection(
     first. Returns (stream, jobs waiting ahead of it)."""
     close = settings.segment_close_ratio
     try:
-        planned, (suffix, scaffold), earlier = await _tokenized(
+        planned, (suffix, n_constrained), earlier = await _tokenized(
             engine,
             question,
             history,
             params,
-            lambda: collection.plan(store, collection_id, docs, question, close, history),
+            lambda: collection.plan(engine.repairs, collection_id, docs, question, close, history),
         )
     except MemberDamaged as exc:  # a document's text or segment list, beyond repair
         raise damaged(exc.error, exc.doc_id) from None
@@ -160,7 +161,7 @@ async def submit_collection(
     def member(s: segmented.Source) -> str:
         return f"the document it is answered from ({s.where['label']})"
 
-    return _queue(engine, planned, member, suffix, scaffold, earlier, question, params, history)
+    return _queue(engine, planned, member, suffix, n_constrained, earlier, question, params, history)
 
 
 async def _tokenized(engine: Engine, question: str, history, params: AnswerParams, plan):
@@ -173,25 +174,30 @@ async def _tokenized(engine: Engine, question: str, history, params: AnswerParam
     )
 
 
-def _suffix(engine: Engine, question: str, history, params: AnswerParams) -> tuple[np.ndarray, np.ndarray | None]:
-    """The question's suffix ids, and for a quote-first answer the scaffolding after its quote (or
-    after the gate's yes: ingest/prompt.py ``quote_scaffold``)."""
-    quote = params.quote
-    suffix = engine.layout.question_suffix(engine.model, question, history, quote=quote is not None)
+def _suffix(engine: Engine, question: str, history, params: AnswerParams) -> tuple[np.ndarray, int]:
+    """The question's suffix ids, and the most tokens a quote-first answer decodes before its answer:
+    its quote, the judgment (the question and the passage again, ingest/prompt.py ``quote_judge``, and
+    the reply) and the scaffolding (``quote_answer``)."""
+    quote, layout, model = params.quote, engine.layout, engine.model
+    suffix = layout.question_suffix(model, question, history, quote=quote is not None)
     if quote is None:
-        return suffix, None
-    return suffix, engine.layout.quote_scaffold(engine.model, question, restate=quote.restate, gate=quote.gate)
+        return suffix, 0
+    n = QuoteConstraint.MAX_LEAD + quote.max_tokens + 1 + len(layout.quote_answer(model, quote.judged))
+    if quote.judged:  # the passage: a header row, the quote and up to 40 tokens of its sentence on each side
+        passage = QuoteConstraint.MAX_HEADER + quote.max_tokens + 80
+        n += len(layout.quote_judge(model, question, "")) + passage + 1
+    return suffix, n
 
 
 def _queue(
-    engine: Engine, planned, what, suffix, scaffold, earlier, question, params, history
+    engine: Engine, planned, what, suffix, n_constrained, earlier, question, params, history
 ) -> tuple[AnswerStream, int]:
     """Check each planned source against the context (``what(source)``: what the 413 calls it), then
     queue a job for each, read as one stream (server/api/segmented.py ``submit``)."""
     loop = asyncio.get_running_loop()
     for s in planned.sources:
         _check_fits(engine, suffix, s.n_tokens, what(s))
-    extra = {"history": history, "earlier": earlier, "scaffold": scaffold}
+    extra = {"history": history, "earlier": earlier, "n_constrained": n_constrained}
     return segmented.submit(
         engine,
         planned,
@@ -230,6 +236,10 @@ class Collected:
     stats: AnswerStatsPublic
     answers: list[SegmentAnswerPublic] | None = None
     quote: QuotePublic | None = None
+    #: What was said, in order: ``("quote", text)`` for each quote event (a quote-first answer's quote, as
+    #: a stream sends it), ``("token", text)`` for each piece of the answer; a non-streamed response built
+    #: from these says what a stream of the same events said (server/api/routes/openai.py).
+    said: list[tuple[str, str]] = field(default_factory=list)
 
 
 async def collect(stream: AnswerStream, request: Request) -> Collected:
@@ -241,12 +251,16 @@ async def collect(stream: AnswerStream, request: Request) -> Collected:
     stats: AnswerStatsPublic | None = None
     answers: list[SegmentAnswerPublic] | None = None
     quote: QuotePublic | None = None
+    said: list[tuple[str, str]] = []
     watcher = asyncio.create_task(cancel_on_disconnect(request, stream))
     try:
         while True:
             match await stream.events.get():
+                case Quote(text=text):
+                    said.append(("quote", text))
                 case Token(text=text):
                     parts.append(text)
+                    said.append(("token", text))
                 case Citations(citations=cited, quote=quoted):
                     citations = [CitationPublic(**c) for c in cited]
                     quote = QuotePublic(**quoted) if quoted is not None else None
@@ -263,7 +277,7 @@ async def collect(stream: AnswerStream, request: Request) -> Collected:
         stream.cancel()
     if stats is None:
         raise GenerationFailed("the engine finished without stats")
-    return Collected("".join(parts), citations, stats, answers, quote)
+    return Collected("".join(parts), citations, stats, answers, quote, said)
 
 
 POLL_S = 0.25  # how often a non-streaming request checks that its client is still there

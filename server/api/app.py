@@ -12,7 +12,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from functools import partial
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -23,7 +22,7 @@ from starlette.routing import Route
 
 from ingest.errors import DataDirUnusable
 from ingest.worker import ExtractionWorker
-from server.api import handlers, refit, uploads
+from server.api import handlers, refit
 from server.api.guard import Guard
 from server.api.head import HeadAsGet
 from server.api.hosts import TrustedHosts
@@ -55,25 +54,25 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         if settings.ingest_lease_s:  # servers sharing the database: ingest under leases (server/engine/lease.py)
             store.share(owner_name(settings.replica_name), settings.ingest_lease_s)
         traffic = TrafficLog(settings) if settings.traffic_log else None
-        engine = Engine(settings, store, observer=metrics, traffic=traffic)
-        # Resumes stranded ingestions (and renews leases when servers share the database).
-        leases = Leases(store, engine.submit_ingest, engine.progress.__contains__, settings.resume_check_s)
-        app.state.store = store
-        app.state.reingesting = set()  # documents being re-ingested (one re-ingest per document at a time)
-        app.state.engine = engine
         extractor = app.state.extractor = ExtractionWorker(
             settings.extract_timeout_s,
             settings.extract_memory_bytes,
-            settings.text_rules,
+            settings.debug_text_rules,
             workers=settings.extract_workers,
             queue=settings.extract_queue,
             max_waiting_bytes=settings.extract_queue_bytes,
             ocr=settings.ocr_settings(),
         )
+        # A damaged file is repaired by the engine's one repair path, with the extractor passed to it
+        # (server/engine/repairs.py): nothing is assigned onto the store.
+        engine = Engine(settings, store, observer=metrics, traffic=traffic, extract=extractor.extract)
+        app.state.store = store
+        app.state.reingesting = set()  # documents being re-ingested (one re-ingest per document at a time)
+        app.state.engine = engine
+        # Resumes stranded ingestions (and renews leases when servers share the database).
+        leases = Leases(store, engine.submit_ingest, engine.progress.__contains__, settings.resume_check_s)
         extractor.prestart()
         await asyncio.to_thread(engine.start)
-        store.reextract = extractor.extract  # damaged derived files repaired wherever read (store/docstore.py)
-        store.resplit = partial(uploads.resplit, engine, settings)
         app.state.snapshot_bytes = snapshot_estimate(settings, engine.model.path)  # for the free-space check
         await asyncio.to_thread(lambda: engine.model.max_token_chars)  # read the vocabulary once, now
         metrics.bind(engine, store)

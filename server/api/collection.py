@@ -24,6 +24,7 @@ from server.api import refit, segmented
 from server.api.schemas import CollectionDocument, CollectionPublic
 from server.api.segmented import Source
 from server.config.errors import CollectionEmpty, DocumentFailed, DocumentIngesting
+from server.engine.repairs import Repairs
 from store import collection_index, index
 from store.collection_index import MemberDamaged
 from store.docstore import FAILED, INGESTING, READY, CollectionRecord, DocRecord, DocStore
@@ -92,7 +93,7 @@ def check_answerable(
 
 
 def plan(
-    store: DocStore,
+    repairs: Repairs,
     collection_id: str,
     docs: list[DocRecord],
     question: str,
@@ -101,8 +102,20 @@ def plan(
 ) -> CollectionPlan:
     """Rank the collection's documents and segments for ``question`` (with a conversation's earlier
     turns, weighted lower) and describe the chosen ones. Runs off the event loop (the index is made
-    again first when a document changed). Raises MemberDamaged naming a document whose files are
-    damaged beyond repair."""
+    again first when a document changed). ``repairs``: the store's; a member whose text or segment
+    list is damaged is repaired through the one repair path (server/engine/repairs.py) and the plan
+    made once more. Raises MemberDamaged naming a document whose files are damaged beyond repair."""
+    try:
+        return _plan(repairs.store, collection_id, docs, question, close, history)
+    except MemberDamaged as exc:
+        try:
+            repairs.repair(exc.doc_id, exc.error)
+        except DocumentFilesDamaged:
+            raise exc from None
+    return _plan(repairs.store, collection_id, docs, question, close, history)
+
+
+def _plan(store: DocStore, collection_id: str, docs: list[DocRecord], question: str, close: float, history):
     ranked = collection_index.rank(store, collection_id, docs, question, history)
     scores = dict(ranked)
     by_id = {d.id: d for d in docs}

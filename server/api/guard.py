@@ -16,9 +16,10 @@ away.
   PATCH, DELETE) whose ``Origin`` is neither this server (the ``Host`` it was sent to) nor one of
   DOCQA_CORS_ORIGINS is refused (403); so is one a browser marks ``Sec-Fetch-Site: cross-site``.
   Clients that are not browsers send no ``Origin`` and pass.
-* **API key.** With DOCQA_API_KEY, every path but the page (``/``, ``/static/``) and ``/health`` needs
-  ``Authorization: Bearer <key>``: ``/v1``, ``/metrics`` (unless DOCQA_PUBLIC_METRICS), ``/docs``
-  and ``/openapi.json``. CORS preflights (OPTIONS) carry no credentials and pass.
+* **API key.** With DOCQA_API_KEY, every path but the page (``/``, ``/static/``), ``/health`` and the
+  formats it reads (``/v1/formats``) needs ``Authorization: Bearer <key>``: ``/v1``, ``/metrics``
+  (unless DOCQA_PUBLIC_METRICS), ``/docs`` and ``/openapi.json``. CORS preflights (OPTIONS) carry no
+  credentials and pass.
 * **Request id.** Every response carries ``X-Request-ID``; a 500's body names it, and so does the
   log line with the trace (server/config/errors.py).
 """
@@ -50,7 +51,7 @@ from server.config.settings import Settings
 MULTIPART_SLACK = 64 * 1024  # boundaries and part headers around an uploaded file
 UPLOAD_PATHS = ("/v1/documents",)  # multipart uploads: DOCQA_MAX_UPLOAD_BYTES; other bodies: the JSON limit
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-PUBLIC_PATHS = frozenset({"/", "/health"})
+PUBLIC_PATHS = frozenset({"/", "/health", "/v1/formats"})
 PUBLIC_PREFIXES = ("/static/",)
 
 

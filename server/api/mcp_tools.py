@@ -14,8 +14,10 @@ structured content, each with a ``ref``), and ``get_passage`` (the quoted text o
 stands around it). Every ready document is also a resource, ``docqa://documents/<id>``: its text.
 
 An API error becomes the tool's error result (``isError``) with docqa's own type and message ("
-document_not_found: no document with id 'x'; ..."), and an unknown resource an MCP error; nothing a
-client sends crashes the server.
+document_not_found: no document with id 'x'; list them with the list_documents tool": the routes a
+message names for HTTP clients are named as the tools that do the same, :func:`in_tool_words`), and
+an unknown resource an MCP error; nothing a client sends crashes the server. An answer's citations
+name their document (``document_name``), as ``get_passage`` does.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import re
 from pathlib import Path
 
 import httpx
@@ -31,12 +34,17 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import Resource
 from pydantic import BaseModel, Field
 
+from ingest import formats
 from ingest.locate import Locator
 
 RESOURCE = "docqa://documents/{document_id}"
 INGEST_TIMEOUT_S = 3600.0  # longest ingest_file waits for a document to be ready
 POLL_S = 0.5
 CONTEXT_CHARS = 200  # get_passage: characters of the text before and after the quote
+#: A document or collection id as docqa makes them (16 hex digits), with room for other stores' ids; an
+#: argument that is not one never reaches a URL path (a newline or "../" in it did).
+ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+REF = re.compile(r"(?P<id>[A-Za-z0-9_-]{1,64}):(?P<start>[0-9]{1,12})-(?P<end>[0-9]{1,12})")
 
 
 class DocumentInfo(BaseModel):
@@ -101,6 +109,24 @@ class ApiError(Exception):
     """An error answer of the docqa API (``type``: server/config/errors.py STATUS), or no server."""
 
 
+#: The routes an API error message names for HTTP clients, and the tools an MCP client has for them.
+_TOOL_WORDS = [
+    (re.compile(r"GET /v1/documents(?![/\w])"), "the list_documents tool"),
+    (re.compile(r"GET /v1/collections(?![/\w])"), "the list_collections tool"),
+    (re.compile(r"GET /v1/models(?![/\w])"), "the list_documents tool"),
+    (re.compile(r"POST /v1/documents(?![/\w])"), "the ingest_file tool"),
+    (re.compile(r" ?\(POST /v1/documents/[^)\s]*/reingest\)"), ""),
+]
+
+
+def in_tool_words(message: str) -> str:
+    """``message`` with the HTTP routes it names replaced by the MCP tools that do the same ("list them
+    with GET /v1/documents" -> "list them with the list_documents tool"): an assistant has no routes."""
+    for pattern, words in _TOOL_WORDS:
+        message = pattern.sub(words, message)
+    return message
+
+
 class DocqaApi:
     """docqa's HTTP API for the tools: ``client`` has the server's base URL and its key."""
 
@@ -110,6 +136,8 @@ class DocqaApi:
     async def call(self, method: str, path: str, **kwargs) -> dict:
         try:
             r = await self.client.request(method, path, **kwargs)
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:  # the ids are checked first; never a traceback
+            raise ApiError(f"the request path {path!r} is not valid ({exc})") from None
         except httpx.TransportError as exc:
             raise ApiError(
                 f"no docqa server answers at {self.where} ({type(exc).__name__}); start one with `docqa serve`, "
@@ -118,7 +146,7 @@ class DocqaApi:
         if r.status_code >= 400:
             try:
                 error = r.json()["error"]
-                raise ApiError(f"{error['type']}: {error['message']}")
+                raise ApiError(f"{error['type']}: {in_tool_words(error['message'])}")
             except (ValueError, KeyError, TypeError):
                 raise ApiError(f"HTTP {r.status_code}: {r.text[:300]}") from None
         return r.json() if r.content else {}
@@ -179,7 +207,7 @@ def build(api: DocqaApi, read_paths: bool) -> MCPServer:
 
     @server.tool(
         description=(
-            "Read a file into docqa (PDF, DOCX, EPUB, HTML, text, XLSX, ODS, CSV, PPTX) and wait until it can be "
+            f"Read a file into docqa ({formats.names()}: {' '.join(formats.suffixes())}) and wait until it can be "
             "asked about. Give `path` (a file on this machine) or `content_base64` with `name`."
         )
     )
@@ -221,23 +249,33 @@ def build(api: DocqaApi, read_paths: bool) -> MCPServer:
     ) -> Answer:
         if (document_id is None) == (collection_id is None):
             raise ToolError("give either document_id or collection_id")
+        _check_id("document_id", document_id)
+        _check_id("collection_id", collection_id)
         path = f"/v1/documents/{document_id}" if document_id else f"/v1/collections/{collection_id}"
         body = {"question": question, "max_tokens": max_tokens}
         reply = await calling("POST", f"{path}/answers", json=body)
+        names: dict[str, str] = {}  # a single document's citations come without its name: asked once
+        for c in reply["citations"]:
+            doc_id = c.get("document_id") or document_id
+            if c.get("document_name"):
+                names.setdefault(doc_id, c["document_name"])
+            elif doc_id not in names:
+                names[doc_id] = (await calling("GET", f"/v1/documents/{doc_id}"))["name"]
         citations = [
             Citation(ref=f"{c.get('document_id') or document_id}:{c['start']}-{c['end']}",
-                     document_id=c.get("document_id") or document_id, **_fields(Citation, c, "document_id"))
+                     document_id=c.get("document_id") or document_id,
+                     **(_fields(Citation, c, "document_id", "document_name")
+                        | {"document_name": names[c.get("document_id") or document_id]}))
             for c in reply["citations"]
         ]  # fmt: skip
         return Answer(answer=reply["answer"], citations=citations, finish_reason=reply["stats"]["finish_reason"])
 
     @server.tool(description="The text a citation quotes (its `ref` from ask), with what stands before and after it.")
     async def get_passage(ref: str, context_chars: int = CONTEXT_CHARS) -> Passage:
-        try:
-            doc_id, span = ref.rsplit(":", 1)
-            start, end = (int(x) for x in span.split("-"))
-        except ValueError:
-            raise ToolError(f"{ref!r} is not a citation ref (<document id>:<start>-<end>, as ask returns it)") from None
+        found = REF.fullmatch(ref)
+        if found is None:
+            raise ToolError(f"{ref!r} is not a citation ref (<document id>:<start>-<end>, as ask returns it)")
+        doc_id, start, end = found["id"], int(found["start"]), int(found["end"])
         doc = await calling("GET", f"/v1/documents/{doc_id}")
         body = await calling("GET", f"/v1/documents/{doc_id}/text")
         text, pages = body["text"], body["pages"]
@@ -255,12 +293,23 @@ def build(api: DocqaApi, read_paths: bool) -> MCPServer:
 
     @server.resource(RESOURCE, mime_type="text/plain", description="A document's extracted text")
     async def document_text(document_id: str) -> str:
+        if ID.fullmatch(document_id) is None:
+            raise ResourceNotFoundError(f"{document_id[:80]!r} is not a document id")
         try:
             return (await api.call("GET", f"/v1/documents/{document_id}/text"))["text"]
         except ApiError as exc:
             raise ResourceNotFoundError(str(exc)) from None
 
     return server
+
+
+def _check_id(argument: str, value: str | None) -> None:
+    """ToolError unless ``value`` (None: not given) looks like an id of docqa's (:data:`ID`)."""
+    if value is not None and ID.fullmatch(value) is None:
+        raise ToolError(
+            f"{argument} {value[:80]!r} is not an id: letters, digits, '-' and '_' only (as list_documents and "
+            "list_collections give them)"
+        )
 
 
 def _fields(model: type[BaseModel], values: dict, *without: str) -> dict:

@@ -81,15 +81,19 @@ class SegmentPublic(BaseModel):
 
 
 class ReadingPublic(BaseModel):
-    """A document being read (prefilled), as its reader waits for it (server/engine/reading.py)."""
+    """A document being read (prefilled), as its reader waits for it (server/engine/reading.py). The
+    reading queue reads the document with the fewest tokens left first (server/engine/scheduler.py)."""
 
-    waiting: bool  # its turn has not come: questions (``ahead``) or other documents' readings go first
+    waiting: bool  # not being read now: its turn has not come (questions or other readings go first), or paused
+    paused: bool = False  # its reading began and was set aside for a shorter document's; it keeps its progress
     ahead: int  # questions being answered now, which go before a reading that waits
-    documents_ahead: int  # documents queued to be read before it (one is read at a time)
+    position: int = 1  # its place in the reading queue: 1 = being read now (or next), 2 = read after one other
+    documents_ahead: int  # documents expected to be read before it (position - 1; one is read at a time)
     tokens_done: int  # prefix tokens read (every segment's, for a long document)
     tokens_total: int
-    tokens_per_s: float | None  # measured over the last 30 s; null until the first chunk is read
-    seconds_left: float | None  # the tokens left at that rate; null while the rate is unknown
+    tokens_per_s: float | None  # its reading rate (waiting: the server's), over the last 30 s; null until measured
+    seconds_to_start: float | None = None  # expected seconds until its reading begins or goes on (0: being read)
+    seconds_left: float | None  # expected seconds until it is ready: the tokens before it and its own, at that rate
     busy: str | None = None  # "load average 8.2 on 2 cores": the machine is busy, so reading is slow
 
 
@@ -108,13 +112,16 @@ class DocumentPublic(BaseModel):
     tokens: int
     error: str | None
     created_at: float
-    kind: str  # pdf | docx | epub | html | text | xlsx | ods | csv | pptx (ingest/formats.py); "": a refused file
+    kind: str  # pdf | docx | ... (GET /v1/formats, ingest/formats.py); "": a refused file
     text_rules: int  # the text rules version that made the stored text (1 = raw lines; see reingest)
     encoding: str | None  # text and HTML uploads: the codec their bytes were decoded with
     warnings: list[PageWarning] = []  # pages that could not be read, or read as garbage
     segments: list[SegmentPublic] | None = None  # a document longer than the context: its segments
     source_path: str | None = None  # the watched file it was read from (DOCQA_WATCH); None: uploaded
     read_at: float | None = None  # unix seconds: when that file was last read
+    # Its watched folder is unavailable (gone, unreadable, or empty where its files were), and why: the
+    # document is kept as it was and still answers; null: the folder is there, or it was uploaded.
+    folder_unavailable: str | None = None
 
 
 class DocumentCreated(BaseModel):
@@ -134,6 +141,18 @@ class ReingestRequest(Body):
 
 class DocumentList(BaseModel):
     documents: list[DocumentPublic]
+
+
+class FormatPublic(BaseModel):
+    kind: str  # a document's kind when its bytes are this format
+    label: str  # its name for people ("Word")
+    suffixes: list[str]  # file name endings (".docx"); a watched folder reads these, an upload is told by its bytes
+    media_type: str  # what GET /v1/documents/{id}/file serves it as
+
+
+class FormatList(BaseModel):
+    formats: list[FormatPublic]  # in the order the bytes are tried against them
+    accepted: str  # the sentence a refusal ends with ("upload a PDF, Word, ... or text file (.pdf ...)")
 
 
 class PageSpan(BaseModel):
@@ -233,11 +252,15 @@ class CitationPublic(BaseModel):
 
 
 class QuotePublic(BaseModel):
-    """A quote-first answer's quote: the passage of the document the model copied before answering."""
+    """A quote-first answer's quote: the passage of the document the model copied before answering,
+    and whether the model judged that it answers the question."""
 
-    text: str  # the document's text of the passage (the model's own words when it is not verified)
-    verified: bool  # the passage is in the document; an unverified quote is never a citation
-    citation: CitationPublic | None = None  # where it is (null when not verified, or "none")
+    text: str  # the document's text of the passage ("" when the model said no passage answers)
+    verified: bool  # the document's own text, and judged to answer the question: the answer's citation
+    citation: CitationPublic | None = None  # where it is, when verified
+    passage: CitationPublic | None = None  # where it is, when it is the document's but does not answer
+    support: float | None = None  # the model's probability that the passage answers (null: not asked)
+    reason: str | None = None  # why the answer is "The document does not say." (one line), when it is
 
 
 class SegmentAnswerPublic(BaseModel):

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from ingest.segments import Segment
@@ -36,8 +37,9 @@ from server.api import agreement
 from server.engine.events import Answers, Citations, Done, Event, Failed, Quote, Stats, Token
 from server.engine.events import Segment as SegmentEvent
 from server.engine.jobs import AnswerJob
-from store import index, repair
-from store.docstore import DocRecord, DocStore
+from server.engine.repairs import Repairs
+from store import index
+from store.docstore import DocRecord
 
 NOT_FOUND = (
     "The document does not seem to contain this: none of its parts mentions any of the words of the "
@@ -116,16 +118,19 @@ class Plan:
 
 
 def plan(
-    store: DocStore, doc: DocRecord, question: str, close: float, history: tuple[tuple[str, str], ...] = ()
+    repairs: Repairs, doc: DocRecord, question: str, close: float, history: tuple[tuple[str, str], ...] = ()
 ) -> Plan | None:
     """Rank ``doc``'s segments for ``question``, a conversation's earlier turns (``history``) ranked
     with it, weighted lower (store/index.py ``rank_conversation``: a follow-up such as "Why did she
     do it?" stays on the segment its conversation is about); None for a document answered whole.
-    Runs off the event loop (a small SQLite read; a damaged index is rebuilt, store/repair.py)."""
-    segments = store.read_segments(doc.id)
+    Runs off the event loop (a small SQLite read). ``repairs``: the store's, read through the one
+    repair path (a damaged segment list or index is repaired and read again, server/engine/repairs.py).
+    Raises DocumentFilesDamaged beyond repair."""
+    store = repairs.store
+    segments = repairs.read(doc.id, partial(store.read_segments, doc.id))
     if segments is None:
         return None
-    ranked = repair.rank_segments(store.dir(doc.id), question, history)
+    ranked = repairs.read(doc.id, partial(store.rank_segments, doc.id, question, history))
     scores = dict(ranked)
     picked = index.chosen(ranked, close)
     return Plan([segments[i] for i in picked], [scores[i] for i in picked], len(segments), paged(doc), doc.id)
@@ -198,9 +203,10 @@ class SegmentedAnswer:
                         put(event)
                     case Citations(citations=cited, quote=quoted):
                         part["citations"] = [{**c, **source.cited} for c in cited]
-                        if quoted is not None:
-                            at = quoted["citation"]
-                            part["quote"] = {**quoted, "citation": {**at, **source.cited} if at else None}
+                        if quoted is not None:  # its citation (or its passage) names the collection's document
+                            part["quote"] = dict(quoted) | {
+                                k: {**quoted[k], **source.cited} for k in ("citation", "passage") if quoted.get(k)
+                            }
                     case Stats(values=values):
                         all_stats.append(dict(values))
                     case Failed():

@@ -20,7 +20,7 @@ import time
 import uvicorn
 from pydantic import ValidationError
 
-from server.config.settings import Settings
+from server.config.settings import Settings, deprecated_in
 
 
 def main() -> None:
@@ -40,6 +40,8 @@ def main() -> None:
         sys.exit(f"docqa: invalid settings (DOCQA_* environment variables, DATA_DIR/{SETTINGS_FILE}):\n{exc}")
     if tuned := describe(settings.data_dir, Settings.model_fields):
         logging.getLogger("docqa").info("%s", tuned)
+    for line in deprecated_in():
+        logging.getLogger("docqa").warning("%s", line)
 
     try:
         # A missing or read-only data directory (or an unreachable database): one line naming it.

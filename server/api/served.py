@@ -33,38 +33,22 @@ from fastapi import Response
 from starlette.responses import FileResponse
 from starlette.types import Receive, Scope, Send
 
+from ingest import formats
 from server.config.errors import DocumentFailed, DocumentIngesting
 from store.docstore import INGESTING, DocRecord
 
-#: kind (ingest/extract.py KINDS) -> (media type, extension the served name must end with).
-MEDIA = {
-    "pdf": ("application/pdf", ".pdf"),
-    "docx": ("application/vnd.openxmlformats-officedocument.wordprocessingml.document", ".docx"),
-    "epub": ("application/epub+zip", ".epub"),
-    "html": ("text/html", ".html"),
-    "text": ("text/plain", ".txt"),
-    "xlsx": ("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", ".xlsx"),
-    "ods": ("application/vnd.oasis.opendocument.spreadsheet", ".ods"),
-    "csv": ("text/csv", ".csv"),
-    "pptx": ("application/vnd.openxmlformats-officedocument.presentationml.presentation", ".pptx"),
-}
 _PART = re.compile(r" \((?:pages|characters) [^()]+\)$")  # server/api/uploads.py display_name
 _UNSAFE = re.compile(r"[^A-Za-z0-9._ ()+-]")
 
 
 def file_name(doc: DocRecord) -> str:
-    """The name to save the upload as: the document's name without the part suffix, ending in the
-    kind's extension ("notes.md" keeps its own; a PDF named "scan" becomes "scan.pdf")."""
+    """The name to save the upload as: the document's name without the part suffix, ending in one of
+    its kind's suffixes (ingest/formats.py; "notes.md" keeps its own, a PDF named "scan" becomes "scan.pdf")."""
     name = _PART.sub("", doc.name).strip().strip(".") or "document"
-    _, ext = MEDIA.get(doc.kind, ("", ""))
-    own = name.rsplit(".", 1)[-1].lower() if "." in name else ""
-    if doc.kind == "text" and own in ("txt", "md", "markdown", "text"):
+    row = formats.row(doc.kind)
+    if row is None or name.lower().endswith(row.suffixes):
         return name
-    if doc.kind == "html" and own in ("htm", "html", "xhtml"):
-        return name
-    if (doc.kind, own) in (("csv", "tsv"), ("xlsx", "xlsm")):
-        return name
-    return name if name.lower().endswith(ext) else name + ext
+    return name + row.suffixes[0]
 
 
 def disposition(name: str) -> str:
@@ -75,7 +59,8 @@ def disposition(name: str) -> str:
 
 
 def media_type(doc: DocRecord, name: str) -> str:
-    media, _ = MEDIA.get(doc.kind, ("application/octet-stream", ""))
+    row = formats.row(doc.kind)
+    media = row.media_type if row is not None else "application/octet-stream"
     if doc.kind == "text" and name.lower().endswith((".md", ".markdown")):
         media = "text/markdown"
     if media.startswith("text/"):

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 
 from ingest import cut as cuts
 from ingest import pipeline
-from ingest import segments as segs
 from ingest.budget import Budget
 from ingest.extract import ExtractedText
 from ingest.pipeline import Prepared
@@ -39,17 +38,6 @@ def prepare(engine: Engine, settings: Settings, extracted: ExtractedText) -> Pre
     leading part that fits."""
     budget = Budget(settings.document_budget, engine.n_ctx, engine.model.n_ctx_train)
     return pipeline.prepare(extracted, engine.layout, engine.model, budget, segmenting(settings))
-
-
-def resplit(engine: Engine, settings: Settings, extracted: ExtractedText) -> tuple[list, list]:
-    """The segments of ``extracted`` and their prefixes as an upload would make them now (the loaded
-    tokenizer, DOCQA_DOCUMENT_BUDGET, DOCQA_SEGMENT_OVERLAP_TOKENS): what a damaged ``segments.json``
-    is checked against (store/docstore.py ``read_segments``). ValueError when documents are not split."""
-    how = segmenting(settings)
-    if how is None:
-        raise ValueError("long documents are refused (DOCQA_LONG_DOCUMENTS=refuse)")
-    budget = Budget(settings.document_budget, engine.n_ctx, engine.model.n_ctx_train)
-    return segs.split(extracted, engine.layout, engine.model, budget.limit, how.overlap)
 
 
 def segmenting(settings: Settings) -> pipeline.Segmenting | None:

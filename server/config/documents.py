@@ -1,7 +1,7 @@
 """The settings of documents: where they are stored and how much disk and RAM their states may take,
 how uploads are read (the extraction worker's limits, the text rules), and how a document longer than
 the context is split. A part of :class:`server.config.settings.Settings`; every field is documented in
-README.md.
+docs/settings.md.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings
 
 from ingest.normalize import TEXT_RULES
@@ -63,11 +63,15 @@ class DocumentSettings(BaseSettings):
     extract_memory_bytes: int = Field(
         default=1024**3, ge=64 * 1024**2, description="Address-space limit of the extraction worker process."
     )
-    text_rules: int = Field(
+    debug_text_rules: int = Field(
         default=TEXT_RULES,
         ge=1,
         le=TEXT_RULES,
-        description="Text rules version for new extractions (ingest/normalize.py); 1 = the old raw lines.",
+        validation_alias=AliasChoices("DOCQA_DEBUG_TEXT_RULES", "DOCQA_TEXT_RULES"),  # the old name: deprecated
+        description=(
+            "Debug/compatibility: text rules version for new extractions (ingest/normalize.py); 1 = the raw "
+            "lines of earlier versions, for bench/reflow.py's side by side and the reingest tests."
+        ),
     )
     ocr: Literal["auto", "off", "force"] = Field(
         default="auto",

@@ -1,6 +1,6 @@
 """The settings of the HTTP server: where it binds, who may call it (API key, hosts, origins), request
 limits and timeouts, streaming heartbeats and the graceful shutdown. A part of
-:class:`server.config.settings.Settings`; every field is documented in README.md.
+:class:`server.config.settings.Settings`; every field is documented in docs/settings.md.
 """
 
 from __future__ import annotations

@@ -34,9 +34,17 @@ PRESETS = {
 RS_CHOICES = (MAX_WINDOW, 12, 8, 6, 4)
 
 
-def n_sequences(settings: Settings) -> int:
-    """llama.cpp sequences: the document's, one per concurrent question, and one to ingest into."""
-    return 1 + settings.n_seq_max + int(settings.parallel_ingest)
+def n_sequences(settings: Settings, recurrent: bool = False) -> int:
+    """llama.cpp sequences: the document's, one per concurrent question, and with ``parallel_ingest``
+    one to ingest into, and on a model without recurrent state one more, where a reading is paused
+    for a shorter one (server/engine/scheduler.py; a recurrent model would pay a recurrent state and
+    its rollback planes for it)."""
+    return 1 + settings.n_seq_max + int(settings.parallel_ingest) + int(pause_seq(settings, recurrent))
+
+
+def pause_seq(settings: Settings, recurrent: bool) -> bool:
+    """Whether the engine keeps a second ingest sequence, to pause a reading in (:func:`n_sequences`)."""
+    return settings.parallel_ingest and not recurrent
 
 
 def context_config(settings: Settings, recurrent: bool) -> ContextConfig:
@@ -60,7 +68,7 @@ def context_config(settings: Settings, recurrent: bool) -> ContextConfig:
         flash_attn=s.flash_attn,
         swa_full=s.swa_full,
         n_rs_seq=(MAX_WINDOW if s.n_rs_seq is None else s.n_rs_seq) if recurrent else 0,
-        n_seq_max=n_sequences(s),
+        n_seq_max=n_sequences(s, recurrent),
         kv_unified=True,
     )
 
@@ -68,13 +76,13 @@ def context_config(settings: Settings, recurrent: bool) -> ContextConfig:
 def plan_config(settings: Settings, shape: ModelShape) -> PlanConfig:
     """The contexts server/engine/engine.py creates for ``settings`` on this model, as a PlanConfig: one
     sequence holds the document, each of ``n_seq_max`` concurrent questions gets its own, and with
-    ``parallel_ingest`` one more takes a new document's prefill (:func:`n_sequences`), in one unified
+    ``parallel_ingest`` one or two more take new documents' prefill (:func:`n_sequences`), in one unified
     KV pool; the MTP context has the same shape.
     Keep this in step with :func:`context_config`."""
     n_rs_seq = (MAX_WINDOW if settings.n_rs_seq is None else settings.n_rs_seq) if shape.is_recurrent else 0
     return PlanConfig(
         n_ctx=settings.n_ctx,
-        n_seq_max=n_sequences(settings),
+        n_seq_max=n_sequences(settings, shape.is_recurrent),
         n_rs_seq=n_rs_seq,
         type_k=settings.type_k,
         type_v=settings.type_v,
@@ -159,7 +167,7 @@ def preset_values(name: str, settings: Settings) -> dict[str, object]:
     if not fitting and "n_ctx" not in explicit:
         values["n_ctx"] = largest_n_ctx(shape, config(), budget) or spec["n_ctx"]
     if "n_seq_max" not in explicit:
-        extra = n_sequences(settings.model_copy(update={**values, "n_seq_max": 0}))  # besides the questions
+        extra = n_sequences(settings.model_copy(update={**values, "n_seq_max": 0}), shape.is_recurrent)  # not questions
         contexts = largest_n_seq_max(shape, config(), budget, limit=MAX_SEQS + extra)
         values["n_seq_max"] = max(1, contexts - extra)
     if "n_rs_seq" in explicit:

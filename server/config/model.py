@@ -1,6 +1,6 @@
 """The settings of the model and how it decodes: the GGUF, its contexts (n_ctx, batches, threads,
 KV cache types), concurrency, MTP, the draft window and the batch-invariant mode. A part of
-:class:`server.config.settings.Settings`; every field is documented in README.md.
+:class:`server.config.settings.Settings`; every field is documented in docs/settings.md.
 
 Defaults suit the embedded Gemma 3 270M model on a CPU: its full 32k context, ``n_ubatch`` large
 enough that a 17-row verify call (16 drafts + 1) fits in one ubatch, and one thread per core.
@@ -19,6 +19,7 @@ from runtime.kvtypes import GGML, KV_TYPES
 from runtime.models import NAMES as MODEL_NAMES
 from runtime.plan_fit import parse_size
 from spec.limits import MAX_MTP_DRAFT, MAX_ROWS, MAX_WINDOW
+from spec.quote import THRESHOLD
 
 KvType = Literal[KV_TYPES]  # runtime/kvtypes.py
 #: Most questions answered at once (sequences besides the document's); llama.cpp allows 256 in all.
@@ -128,6 +129,14 @@ class ModelSettings(BaseSettings):
             "Slow: never in production."
         ),
     )
+    debug_accept_drafts: bool = Field(
+        default=False,
+        description=(
+            "Debug: every draft is accepted whatever the target says (then the target's token after them), so "
+            "a step goes as fast as a drafter that is always right; the answer is not the model's own. For "
+            "speed on random-weight models, which accept no drafts (bench/device/). Never in production."
+        ),
+    )
     parallel_ingest: bool = Field(
         default=True,
         description=(
@@ -182,8 +191,19 @@ class ModelSettings(BaseSettings):
         default="auto",
         description=(
             "How answers are written when a request names no mode: quote (the passage of the document that "
-            "answers, copied and checked, then the answer; no passage: 'The document does not say.'), direct "
-            "(the answer alone), or auto: the better of the two for the model, by bench/results/quality-quote.md."
+            "answers, copied from it; the model judges whether it answers the question, then answers; no "
+            "such passage: 'The document does not say.'), direct (the answer alone), or auto: the better of "
+            "the two for the model, by bench/results/quality.md."
+        ),
+    )
+    quote_support: float = Field(
+        default=THRESHOLD,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Quote-first answers: the model's probability that its quote answers the question (asked after "
+            "the quote) at or above which the answer is given; below it the answer is 'The document does not "
+            "say.' Higher refuses more, lower answers more (bench/results/quality.md measures both kinds)."
         ),
     )
     answer_history: bool = Field(
@@ -214,6 +234,8 @@ class ModelSettings(BaseSettings):
     def _check_model(self) -> ModelSettings:
         if self.batch_invariant:
             self._make_batch_invariant()
+        if self.debug_accept_drafts and self.debug_reject_drafts:
+            raise ValueError("debug_accept_drafts and debug_reject_drafts exclude each other")
         if self.min_ngram > self.max_ngram:
             raise ValueError(f"min_ngram ({self.min_ngram}) must be <= max_ngram ({self.max_ngram})")
         if self.n_ubatch > self.n_batch:

@@ -1,12 +1,12 @@
 """The settings of servers that share one data directory and database (a cluster, cluster/): storage
 shared between servers, replica identity and cluster routing. A part of
-:class:`server.config.settings.Settings`; every field is documented in README.md."""
+:class:`server.config.settings.Settings`; every field is documented in docs/settings.md."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings
 
 
@@ -41,11 +41,13 @@ class SharedSettings(BaseSettings):
             "snapshot_ram_bytes holds; cluster readers: 2, and it is Ray Serve's max_num_models_per_replica."
         ),
     )
-    cluster_routing: Literal["document", "any"] = Field(
+    debug_cluster_routing: Literal["document", "any"] = Field(
         default="document",
+        validation_alias=AliasChoices("DOCQA_DEBUG_CLUSTER_ROUTING", "DOCQA_CLUSTER_ROUTING"),  # old name: deprecated
         description=(
-            "Cluster ingress (cluster/): `document` routes each question to a replica holding its document "
-            "(Ray Serve multiplexing); `any` to any replica (the baseline of a plain load balancer)."
+            "Benchmark: cluster ingress (cluster/) routing. `document` routes each question to a replica holding "
+            "its document (Ray Serve multiplexing); `any` to any replica, the plain load balancer bench/cluster.py "
+            "compares against."
         ),
     )
     startup_sweep: bool = Field(

@@ -16,7 +16,7 @@ import click
 import httpx
 
 from server.tools.client import About, check, client, fail, server_options
-from server.tools.shown import print_answer, reading_line, segment_lines, warning_lines
+from server.tools.shown import LIST_HEADER, list_row, print_answer, reading_line, segment_lines, warning_lines
 
 #: Seconds between two looks at a document being prepared (each is one line of the server's access log).
 POLL_S = 1.0
@@ -170,13 +170,14 @@ def ask(ctx, doc, question, collection, max_tokens, temperature, verify16, draft
 @server_options
 @click.pass_context
 def list_documents(ctx: click.Context, url: str | None, api_key: str | None) -> None:
-    """List documents: id, status, pages, tokens, name (tab-separated, under a header)."""
+    """List documents: id, status, pages, tokens, when a watched folder's file was read and its folder
+    ("-" for an upload), name (tab-separated, under a header)."""
     with client(ctx, url, api_key) as http:
         documents = check(http.get("/v1/documents")).json()["documents"]
-    click.echo("ID\tSTATUS\tPAGES\tTOKENS\tNAME")
+    click.echo(LIST_HEADER)
+    now = time.time()
     for d in documents:
-        state = "needs_reingest" if d.get("needs_reingest") else d["status"]  # server/api/refit.py
-        click.echo(f"{d['id']}\t{state}\t{d['pages']}\t{d['tokens']}\t{d['name']}")
+        click.echo(list_row(d, now))
     if not documents:
         click.echo("no documents yet; add one with `docqa ingest FILE`", err=True)
     unfit = [d["id"] for d in documents if d.get("needs_reingest")]

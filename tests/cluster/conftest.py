@@ -111,6 +111,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, gemma_path: Path, postgres
     # them; the replicas have their own copy (runtime_env). Put ours back at once, so the session's
     # other tests (which run after these, in the same process) do not inherit the cluster's settings.
     saved = dict(os.environ)
+    # Serve kills a proxy that is not ready within 5 s three times running; on 2 cores beside other
+    # work (load 6-10) its start took longer, and every cluster test failed at setup. Ray's processes
+    # read these at their start.
+    os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
+    os.environ.setdefault("RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S", "60")
     try:
         url = local.start(READERS, "127.0.0.1", _free_port(), env=env)
     finally:

@@ -9,7 +9,7 @@ import pytest
 from ingest.errors import NoTextLayer, OcrUnavailable
 from ingest.extract import extract
 from ingest.ocr import OcrSettings
-from ingest.pdf import OCR_NOTE, OcrJob
+from ingest.pdf import OCR_NOTE, OPENED, OcrJob
 from testkit.scans import CARD, card_pdf, mixed_pdf
 from tests.ingest.samples import pdf
 
@@ -87,7 +87,7 @@ def test_ocr_stops_past_the_character_limit(tesseract):
 def test_progress_is_reported_page_by_page(tesseract):
     heard = []
     extract(card_pdf(["One.", "Two."]), ocr=_auto(progress=lambda done, total: heard.append((done, total))))
-    assert heard == [(0, 2), (1, 2), (2, 2)]
+    assert heard == [(OPENED, 2), (0, 2), (1, 2), (2, 2)]  # opened with 2 pages, then OCR page by page
 
 
 def test_without_tesseract_a_scan_gets_install_advice(scans, tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ import pytest
 from ingest.cut import Cut
 from ingest.errors import ExtractorBusy, OcrUnavailable, UnreadablePdf
 from ingest.ocr import OcrSettings
+from ingest.pdf import OPENED
 from ingest.worker import ExtractionWorker
 from testkit.scans import card_pdf
 from tests.ingest.samples import first_pages
@@ -185,7 +186,7 @@ def test_ocr_runs_in_the_worker_and_reports_each_page(tesseract):
     try:
         got = worker.extract(data, progress=lambda done, total: heard.append((done, total)))
         assert got.ocr_pages == [1, 2] and "second scanned page" in got.text
-        assert heard == [(0, 2), (1, 2), (2, 2)]
+        assert heard == [(OPENED, 2), (0, 2), (1, 2), (2, 2)]  # opened with 2 pages, then OCR page by page
         assert worker.extract(data).ocr_pages == [1, 2]  # the channel carries nothing over to the next file
     finally:
         worker.close()

@@ -9,6 +9,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from playwright.sync_api import Error as PlaywrightError
+
 from testkit.live import ROOT
 
 ARTIFACTS = ROOT / "tests" / "artifacts"  # git-ignored; CI keeps them
@@ -96,8 +98,19 @@ class DocqaPage:
         )["text"]
 
     def assert_in_view(self, locator, what: str) -> None:
-        """Scroll to `locator` as a person would; it is then visible, inside the viewport and not covered."""
-        locator.scroll_into_view_if_needed()
+        """Scroll to `locator` as a person would; it is then visible, inside the viewport and not covered.
+
+        The page renders a list anew when any of its requests answers (the document list after a reload
+        comes from two: GET /health and GET /v1/documents), so a node found may be replaced before the
+        scroll reaches it: the scroll is tried again on the new node, a few times."""
+        for attempt in range(5):
+            try:
+                locator.scroll_into_view_if_needed()
+                break
+            except PlaywrightError as err:
+                if "not attached" not in str(err) or attempt == 4:
+                    raise
+                self.page.wait_for_timeout(100)
         assert locator.is_visible(), f"{what} is not visible at {self.width}x{self.height}"
         box = locator.bounding_box()
         assert box is not None and box["width"] > 0 and box["height"] > 0, f"{what} has no size: {box}"

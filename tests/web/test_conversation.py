@@ -189,3 +189,46 @@ def test_an_answer_marked_cannot_parse_is_shown_as_text(open_page, cases):
     assert turns.nth(0).locator(".answer strong").inner_text() == "First"
     assert turns.nth(2).locator(".answer strong").inner_text() == "Third"
     assert p.problems == []
+
+
+def test_the_newest_answer_is_in_view_and_a_reload_keeps_the_conversation(open_page, cases):
+    """Issue 51 at 1366x900 (three panels): after a third question the thread stayed at the top and
+    the answer sat below the panel's edge while the status said "Done." (the statistics appearing
+    under the thread shrank it); and a reload lost the conversation. Now the newest answer is in the
+    thread's visible area, and the conversation is kept in the browser until it is cleared."""
+    p = open_page(1366, 900)
+    page = p.page
+    doc_id = p.upload(cases / PDF)
+    questions = [QUOTE, "Quote it once more, from its first word.", "And quote it a third time, please."]
+    answers = [p.ask(q, max_tokens=96) for q in questions]
+    assert all(a.strip() for a in answers) and page.inner_text("#ask-status") == "Done."
+    thread = page.locator("#thread")
+    assert thread.evaluate("(el) => el.scrollHeight > el.clientHeight + 100"), "three answers overflow the thread"
+    page.wait_for_timeout(300)  # a late resize (the statistics) has had its frame
+    box, last = thread.bounding_box(), page.locator("#thread .turn:last-child .answer").bounding_box()
+    assert box["y"] - 1 <= last["y"] + last["height"] <= box["y"] + box["height"] + 1, (box, last)
+    assert last["y"] + min(last["height"], 40) >= box["y"], "the answer's end, at least, is in view"
+
+    page.reload()
+    page.wait_for_selector("#doc-list li.doc.selected.status-ready")
+    turns = page.locator("#thread .turn")
+    assert turns.count() == 3 and page.locator("#thread .turn.done").count() == 3
+    assert [t.strip() for t in page.locator("#thread .turn .answer").all_inner_texts()] == [a.strip() for a in answers]
+    assert page.locator("#thread .turn:last-child .turn-cites").count() == 1, "its citations are kept too"
+    assert p.stat("completion") != "", "and the latest answer's statistics"
+    assert page.is_enabled("#export") and page.is_enabled("#new-conversation")
+
+    page.click("#new-conversation")
+    page.reload()
+    page.wait_for_selector("#doc-list li.doc.selected.status-ready")
+    assert page.locator("#thread .turn").count() == 0, "cleared, it stays cleared"
+    assert page.evaluate(f"localStorage.getItem('docqa.thread.{doc_id}')") is None
+    # A document of its own, deleted after a question: its conversation goes with it.
+    own = p.upload(name="kept-then-deleted.txt", data=b"The ferry to Morrow leaves at 06:40 from the east pier.\n")
+    p.ask("When does the ferry leave?", max_tokens=8)
+    assert page.evaluate(f"localStorage.getItem('docqa.thread.{own}')") is not None
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.click(f"#doc-list li.doc[data-id='{own}'] .delete")
+    page.wait_for_function(f"!document.querySelector(\"#doc-list li.doc[data-id='{own}']\")")
+    assert page.evaluate(f"localStorage.getItem('docqa.thread.{own}')") is None, "deleted with its document"
+    assert p.problems == []

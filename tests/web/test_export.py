@@ -38,3 +38,44 @@ def test_export_downloads_the_conversation_as_markdown(open_page, cases):
     assert cited and any("misfits" in c.lower() for c in cited), text
     assert "””" not in text
     assert p.problems == []
+
+
+def _node() -> str:
+    """A Node.js to run the page's modules with: playwright's own (it ships one), else the system's."""
+    import shutil
+    from pathlib import Path
+
+    import playwright
+
+    bundled = Path(playwright.__file__).parent / "driver" / "node"
+    found = str(bundled) if bundled.is_file() else shutil.which("node")
+    assert found, "no Node.js to run web/js/export.js with"
+    return found
+
+
+def test_the_markdown_export_writes_no_html_of_a_document(tmp_path):
+    """Last round's m7 and issue 49: a document's words, its name and a sheet's name in a citation's
+    ``where`` reached the export as raw HTML (a Markdown viewer ran it); the answer's raw tags too."""
+    import json
+    import subprocess
+    from pathlib import Path
+
+    export = Path(__file__).resolve().parents[2] / "web" / "js" / "export.js"
+    doc = {"name": "Q<1> & <i>co</i>.xlsx"}
+    turns = [{
+        "question": "What does <b>cell</b> B7 say?", "status": "done", "stats": {},
+        "answer": "It says **three** <img src=x onerror=alert(1)> and 2 < 3.",
+        "citations": [{"document_name": None, "where": "'<b>Q1</b>'!B7", "page": 1, "page_end": 1, "start": 0,
+                       "end": 30, "text": "<script>alert('owned')</script>"}],
+    }]  # fmt: skip
+    script = tmp_path / "run.mjs"
+    script.write_text(
+        f"import {{ toMarkdown }} from {json.dumps(export.as_uri())};\n"
+        f"process.stdout.write(toMarkdown({json.dumps(doc)}, {json.dumps(turns)}, {{exported: new Date(0)}}));\n"
+    )
+    text = subprocess.run([_node(), str(script)], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert not re.search(r"<(script|img|b|i)\b", text), text  # no tag of the document's survives
+    assert "# Conversation about Q&lt;1&gt; &amp; &lt;i&gt;co&lt;/i&gt;.xlsx" in text
+    assert "'&lt;b&gt;Q1&lt;/b&gt;'!B7" in text and "&lt;script&gt;alert('owned')&lt;/script&gt;" in text
+    assert "It says **three** &lt;img" in text and "2 < 3" in text  # the answer's Markdown kept
+    assert "> What does &lt;b&gt;cell&lt;/b&gt; B7 say?" in text

@@ -110,7 +110,9 @@ def test_a_reading_says_it_waits_its_rate_and_a_busy_machine(open_page, cases, w
         "document.querySelector('#doc-list li.doc.selected .doc-meta').textContent.includes('busy')", timeout=20_000
     )
     assert "0.4 tok/s · about 22 min left · machine busy (load average 8.2 on 2 cores)" in meta.inner_text()
-    assert "busy" in page.inner_text("#selected-name")
+    # The Ask heading has one short state, not the list's whole line a second time (issue 51).
+    assert page.inner_text("#selected-name") == f"— {name}"
+    assert page.inner_text("#selected-state") == "preparing 40% · about 22 min left"
     p.screenshot(f"first-hour-reading-{width}.png")
     page.unroute(DOC_URL)
 
@@ -120,6 +122,56 @@ def test_a_reading_says_it_waits_its_rate_and_a_busy_machine(open_page, cases, w
     p.ask("Anything.")
     assert p.stat("busy") == "load average 8.2 on 2 cores: these times are slower than usual"
     p.assert_in_view(page.locator("#stats dd[data-stat='busy']"), "the busy machine's note")
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES, ids=IDS)
+def test_a_queued_reading_shows_its_place_and_wait_in_one_line_that_fits(open_page, cases, width, height):
+    """Issue 51: while a document waited, the Ask heading was cut mid-parenthesis ("(waiting its turn (4
+    documents are read first) · machine busy (load…"), and the same status was on screen three times.
+    Now the list has the whole line, with the place in the queue and the expected wait; under the
+    heading, one short state that fits; the upload's note says it once."""
+    p = open_page(width, height)
+    page = p.page
+    name = f"queued-behind-documents-{width}.txt"
+    reading = {"waiting": True, "paused": False, "ahead": 0, "position": 5, "documents_ahead": 4, "tokens_done": 0,
+               "tokens_total": 520, "tokens_per_s": 41.0, "seconds_to_start": 640.0, "seconds_left": 652.7,
+               "busy": "load average 8.2 on 2 cores"}  # fmt: skip
+
+    def queued(route):
+        response = route.fetch()
+        body = response.json()
+        if body.get("name") == name:
+            body.update(status="ingesting", progress=reading["tokens_done"] / 520, reading=dict(reading))
+        route.fulfill(response=response, json=body)
+
+    page.route(DOC_URL, queued)
+    page.set_input_files("#file", files=[{"name": name, "mimeType": "text/plain", "buffer": _own_text(cases, name)}])
+    page.click("#upload")
+    page.wait_for_selector("#doc-list li.doc.selected.status-ingesting")
+    meta = page.locator("#doc-list li.doc.selected .doc-meta")
+    page.wait_for_function(
+        "document.querySelector('#doc-list li.doc.selected .doc-meta').textContent.includes('min left')",
+        timeout=20_000,
+    )
+    assert meta.inner_text().startswith(
+        "waiting its turn (4 documents are read first) · about 11 min left · machine busy (load average 8.2 on 2 cores)"
+    ), meta.inner_text()
+    assert page.inner_text("#selected-name") == f"— {name}"
+    state = page.locator("#selected-state")
+    assert state.inner_text() == "waiting: 5th in line · about 11 min left"
+    for node in (page.locator("#qa-title"), state):
+        assert not node.evaluate("(el) => el.scrollHeight > el.clientHeight + 1 || el.scrollWidth > el.clientWidth + 1")
+    assert state.bounding_box()["height"] < 24, "one line"
+    shown = page.inner_text("body")
+    assert shown.count("4 documents are read first") == 1 and shown.count("11 min left") == 2, shown
+    reading.update(paused=True, position=2, documents_ahead=1, tokens_done=208, seconds_left=300.0)
+    page.wait_for_function(
+        "document.querySelector('#doc-list li.doc.selected .doc-meta').textContent.includes('paused')", timeout=20_000
+    )
+    assert meta.inner_text().startswith("paused at 40% (a shorter document is read first) · about 5 min left")
+    assert state.inner_text() == "paused at 40% · about 5 min left"
+    p.screenshot(f"first-hour-queue-{width}.png")
+    page.unroute(DOC_URL)
 
 
 TWO_PARTS = [

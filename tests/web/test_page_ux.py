@@ -100,7 +100,7 @@ def test_preparing_shows_an_eta_and_polls_slowly(open_page, cases):
     assert re.search(r"preparing \d+% · about (1 min|[89]\d s|1\d\d s|2 min) left", meta.inner_text()), (
         meta.inner_text()
     )
-    assert "left" in page.inner_text("#selected-name")
+    assert "left" in page.inner_text("#selected-state")
     start = len(looks)
     page.wait_for_timeout(6_000)
     polls = len(looks) - start
@@ -115,7 +115,7 @@ def test_while_preparing_the_heading_keeps_new_conversation_on_its_line(open_pag
     p = open_page(width, height)
     page = p.page
     _show_preparing(p, cases, f"{width} px")
-    assert "left" in page.inner_text("#selected-name")
+    assert "left" in page.inner_text("#selected-state")
     head = page.locator(".qa-panel .panel-head")
     h2, button = page.locator("#qa-title").bounding_box(), page.locator("#new-conversation").bounding_box()
     assert abs(h2["y"] + h2["height"] / 2 - (button["y"] + button["height"] / 2)) < 4, (h2, button)

@@ -7,7 +7,7 @@ import { api, ApiError, apiKey, hooks, setApiKey, upload } from './api.js';
 import * as chat from './chat.js';
 import { $, el, percent, progressBar } from './dom.js';
 import { download, fileName, toMarkdown } from './export.js';
-import { count, errorNode, plural, show } from './messages.js';
+import { count, errorNode, plural, readFormats, show } from './messages.js';
 import { readingWords, remaining, Progress } from './progress.js';
 import * as together from './together.js';
 import * as viewer from './viewer.js';
@@ -56,6 +56,17 @@ async function loadHealth() {
   }
 }
 
+/** The file field's formats, as the server reads them (GET /v1/formats, ingest/formats.py). */
+async function loadFormats() {
+  try {
+    const { formats } = await api('/v1/formats');
+    const suffixes = formats.flatMap((f) => f.suffixes);
+    $('file').accept = suffixes.join(',');
+    $('file-formats').textContent = `File (${suffixes.join(', ')})`;
+    readFormats(formats);
+  } catch (_) { /* the field takes any file: the server names what it reads when it refuses one */ }
+}
+
 function setKeyStatus(text, kind = '') {
   $('key-status').className = `key-status ${kind}`.trim();
   $('key-status').textContent = text;
@@ -85,6 +96,7 @@ async function refreshDocs() {
     return;
   }
   together.keep(state.docs);
+  chat.keepOnly(state.docs.map((d) => d.id)); // conversations kept in this browser about deleted documents go
   if (!pickedDoc()) state.selectedId = state.loaded ? null : firstChoice();
   state.loaded = true;
   renderDocs();
@@ -130,6 +142,35 @@ function statusWord(doc) {
   const tracked = state.progress.get(doc.id); // a server that does not say: the rate measured here
   const eta = tracked ? tracked.eta() : null;
   return `preparing ${percent(doc.progress)}%${eta === null ? '' : ` · ${remaining(eta)}`}`;
+}
+
+/** The few words the Ask panel gives a document that is not ready, under its heading: the list has the
+ * whole line (statusWord); this is one short state without parentheses ("waiting: 3rd in line · about
+ * 4 min left"). The whole line in the heading was cut mid-parenthesis beside a long name, and said the
+ * same thing a third time (issue 51). */
+function shortState(doc) {
+  if (doc.status === 'failed') return 'could not be prepared';
+  if (doc.status !== 'ingesting') return doc.status;
+  const r = doc.reading;
+  const pct = percent(doc.progress);
+  let words = `preparing ${pct}%`;
+  let left = null;
+  if (r) {
+    left = r.seconds_left;
+    if (r.paused) words = `paused at ${pct}%`;
+    else if (r.waiting) words = r.position > 1 ? `waiting: ${ordinal(r.position)} in line` : 'waiting its turn';
+  } else {
+    const tracked = state.progress.get(doc.id); // a server that does not say: the rate measured here
+    left = tracked ? tracked.eta() : null;
+  }
+  return left === null || left === undefined ? words : `${words} · ${remaining(left)}`;
+}
+
+/** 1st, 2nd, 3rd, 4th, … 11th, 12th, 13th, 21st. */
+function ordinal(n) {
+  const tens = n % 100;
+  const suffix = tens >= 11 && tens <= 13 ? 'th' : { 1: 'st', 2: 'nd', 3: 'rd' }[n % 10] || 'th';
+  return `${n}${suffix}`;
 }
 
 /** Why and how a long document was split: "In 3 parts: 40,123 tokens, more than …"; one split when
@@ -192,12 +233,17 @@ function ago(seconds) {
   return `read ${plural(Math.floor(s / 86400), 'day')} ago`;
 }
 
-/** A watched file's document: when it was read and its folder ("read 3 min ago · ~/docs"; a long folder is cut). */
+/**
+ * A watched file's document: when it was read and its folder ("read 3 min ago · ~/docs"; a long folder is
+ * cut), or "folder unavailable · ~/docs" while its folder is gone (the document is kept and still answers).
+ */
 function sourceLine(doc) {
   const path = doc.source_path;
   const folder = path.slice(0, path.lastIndexOf('/')) || '/';
-  const line = el('div', 'doc-source', `${doc.read_at ? ago(doc.read_at) : 'not read yet'} · ${folder}`);
-  line.title = `${path}${doc.read_at ? `\nread ${new Date(doc.read_at * 1000).toLocaleString()}` : ''}`;
+  const when = doc.folder_unavailable ? 'folder unavailable' : (doc.read_at ? ago(doc.read_at) : 'not read yet');
+  const line = el('div', `doc-source${doc.folder_unavailable ? ' unavailable' : ''}`, `${when} · ${folder}`);
+  line.title = `${path}${doc.read_at ? `\nread ${new Date(doc.read_at * 1000).toLocaleString()}` : ''}`
+    + `${doc.folder_unavailable ? `\nfolder unavailable: ${doc.folder_unavailable}; the document is kept` : ''}`;
   return line;
 }
 
@@ -439,9 +485,8 @@ function partThatFits(fits) {
 function renderUploadStatus(doc) {
   if (!doc) return;
   if (doc.status === 'ingesting') {
-    const pct = percent(doc.progress);
-    setUploadMessage(`${doc.name}: ${statusWord(doc)}`);
-    $('upload-status').append(progressBar(pct, `Preparing ${doc.name}`));
+    // The list shows how its reading goes (statusWord, with its bar): said once, not here again.
+    setUploadMessage(`Uploaded ${doc.name}: it is read in its turn, as the list shows.`);
   } else if (doc.status === 'ready') {
     setUploadMessage(`${doc.name}: ready (${plural(doc.pages, 'page')}, ${plural(doc.tokens, 'token')})`, 'ok');
   } else {
@@ -521,8 +566,11 @@ function updateAskState() {
   $('new-conversation').disabled = !doc || !chat.threadOf(doc.id).length;
   $('export').disabled = !doc || !chat.threadOf(doc.id).length;
   const name = $('selected-name');
-  name.textContent = doc ? `— ${doc.name}${ready ? '' : ` (${statusWord(doc)})`}` : '(select a document)';
+  name.textContent = doc ? `— ${doc.name}` : '(select a document)';
   name.title = doc ? doc.name : '';
+  const state = $('selected-state'); // one short state, under the heading: its name may take three lines
+  state.hidden = !doc || ready;
+  state.textContent = doc && !ready ? shortState(doc) : '';
 }
 
 function numberInput(id, fallback, parse) {
@@ -615,6 +663,7 @@ function init() {
   viewer.init();
   chat.setCiteHandler(showCited);
   loadHealth();
+  loadFormats();
   refreshDocs();
 }
 

@@ -13,6 +13,57 @@ import { reveal, showCitations } from './viewer.js';
 // status: waiting | streaming | done | stopped | error
 const threads = new Map();
 const active = { controller: null, docId: null };
+
+// Each conversation is kept in this browser (localStorage, one key per document) when a turn ends, so
+// that a reload keeps it (issue 51); "New conversation" and deleting the document remove it, and so
+// does the list when the document is gone from the server (keepOnly). The server keeps none.
+const STORE = 'docqa.thread.';
+const KEPT = ['question', 'answer', 'citations', 'quote', 'stats', 'status'];
+
+function load(docId) {
+  try {
+    const turns = JSON.parse(localStorage.getItem(STORE + docId) || '[]');
+    if (!Array.isArray(turns)) return [];
+    return turns.filter((t) => t && typeof t.question === 'string' && typeof t.answer === 'string').map((t) => ({
+      question: t.question, answer: t.answer, citations: Array.isArray(t.citations) ? t.citations : [],
+      quote: t.quote || null, stats: t.stats || null,
+      status: ['done', 'stopped'].includes(t.status) ? t.status : 'error',
+      error: t.error ? new ApiError(0, t.error.type || 'network', t.error.message || '') : null, node: null,
+    }));
+  } catch (_) {
+    return []; // storage disabled or damaged: a conversation of this page only
+  }
+}
+
+function save(docId) {
+  const turns = (threads.get(docId) || []).filter((t) => t.status !== 'waiting' && t.status !== 'streaming');
+  try {
+    if (!turns.length) localStorage.removeItem(STORE + docId);
+    else {
+      localStorage.setItem(STORE + docId, JSON.stringify(turns.map((t) => ({
+        ...Object.fromEntries(KEPT.map((k) => [k, t[k]])),
+        error: t.error ? { type: t.error.type, message: t.error.message } : null,
+      }))));
+    }
+  } catch (_) { /* storage full or disabled: kept on this page only */ }
+}
+
+/** Drop the kept conversations of documents no longer on the server (`ids`: those listed). A
+ * conversation about several documents together ("group:<a>+<b>") goes with any of them. */
+export function keepOnly(ids) {
+  const known = new Set(ids);
+  try {
+    for (const key of Object.keys(localStorage)) {
+      if (!key.startsWith(STORE)) continue;
+      const id = key.slice(STORE.length);
+      const members = id.startsWith('group:') ? id.slice(6).split('+') : [id];
+      if (!members.every((m) => known.has(m))) {
+        localStorage.removeItem(key);
+        threads.delete(id);
+      }
+    }
+  } catch (_) { /* storage disabled */ }
+}
 // What shows an answer's citations: `(threadId, citations)`; app.js sets it (a collection's citations
 // name their document, which the viewer then opens).
 let cite = showCitations;
@@ -23,7 +74,7 @@ export function setCiteHandler(fn) {
 export const streaming = () => active.controller !== null;
 
 export function threadOf(docId) {
-  if (!threads.has(docId)) threads.set(docId, []);
+  if (!threads.has(docId)) threads.set(docId, load(docId));
   return threads.get(docId);
 }
 
@@ -42,11 +93,14 @@ export function stop() {
 export function clearThread(docId) {
   if (active.docId === docId) stop();
   threads.set(docId, []);
+  save(docId);
 }
 
-/** A deleted document: stop its answer and drop its conversation. */
+/** A deleted document: stop its answer and drop its conversation, here and in the browser's storage. */
 export function forget(docId) {
   if (active.docId === docId) stop();
+  threads.set(docId, []);
+  save(docId);
   threads.delete(docId);
 }
 
@@ -112,14 +166,37 @@ function turnNode(turn, docId) {
   return item;
 }
 
+// Following the newest answer (three-panel layout, where the thread scrolls in its own box): the
+// thread is kept scrolled to its end as the answer grows, when the statistics appear under it (which
+// shrinks its box: the answer ended below the panel's edge while the status said "Done.", issue 51) and
+// when the window is resized, unless the reader scrolled up; scrolling back to the end follows again.
+const follow = { on: true, top: 0 };
+let shownThread = null; // the conversation the thread shows
+
+function toEnd() {
+  const thread = $('thread');
+  if (!follow.on || thread.scrollHeight <= thread.clientHeight) return;
+  thread.scrollTop = thread.scrollHeight;
+  follow.top = thread.scrollTop;
+}
+
+function watchThread() {
+  const thread = $('thread');
+  thread.addEventListener('scroll', () => {
+    const atEnd = thread.scrollHeight - thread.scrollTop - thread.clientHeight < 40;
+    if (atEnd) follow.on = true;
+    else if (thread.scrollTop < follow.top - 2) follow.on = false; // the reader scrolled up
+    follow.top = thread.scrollTop;
+  });
+  if (window.ResizeObserver) new ResizeObserver(toEnd).observe(thread);
+}
+watchThread();
+
 /** Re-render a turn that is on screen (its document is shown). */
 function updateTurn(turn) {
   if (!turn.node || !turn.node.item.isConnected) return;
-  const thread = $('thread');
-  // Follow the answer as it grows, unless the reader scrolled up (three-panel layout only).
-  const following = thread.scrollHeight - thread.scrollTop - thread.clientHeight < 40;
   fillTurn(turn);
-  if (following) thread.scrollTop = thread.scrollHeight;
+  toEnd();
 }
 
 function fillTurn(turn) {
@@ -139,12 +216,15 @@ function fillTurn(turn) {
   }
   node.note.replaceChildren(...note);
   const meta = [];
-  // A quote-first answer: say whether its quote (the block quote above the answer) was found in the
-  // document, letter for letter; only a quote that was is cited.
+  // A quote-first answer: its quote (the block quote above the answer) is the document's own words and
+  // the model judged that it answers the question; only then is it cited. A refused answer shows no
+  // quote, only why, in one line (and where the passage that came closest is).
   if (turn.quote && turn.status === 'done') {
+    const closest = turn.quote.passage;
     meta.push(turn.quote.verified
-      ? el('span', 'quote-check ok', '✓ Quote checked: the document\u2019s own words')
-      : el('span', 'quote-check muted', 'No passage of the document answers this'));
+      ? el('span', 'quote-check ok', '✓ Quote checked: the document\u2019s own words, and they answer the question')
+      : el('span', 'quote-check muted', `${turn.quote.reason || 'No passage of the document answers this.'}`
+        + (closest ? ` (${closest.where || `p. ${closest.page}`})` : '')));
   }
   // One button per quoted document (a collection's answer may quote two), each naming it then.
   const byDoc = new Map();
@@ -199,12 +279,14 @@ export function renderThread(doc) {
     list.replaceChildren(el('li', 'thread-empty', text));
   } else {
     list.replaceChildren(...turns.map((t) => turnNode(t, doc.id)));
-    list.scrollTop = list.scrollHeight;
   }
   // The latest answer's statistics only: one that was stopped (or is still being written) has none
   // yet, and an earlier answer's numbers would read as its own.
   const latest = turns[turns.length - 1];
   renderStats(latest ? latest.stats : null);
+  if (shownThread !== (doc ? doc.id : null) || (latest && latest.status === 'waiting')) follow.on = true; // new, or asked
+  shownThread = doc ? doc.id : null;
+  toEnd(); // after the statistics: they take the thread's room
 }
 
 // Statistics whose values are long ("1,248 / 1,107 (89%)", a part's characters): a row of their own,
@@ -326,6 +408,7 @@ export async function ask(doc, question, params, ui) {
     active.controller = null;
     active.docId = null;
     dirty.delete(turn);
+    save(doc.id); // kept in this browser: a reload shows it again
     ui.changed(); // re-renders the thread and stats if this document is shown
     if (ui.isShown(doc.id)) cite(doc.id, turn.citations);
     if (turn.status === 'done') {

@@ -1,14 +1,28 @@
 // Taking a conversation away: the questions, the answers (Markdown, as the model wrote them) and each
 // answer's citations with the document's name and page, as a Markdown file made and downloaded in
-// the browser (conversations live in the page; the server keeps none).
+// the browser (conversations live in the page; the server keeps none). Nothing from a document reaches
+// the file as HTML: its words, names and a citation's `where` are escaped, and an answer's raw tags.
 
 import { inQuotes } from './messages.js';
 
-/** "p. 3", "pp. 3–4", or the cell or slide a spreadsheet's or deck's citation names ("Sheet2!B7"). */
-const pages = (c) => c.where || (c.page === c.page_end ? `p. ${c.page}` : `pp. ${c.page}–${c.page_end}`);
+/**
+ * `text` (a document's words, its name, a question: never Markdown of ours) with `&`, `<` and `>` as
+ * entities, so that a Markdown viewer shows them and never renders them as HTML (a document that holds
+ * `<img src=x onerror=...>`, a sheet named `<b>Q1</b>`).
+ */
+export const escapeHtml = (text) => String(text).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
-/** `text` as a Markdown block quote (every line quoted, blank lines kept inside the quote). */
-const quoted = (text) => text.trim().split('\n').map((line) => (line.trim() ? `> ${line}` : '>')).join('\n');
+/**
+ * An answer (Markdown, as the model wrote it) with every `<` that would open an HTML tag, comment or
+ * declaration written as `&lt;`: its Markdown stays, raw HTML copied from a document does not render.
+ */
+export const withoutHtml = (markdown) => String(markdown).replace(/<(?=[A-Za-z/!?])/g, '&lt;');
+
+/** "p. 3", "pp. 3–4", or the cell or slide a spreadsheet's or deck's citation names ("Sheet2!B7"). */
+const pages = (c) => escapeHtml(c.where || (c.page === c.page_end ? `p. ${c.page}` : `pp. ${c.page}–${c.page_end}`));
+
+/** `text` as a Markdown block quote (every line quoted, blank lines kept inside the quote), HTML escaped. */
+const quoted = (text) => escapeHtml(text.trim()).split('\n').map((line) => (line.trim() ? `> ${line}` : '>')).join('\n');
 
 /** Where a segmented document's answer came from ("part 2 of 3, characters 0–31,204"), or ''. */
 function answeredFrom(stats) {
@@ -23,21 +37,22 @@ function answeredFrom(stats) {
  */
 export function toMarkdown(doc, turns, meta = {}) {
   const when = (meta.exported || new Date()).toISOString().replace('T', ' ').slice(0, 16);
-  const lines = [`# Conversation about ${doc.name}`, ''];
+  const lines = [`# Conversation about ${escapeHtml(doc.name)}`, ''];
   lines.push(`Exported from docqa on ${when} UTC${meta.model ? ` · model: ${meta.model}` : ''}.`, '');
   turns.forEach((turn, n) => {
     lines.push(`## Question ${n + 1}`, '', quoted(turn.question), '', '**Answer**', '');
-    const answer = turn.answer.trim();
+    const answer = withoutHtml(turn.answer.trim());
     if (answer) lines.push(answer, '');
     const note = { stopped: '_Stopped before the answer was complete._', error: '_Not answered: an error ended it._' }[turn.status]
       || (!answer ? '_The model gave no answer._' : '');
     if (note) lines.push(note, '');
-    const where = answeredFrom(turn.stats);
+    const where = escapeHtml(answeredFrom(turn.stats));
     if (where) lines.push(`_Answered from ${where}${doc.group ? '' : ' of the document'}._`, '');
     if (turn.citations.length) {
       lines.push('**Citations**', '');
       turn.citations.forEach((c, i) => {
-        lines.push(`${i + 1}. ${c.document_name || doc.name}, ${pages(c)} (characters ${c.start}–${c.end}): ${inQuotes(c.text)}`);
+        const name = escapeHtml(c.document_name || doc.name);
+        lines.push(`${i + 1}. ${name}, ${pages(c)} (characters ${c.start}–${c.end}): ${escapeHtml(inQuotes(c.text))}`);
       });
       lines.push('');
     }

@@ -10,7 +10,7 @@ const SENTENCES = {
   // Uploads
   password_required: 'This PDF is locked with a password. Type the password in the “PDF password” field and upload it again.',
   wrong_password: 'That password does not open this PDF. Check the password and upload the file again.',
-  unsupported_type: 'docqa cannot read this kind of file. It reads PDF, Word (.docx), EPUB, HTML, text (.txt, .md), spreadsheets (.xlsx, .xlsm, .ods, .csv, .tsv) and PowerPoint (.pptx) files.',
+  unsupported_type: 'docqa cannot read this kind of file.', // and what it reads: readFormats
   empty_document: 'This file has no text in it, so there is nothing to ask about.',
   no_text_layer: 'This PDF contains only images of pages (a scan), no text. Convert it with a text-recognition (OCR) tool first, then upload the result.',
   unreadable_pdf: 'This PDF could not be read; the file may be damaged. Try saving or exporting it as a PDF again.',
@@ -33,6 +33,13 @@ const SENTENCES = {
   internal_error: 'Something went wrong on the server. Try again; if it keeps happening, tell whoever runs the server.',
   invalid_request: 'The server did not accept these settings. Check max tokens, temperature and draft tokens.',
 };
+
+/** The formats the server reads (GET /v1/formats) into the sentence for a file it refuses. */
+export function readFormats(formats) {
+  const labels = formats.map((f) => f.label);
+  const list = labels.length > 1 ? `${labels.slice(0, -1).join(', ')} and ${labels.at(-1)}` : labels.join('');
+  SENTENCES.unsupported_type = `docqa cannot read this kind of file. It reads ${list} files.`;
+}
 
 /** The sentence for an error (an ApiError, or any Error: a lost connection). */
 export function sentence(err, context = {}) {

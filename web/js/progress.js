@@ -60,15 +60,23 @@ export function remaining(seconds) {
 }
 
 /** A document's `reading` (server/engine/reading.py) in words: "waiting its turn (2 questions are being answered first)",
- * "preparing 40% · 38 tok/s · about 2 min left", "… · machine busy (load average 8.2 on 2 cores)";
- * never "0.0 tok/s": before the first chunk is read the rate is "measuring the rate". */
+ * with its place in the reading queue and the expected wait ("waiting its turn (2 documents are read first) · about
+ * 3 min left", "paused at 40% (a shorter document is read first) · …"), "preparing 40% · 38 tok/s · about 2 min
+ * left", "… · machine busy (load average 8.2 on 2 cores)"; never "0.0 tok/s": before the first chunk is read the
+ * rate is "measuring the rate". */
 export function readingWords(r, pct) {
   let words;
   if (r.waiting) {
     const first = [];
-    if (r.ahead) first.push(r.ahead === 1 ? '1 question is being answered' : `${r.ahead} questions are being answered`);
-    if (r.documents_ahead) first.push(r.documents_ahead === 1 ? 'another document is read' : `${r.documents_ahead} documents are read`);
-    words = `waiting its turn (${first.length ? `${first.join(' and ')} first` : 'next'})`;
+    const docs = r.documents_ahead || 0;
+    if (r.paused) {
+      words = `paused at ${pct}% (${docs === 1 ? 'a shorter document is' : `${docs} shorter documents are`} read first)`;
+    } else {
+      if (r.ahead) first.push(r.ahead === 1 ? '1 question is being answered' : `${r.ahead} questions are being answered`);
+      if (docs) first.push(docs === 1 ? 'another document is read' : `${docs} documents are read`);
+      words = `waiting its turn (${first.length ? `${first.join(' and ')} first` : 'next'})`;
+    }
+    if (r.seconds_left !== null && r.seconds_left !== undefined) words += ` · ${remaining(r.seconds_left)}`;
   } else if (r.tokens_per_s && r.seconds_left !== null) {
     words = `preparing ${pct}% · ${r.tokens_per_s.toFixed(r.tokens_per_s < 10 ? 1 : 0)} tok/s · ${remaining(r.seconds_left)}`;
   } else {

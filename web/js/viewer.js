@@ -13,7 +13,7 @@ const MODE_STORAGE = 'docqa.view';
 
 const view = {
   id: null, // id of the document whose text is shown (null: a placeholder)
-  kind: null, // its kind (pdf | docx | epub | html | text | xlsx | ods | csv | pptx)
+  kind: null, // its kind (pdf | docx | ...: GET /v1/formats)
   text: '',
   pages: [], // [{page, start, end}]
   citations: [], // [{start, end, page, page_end, text, source}] of the answer being shown
@@ -63,16 +63,19 @@ export async function showDocument(doc) {
     placeholder('', el('p', 'placeholder', 'Select a document to see its text here.'));
     return;
   }
-  if (doc.status === 'ingesting') {
+  // A document being prepared has its text as soon as it is extracted (its counts are set then; an
+  // upload read by OCR in the background has none until OCR ends): shown at once, not when it is ready.
+  const extracted = doc.status === 'ready' || (doc.status === 'ingesting' && Number(doc.tokens) > 0);
+  if (doc.status === 'ingesting' && !extracted) {
     const box = el('div', 'placeholder');
     box.append(
-      el('p', '', `${doc.name} is being prepared (${percent(doc.progress)}%).`),
-      el('p', '', 'Its text appears here when it is ready.'),
+      el('p', '', `${doc.name} is being read from its file (${percent(doc.progress)}%).`),
+      el('p', '', 'Its text appears here as soon as it is extracted.'),
     );
     placeholder(doc.name, box);
     return;
   }
-  if (doc.status !== 'ready') {
+  if (!extracted) {
     placeholder(doc.name, el('p', 'placeholder', `${doc.name} could not be prepared, so there is no text to show.`));
     return;
   }

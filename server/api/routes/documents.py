@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 
 from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 
-from ingest import pipeline
+from ingest import formats, pipeline
 from ingest.errors import DocumentFilesDamaged, TextDamaged
 from ingest.locate import printed_label
 from ingest.reingest import reextract_async
@@ -20,6 +21,8 @@ from server.api.schemas import (
     DocumentList,
     DocumentPublic,
     DocumentText,
+    FormatList,
+    FormatPublic,
     PageSpan,
     PageWarning,
     ReadingPublic,
@@ -36,7 +39,9 @@ router = APIRouter(prefix="/v1")
 log = logging.getLogger("docqa.http")
 
 
-def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
+def public(doc: DocRecord, engine: Engine | None, watch=None) -> DocumentPublic:
+    """``doc`` as the API shows it; ``watch``: the app's FolderWatch (server/api/watch.py), for a watched
+    document whose folder is unavailable."""
     if doc.status == INGESTING:
         progress = engine.progress.get(doc.id, 0.0) if engine else 0.0
     else:
@@ -59,6 +64,7 @@ def public(doc: DocRecord, engine: Engine | None) -> DocumentPublic:
         segments=_segments(doc, engine),
         source_path=doc.source_path,
         read_at=doc.read_at,
+        folder_unavailable=watch.sync.unavailable_reason(doc.source_path) if watch is not None else None,
     )
 
 
@@ -67,14 +73,21 @@ def _reading(doc: DocRecord, engine: Engine | None) -> ReadingPublic | None:
     reading = engine.readings.of(doc.id) if engine is not None and doc.status == INGESTING else None
     if reading is None:
         return None
-    rate, left = reading.tokens_per_s, reading.seconds_left
+    place = engine.readings.place(doc.id)
+    rate = reading.tokens_per_s if reading.reading else None
+    rate = rate or engine.readings.tokens_per_s  # waiting, or before its own first chunk: the server's rate
+    start = place.tokens_ahead / rate if rate else None
+    left = (place.tokens_ahead + max(0, reading.total - reading.done)) / rate if rate else None
     return ReadingPublic(
-        waiting=not reading.started,
+        waiting=not reading.reading,
+        paused=reading.paused,
         ahead=engine.active_answers,
-        documents_ahead=engine.readings.ahead_of(doc.id),
+        position=place.position,
+        documents_ahead=place.position - 1,
         tokens_done=reading.done,
         tokens_total=reading.total,
         tokens_per_s=None if rate is None else round(rate, 1),
+        seconds_to_start=None if start is None else round(start, 1),
         seconds_left=None if left is None else round(left, 1),
         busy=busy(),
     )
@@ -82,9 +95,12 @@ def _reading(doc: DocRecord, engine: Engine | None) -> ReadingPublic | None:
 
 def _segments(doc: DocRecord, engine: Engine | None) -> list[SegmentPublic] | None:
     """A segmented document's segments (a small file read); None for one answered whole, or whose
-    segment list is damaged (its questions then get the 409 that says so)."""
+    segment list is damaged beyond repair (server/engine/repairs.py; its questions then get the 409
+    that says so)."""
+    if engine is None:
+        return None
     try:
-        segments = engine.store.read_segments(doc.id) if engine is not None else None
+        segments = engine.repairs.read(doc.id, partial(engine.store.read_segments, doc.id))
     except DocumentFilesDamaged as exc:
         log.warning("%s: %s", doc.id, exc)
         return None
@@ -114,7 +130,7 @@ async def upload(
     engine: EngineDep,
     settings: SettingsDep,
     extractor: ExtractorDep,
-    file: UploadFile = File(description="PDF, DOCX, EPUB, HTML, .txt, .md, XLSX, ODS, CSV/TSV or PPTX"),  # noqa: B008
+    file: UploadFile = File(description=f"{formats.names()}: {' '.join(formats.suffixes())}"),  # noqa: B008
     password: str | None = Form(default=None),
     pages: str | None = Form(
         default=None,
@@ -134,7 +150,10 @@ async def upload(
             response.status_code = 200
             return DocumentCreated(id=known.id, name=known.name, status=known.status)
 
-        reading = background.Reading(store, engine, file.filename, digest, cut)
+        pdf = data[:1024].lstrip().startswith(b"%PDF")
+        reading = background.Reading(store, engine, file.filename, digest, cut, pdf=pdf)
+        if cut is not None and cut.unit == "pages":  # the whole file is read before its part is cut
+            reading.after(background.PART_GRACE_S)
 
         def store_doc(prepared: pipeline.Prepared) -> tuple[DocRecord, bool]:
             name = uploads.display_name(file.filename, prepared.extracted)
@@ -156,34 +175,44 @@ async def upload(
             )
 
         run = asyncio.ensure_future(stored())
-        row = await reading.wait(run)  # OCR started: the rest goes on in the background (server/api/background.py)
+        row = await reading.wait(run)  # OCR started, or a part's reading is long: the rest goes on in the background
         if row is not None:
-            return DocumentCreated(id=row.id, name=row.name, status=INGESTING, note=background.NOTE)
+            return DocumentCreated(id=row.id, name=row.name, status=INGESTING, note=reading.note)
         doc, _, created = await run
     if not created:
         response.status_code = 200
     return DocumentCreated(id=doc.id, name=doc.name, status=doc.status)
 
 
+@router.get("/formats", response_model=FormatList)
+def list_formats() -> FormatList:
+    """The formats an upload may be (ingest/formats.py), and the sentence a refusal ends with."""
+    rows = [FormatPublic(kind=f.kind, label=f.label, suffixes=list(f.suffixes), media_type=f.media_type)
+            for f in formats.FORMATS]  # fmt: skip
+    return FormatList(formats=rows, accepted=formats.accepted())
+
+
 @router.get("/documents", response_model=DocumentList)
-def list_documents(store: StoreDep, engine: EngineDep) -> DocumentList:
-    return DocumentList(documents=[public(d, engine) for d in store.list()])
+def list_documents(request: Request, store: StoreDep, engine: EngineDep) -> DocumentList:
+    watch = getattr(request.app.state, "watch", None)
+    return DocumentList(documents=[public(d, engine, watch) for d in store.list()])
 
 
 @router.get("/documents/{doc_id}", response_model=DocumentPublic)
-def get_document(doc: DocumentDep, engine: EngineDep) -> DocumentPublic:
-    return public(doc, engine)
+def get_document(request: Request, doc: DocumentDep, engine: EngineDep) -> DocumentPublic:
+    return public(doc, engine, getattr(request.app.state, "watch", None))
 
 
 @router.get("/documents/{doc_id}/text", response_model=DocumentText)
-async def get_text(doc: DocumentDep, store: StoreDep) -> DocumentText:
+async def get_text(request: Request, doc: DocumentDep, store: StoreDep) -> DocumentText:
     """The stored text and its page map, numbered as in the upload (a part keeps its page numbers), with
     each page's printed label where a PDF prints another (GeoTopo's PDF page 2 is "ii").
     A damaged ``text.json`` is extracted again from the stored upload when that gives the same text
-    length and pages, and written back (store/docstore.py ``read_text``, as wherever it is read);
-    otherwise 409 with the action that repairs it."""
+    length and pages, and written back (the one repair path, server/engine/repairs.py, as wherever
+    it is read); otherwise 409 with the action that repairs it."""
+    repairs = request.app.state.engine.repairs
     try:
-        extracted = await asyncio.to_thread(store.read_text, doc.id)
+        extracted = await asyncio.to_thread(repairs.read, doc.id, partial(store.read_text, doc.id))
     except FileNotFoundError:
         why = doc.error or doc.status
         raise DocumentFailed(f"document {doc.id} has no stored text ({why}); upload it again") from None

@@ -32,6 +32,9 @@ async def health(request: Request) -> dict:
         "n_seq_max": engine.settings.n_seq_max,  # questions answered concurrently (continuous batching)
         "active_answers": engine.active_answers,
         "watched_folders": len(request.app.state.settings.watch),  # how many (DOCQA_WATCH); the paths stay private
+        # The watched folders that are unavailable (their documents kept, marked "folder unavailable"): each
+        # one's place in DOCQA_WATCH (1-based) and why, without its path.
+        "watched_folders_unavailable": _unavailable(request),
         "cpu_repack": model.extra_bufts,
         # Each draft source (spec/sources.py): whether it drafts here, and why not.
         "drafters": [
@@ -42,3 +45,11 @@ async def health(request: Request) -> dict:
         "omp_wait": omp_wait(),  # how llama.cpp's threads wait between operations (runtime/omp.py)
         "system_info": system_info(),
     }
+
+
+def _unavailable(request: Request) -> list[dict]:
+    watch = getattr(request.app.state, "watch", None)
+    if watch is None:
+        return []
+    missing = watch.missing
+    return [{"folder": i + 1, "why": missing[root]} for i, root in enumerate(watch.roots) if root in missing]

@@ -28,7 +28,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
@@ -39,7 +39,6 @@ from server.api.answering import answer_params, check_answerable, collect, event
 from server.api.chat import ChatCompletionRequest, answer_request, conversation
 from server.api.deps import EngineDep, SettingsDep, StoreDep, find_collection, find_document
 from server.api.responses import SSE_HEADERS
-from server.api.schemas import QuotePublic
 from server.config.errors import AmbiguousModel, CollectionNotFound, DocumentNotFound, DocumentRequired, payload
 from server.engine.events import AnswerStream, Citations, Failed, Heartbeat, Quote, Stats, Token
 from store.docstore import CollectionRecord, DocRecord, DocStore
@@ -187,7 +186,7 @@ async def chat_completions(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": readable(answer.text, answer.quote)},
+                "message": {"role": "assistant", "content": content(answer.said)},
                 "finish_reason": _finish_reason(answer.stats.finish_reason),
                 "logprobs": None,
             }
@@ -199,12 +198,25 @@ async def chat_completions(
     }
 
 
-def readable(answer: str, quote: QuotePublic | None) -> str:
-    """A quote-first answer as one message: its verified quote as a Markdown block quote, then the
-    answer (an unverified quote is not shown)."""
-    if quote is None or not quote.verified:
-        return answer
-    return f"> {quote.text}\n\n{answer}"
+def content_piece(kind: str, text: str, quoted: bool) -> tuple[str, bool]:
+    """One piece of an answer's message content: a quote-first answer's quote (``kind`` "quote") as a
+    Markdown block quote, the answer's text (``kind`` "token") after a blank line when it follows the
+    quote (``quoted``). Returns the piece and ``quoted`` for the next one. A stream sends each piece as
+    a delta and a response joins them (:func:`content`), so both say the same (issue 49: the response
+    took its quote from the final citation, shown only when that was found; the stream, from the quote
+    event)."""
+    if kind == "quote":
+        return f"> {text}", True
+    return (f"\n\n{text}" if quoted else text), False
+
+
+def content(said: Iterable[tuple[str, str]]) -> str:
+    """The message content of an answer from what it said, in order (server/api/answering.py ``Collected.said``)."""
+    pieces, quoted = [], False
+    for kind, text in said:
+        piece, quoted = content_piece(kind, text, quoted)
+        pieces.append(piece)
+    return "".join(pieces)
 
 
 def _data(payload: dict | str) -> str:
@@ -226,17 +238,14 @@ async def _chunks(
     yield delta({"role": "assistant", "content": ""}, queue_position=position)
     citations: list[dict] = []
     quote: dict | None = None
-    quoted = False  # a quote was sent as a block quote: the answer's first token follows a blank line
+    quoted = False
     async for event in events(stream, heartbeat_s):
         match event:
             case Heartbeat():
                 yield ": keep-alive\n\n"
-            case Quote(text=text):
-                yield delta({"content": f"> {text}"})
-                quoted = True
-            case Token(text=text):
-                yield delta({"content": f"\n\n{text}" if quoted else text})
-                quoted = False
+            case Quote(text=text) | Token(text=text):
+                piece, quoted = content_piece("quote" if isinstance(event, Quote) else "token", text, quoted)
+                yield delta({"content": piece})
             case Citations(citations=cited, quote=q):
                 citations, quote = list(cited), (dict(q) if q is not None else None)
             case Stats(values=stats):

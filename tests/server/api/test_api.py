@@ -59,11 +59,11 @@ def test_restart_answers_without_ingesting_again(server, cases, tmp_path):
     data = tmp_path / "persist"
     with server(data_dir=data) as client:
         doc = upload(client, cases / CRAZY)
-        before = ask(client, doc["id"], QUOTE, max_tokens=24)
+        before = ask(client, doc["id"], QUOTE, max_tokens=24, draft_tokens=8)  # fixed window: see the next test
     with server(data_dir=data) as client:
         again = client.get(f"/v1/documents/{doc['id']}").json()
         assert again["status"] == "ready"  # no ingestion after the restart
-        after = ask(client, doc["id"], QUOTE, max_tokens=24)
+        after = ask(client, doc["id"], QUOTE, max_tokens=24, draft_tokens=8)
     assert after["answer"] == before["answer"]
     assert after["stats"]["prompt_tokens"] == before["stats"]["prompt_tokens"] < 20
 
@@ -71,10 +71,13 @@ def test_restart_answers_without_ingesting_again(server, cases, tmp_path):
 def test_two_documents_alternate_without_leaking(client, cases):
     a = upload(client, cases / CRAZY)
     b = upload(client, cases / "pdf/sample-files/001-trivial/minimal-document.pdf")
-    first_a = ask(client, a["id"], QUOTE, max_tokens=16)["answer"]
-    first_b = ask(client, b["id"], QUOTE, max_tokens=16)["answer"]
-    assert ask(client, a["id"], QUOTE, max_tokens=16)["answer"] == first_a
-    assert ask(client, b["id"], QUOTE, max_tokens=16)["answer"] == first_b
+    # A fixed window: the adaptive one follows step times, so the calls' shapes (and, off the batch-invariant
+    # mode, a near-tie's greedy choice) could differ between askings for no fault of the state (seen once).
+    fixed = {"max_tokens": 16, "draft_tokens": 8}
+    first_a = ask(client, a["id"], QUOTE, **fixed)["answer"]
+    first_b = ask(client, b["id"], QUOTE, **fixed)["answer"]
+    assert ask(client, a["id"], QUOTE, **fixed)["answer"] == first_a
+    assert ask(client, b["id"], QUOTE, **fixed)["answer"] == first_b
     assert first_a != first_b
 
 
@@ -194,12 +197,19 @@ def test_head_on_every_get_route_and_allow_on_405(client, cases):
 
 def test_stop_strings_and_sampling_are_honoured(client, cases):
     doc = upload(client, cases / CRAZY)
-    out = ask(client, doc["id"], QUOTE, max_tokens=60, stop=["misfits"])
-    assert "misfits" not in out["answer"] and out["stats"]["finish_reason"] == "stop"
+    free = ask(client, doc["id"], QUOTE, max_tokens=60)["answer"]
+    stop = free.split()[len(free.split()) // 2]  # a word of the greedy answer's middle, whatever it says
+    out = ask(client, doc["id"], QUOTE, max_tokens=60, stop=[stop])
+    assert stop not in out["answer"] and free.startswith(out["answer"].strip()) and len(out["answer"]) < len(free)
+    assert out["stats"]["finish_reason"] == "stop"
+    # Same seed, same answer, where the decode calls have the same shapes (docs/api.md): without drafts. With
+    # them the adaptive window follows step times, and off the batch-invariant mode a logit's last bits (and so
+    # a draw near a boundary) can differ: seen on CI's CPU (no AMX), never here.
     sampled = [
-        ask(client, doc["id"], "Who are they?", max_tokens=12, temperature=0.9, seed=5)["answer"] for _ in range(2)
+        ask(client, doc["id"], "Who are they?", max_tokens=12, temperature=0.9, seed=5, draft_tokens=0)["answer"]
+        for _ in range(2)
     ]
-    assert sampled[0] == sampled[1]  # same seed, same answer
+    assert sampled[0] == sampled[1]
 
 
 # 10 s on 2 cores, and implied by make test: tests/spec/test_lossless.py on F16, and

@@ -96,6 +96,7 @@ def test_an_mcp_session_over_stdio_and_over_http_gets_a_cited_answer(live, tmp_p
     assert "Leeds" in answer["answer"], answer
     cited = [c for c in answer["citations"] if "Leeds" in c["text"]]
     assert cited and all(c["document_id"] == got["doc"]["id"] and c["page"] == 1 for c in cited), answer
+    assert all(c["document_name"] == "notes.txt" for c in answer["citations"]), "issue 51: it was null"
     passage = got["passage"]
     c = answer["citations"][0]
     assert passage["text"] == c["text"] and passage["document_name"] == "notes.txt"
@@ -108,6 +109,8 @@ def test_an_mcp_session_over_stdio_and_over_http_gets_a_cited_answer(live, tmp_p
         got["missing"].is_error
         and "document_not_found: no document with id 'nosuchdoc'" in got["missing"].content[0].text
     )
+    missing = got["missing"].content[0].text  # issue 51: it named an HTTP route, not a tool
+    assert "list them with the list_documents tool" in missing and "GET /v1" not in missing, missing
     assert got["bad_ref"].is_error and "not a citation ref" in got["bad_ref"].content[0].text
     assert [str(r.uri) for r in got["resources"]] == [f"docqa://documents/{got['doc']['id']}"]
     assert LONG in got["text"]
@@ -123,3 +126,56 @@ def test_an_mcp_session_over_stdio_and_over_http_gets_a_cited_answer(live, tmp_p
     )
     assert r.status_code == 401 and json.loads(r.text)["error"]["type"] == "unauthorized"
     assert os.environ.get("DOCQA_API_KEY") != KEY  # the key reached the stdio server through its env only
+
+
+def test_error_messages_name_the_tools_not_the_routes():
+    from server.api.mcp_tools import in_tool_words
+
+    assert in_tool_words("no collection with id 'x'; list them with GET /v1/collections") == (
+        "no collection with id 'x'; list them with the list_collections tool"
+    )
+    assert in_tool_words("no document with id 'a' (GET /v1/documents lists them)") == (
+        "no document with id 'a' (the list_documents tool lists them)"
+    )
+    assert in_tool_words("read it with `docqa reingest a` (POST /v1/documents/a/reingest) or the page") == (
+        "read it with `docqa reingest a` or the page"
+    )
+    assert in_tool_words("GET /v1/documents/abc/text failed") == "GET /v1/documents/abc/text failed"
+
+
+async def _bad_arguments(live: Live) -> dict:
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {KEY}"}
+    calls = {
+        "newline id": ("ask", {"question": "Who?", "document_id": "abc\ndef"}),
+        "path id": ("ask", {"question": "Who?", "collection_id": "../documents"}),
+        "newline ref": ("get_passage", {"ref": "abc\n:1-5"}),
+        "trailing newline": ("get_passage", {"ref": "0123456789abcdef:1-5\n"}),
+        "query in ref": ("get_passage", {"ref": "x?y=1:1-5"}),
+        "unknown ref": ("get_passage", {"ref": "0123456789abcdef:1-5"}),
+    }
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=120.0)) as http,
+        streamable_http_client(f"http://127.0.0.1:{live.port}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        return {name: await session.call_tool(tool, args) for name, (tool, args) in calls.items()}
+
+
+def test_mcp_arguments_are_checked_before_they_reach_a_path(live):
+    """Issue 49: ids went into URL paths unchecked, and a ref with a newline gave an error without a
+    reason (and a traceback in the log). Each is now a tool error that says what is wrong."""
+    log_before = live.log.read_text(errors="replace")
+    got = asyncio.run(_bad_arguments(live))
+    messages = {name: result.content[0].text for name, result in got.items()}
+    assert all(result.is_error for result in got.values()), messages
+    assert "document_id 'abc\\ndef' is not an id" in messages["newline id"]
+    assert "collection_id '../documents' is not an id" in messages["path id"]
+    for name in ("newline ref", "trailing newline", "query in ref"):
+        assert "is not a citation ref (<document id>:<start>-<end>" in messages[name], messages[name]
+    assert "document_not_found" in messages["unknown ref"]
+    assert "Traceback" not in live.log.read_text(errors="replace")[len(log_before) :]

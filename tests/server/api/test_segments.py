@@ -150,7 +150,7 @@ def test_a_long_book_is_segmented_and_answered_from_the_segment_with_the_needle(
             "/v1/chat/completions", json={"model": f"doc:{doc['id']}", "messages": messages, "max_tokens": 24}
         )
         assert r.status_code == 200, r.text
-        assert r.json()["docqa"]["segments"][0]["index"] == used[0]["index"]
+        assert r.json()["docqa"]["segments"][0]["index"] in holding  # one that holds the needle (two may)
 
 
 # 14 s on 2 cores; the labels are tested without a model in tests/server/api/test_segmented.py and

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from server.config.settings import Settings
 
 
@@ -15,3 +17,9 @@ def test_auto_quotes_first_on_the_default_reader_only(tmp_path):
     own = Path(tmp_path / "own.gguf")
     assert Settings(data_dir=tmp_path, model_path=own).answer_mode_for_model() == "direct"
     assert Settings(data_dir=tmp_path, model="gemma-270m", answer_mode="quote").answer_mode_for_model() == "quote"
+
+
+def test_the_two_draft_debug_settings_exclude_each_other(tmp_path):
+    assert Settings(data_dir=tmp_path, debug_accept_drafts=True).debug_accept_drafts
+    with pytest.raises(ValueError, match="exclude each other"):
+        Settings(data_dir=tmp_path, debug_accept_drafts=True, debug_reject_drafts=True)

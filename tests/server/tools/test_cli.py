@@ -45,8 +45,9 @@ def test_cli_against_a_real_server(tmp_path, gemma_path, cases):
         # The server's address from DOCQA_HOST / DOCQA_PORT (what `docqa serve` binds), the key from DOCQA_API_KEY.
         r = run("list", DOCQA_HOST="127.0.0.1", DOCQA_PORT=str(server.port), DOCQA_API_KEY=KEY)
         assert r.exit_code == 0, r.output
-        assert r.stdout.splitlines()[0] == "ID\tSTATUS\tPAGES\tTOKENS\tNAME"  # a header
-        assert f"{doc_id}\tready\t1\t{tokens.group(1)}\tcrazyones.pdf" in r.stdout
+        assert r.stdout.splitlines()[0] == "ID\tSTATUS\tPAGES\tTOKENS\tREAD\tFOLDER\tNAME"  # a header
+        # no READ, no FOLDER: an upload
+        assert f"{doc_id}\tready\t1\t{tokens.group(1)}\t-\t-\tcrazyones.pdf" in r.stdout
         r = run("list", DOCQA_PORT=str(server.port), DOCQA_API_KEY=KEY)  # DOCQA_HOST unset: 127.0.0.1
         assert r.exit_code == 0 and doc_id in r.stdout, r.output
         # DOCQA_URL beats DOCQA_HOST / DOCQA_PORT; --url beats DOCQA_URL; after the command beats before it.
