@@ -3,8 +3,9 @@ llama-cpp-python build, never through pip's wheel cache, rebuilds when CMAKE_ARG
 when the result lacks what was asked for.
 
 The Makefile runs for real, in a scratch VENV whose `pip` and `python` are stand-ins that record their
-arguments and environment (a real build takes 6 minutes and a CUDA toolkit); `--check-build` itself is
-tested against the installed llama.cpp build. This is as far as a machine without a GPU can go.
+arguments and environment (a real build takes about 9 minutes, docs/testing.md, and a CUDA toolkit);
+`--check-build` itself is tested against the installed llama.cpp build. This is as far as a machine
+without a GPU can go.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ STAND_IN = """#!{python}
 import json, os, sys
 with open(os.environ["FAKE_LOG"], "a") as log:
     env = {{k: os.environ.get(k) for k in ("CMAKE_ARGS", "CFLAGS", "CXXFLAGS")}}
-    log.write(json.dumps({{"tool": {tool!r}, "argv": sys.argv[1:], **env}}) + "\\n")
+    log.write(json.dumps({{"tool": {tool!r}, "argv": sys.argv[1:], "nice": os.nice(0), **env}}) + "\\n")
 if sys.argv[1:3] == ["-m", "runtime.system"]:
     sys.exit(int(os.environ.get("FAKE_CHECK_RC", "0")))
 if {tool!r} == "pip" and any(a.endswith("llama_cpp_python-0.3.36") for a in sys.argv):
@@ -158,9 +159,23 @@ def test_serve_installs_only_what_serving_needs(venv):
 
 
 def test_the_build_says_it_is_alive(venv):
-    """pip prints only "still running..." during the 11-minute build: make names the elapsed time."""
+    """pip prints only "still running..." during the 9-minute build: make names the elapsed time."""
     rc, _, out = make_out(venv, "llama", "", HEARTBEAT_S="1", FAKE_BUILD_S="2.6")
     assert rc == 0
     beats = [line for line in out.splitlines() if "still building llama-cpp-python" in line]
     assert len(beats) >= 2 and beats[0].strip().endswith("s elapsed"), out
     assert "built llama-cpp-python in" in out
+
+
+def test_cuda_check_is_niced_and_keeps_away_from_the_venv(venv):
+    """`make cuda-check CUDA_ARCH=90`: runtime/cuda_check.py (tests/runtime/test_cuda_toolkit.py), at
+    a low priority beside other work, with its own directory; pip and the serving venv are not touched."""
+    python = str(venv / "bin" / "python")
+    rc, calls = make(venv, "cuda-check", "", PYTHON=python, CUDA_ARCH="90", CUDA_JOBS="3")
+    assert rc == 0, calls
+    [call] = calls
+    assert call["tool"] == "python" and call["nice"] >= 15
+    assert call["argv"] == ["-m", "runtime.cuda_check", "--arch", "90", "--dir", ".cuda", "--jobs", "3"]
+    rc, calls = make(venv, "cuda-check", "", PYTHON=python, CUDA_RECORD="bench/results/cuda-build.md")
+    assert rc == 0 and calls[0]["argv"][-2:] == ["--record", "bench/results/cuda-build.md"]
+    assert calls[0]["argv"][2:4] == ["--arch", "86"]  # an RTX 3090 unless told

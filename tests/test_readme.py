@@ -2,8 +2,8 @@
 ``<!-- readme-test: run -->`` or ``<!-- readme-test: skip (why) -->``, and the ``run`` ones are run, in
 order, against a real server (``python -m server``) with the embedded Gemma on a free port, as a user
 types them into one terminal: shell variables carry from one block to the next. Only the port is
-rewritten (``127.0.0.1:8000`` and the CLI's default URL). The docs it links to exist, and every setting
-is documented in docs/settings.md.
+rewritten (``127.0.0.1:8000`` and the CLI's default URL). The docs it links to exist, and docs/settings.md
+describes every setting once and names no other.
 
 The slow test asks the quick start's questions of the default model, as a new user would, and checks
 that the answers are the README's own.
@@ -48,12 +48,45 @@ def test_linked_files_exist():
             assert ((ROOT / path).parent / target).exists(), f"{path} links to {target}, which is missing"
 
 
-def test_every_setting_is_documented():
-    from server.config.settings import Settings
+SETTINGS_DOC = ROOT / "docs" / "settings.md"
+#: Variables docs/settings.md may name that are no setting: the command-line client's.
+CLIENT_VARIABLES = {"DOCQA_URL"}
+VARIABLE = re.compile(r"\bDOCQA_[A-Z0-9_]+\b(?!\*)")  # a pattern such as DOCQA_DEBUG_* names none
 
-    documented = set(re.findall(r"DOCQA_[A-Z0-9_]+", (ROOT / "docs" / "settings.md").read_text()))
-    missing = [f"DOCQA_{name.upper()}" for name in Settings.model_fields if f"DOCQA_{name.upper()}" not in documented]
+
+def settings_tables(text: str) -> dict[str, list[str]]:
+    """``{section title: [variable, ...]}``: the variables each ``##`` section's table rows name in their
+    first cell, in order."""
+    tables: dict[str, list[str]] = {}
+    title = ""
+    for line in text.splitlines():
+        if line.startswith("## "):
+            title = line[3:].strip()
+        elif line.startswith("| `"):
+            tables.setdefault(title, []).extend(VARIABLE.findall(line.split("|")[1]))
+    return tables
+
+
+def test_every_setting_is_documented_once_and_nothing_else():
+    """docs/settings.md: every setting in exactly one table row, no variable that is not a setting (a
+    deprecated old name or the client's excepted), the settings a user sets first (about twenty), and
+    the DOCQA_DEBUG_* settings in the last section, alone."""
+    from server.config.settings import Settings, deprecated_aliases
+
+    text = SETTINGS_DOC.read_text()
+    settings = [f"DOCQA_{name.upper()}" for name in Settings.model_fields]
+    tables = settings_tables(text)
+    rows = [name for names in tables.values() for name in names]
+    missing = sorted(set(settings) - set(rows))
     assert not missing, f"docs/settings.md does not describe {missing}"
+    twice = sorted({name for name in rows if rows.count(name) > 1})
+    assert not twice, f"docs/settings.md describes {twice} in more than one row"
+    unknown = set(VARIABLE.findall(text)) - set(settings) - set(deprecated_aliases()) - CLIENT_VARIABLES
+    assert not unknown, f"docs/settings.md names {sorted(unknown)}, which are not settings"
+    first, *_, last = tables
+    assert first == "The settings you set" and 15 <= len(tables[first]) <= 25, (first, len(tables[first]))
+    debug = [name for name in settings if name.startswith("DOCQA_DEBUG_")]
+    assert sorted(tables[last]) == sorted(debug), f"the last section, {last!r}, must hold the DOCQA_DEBUG_* settings"
 
 
 def _script(port: int) -> tuple[str, list[str]]:
@@ -111,7 +144,7 @@ def test_snippets_run_as_written(readme_server):
     assert not re.search(r'"error":\s*\{|event: error', out), out
     assert _answers(out), out  # the curl answers came back as answers
     assert "event: token" in out and "event: done" in out  # the streamed one
-    assert "ID\tSTATUS\tPAGES\tTOKENS\tNAME" in out  # docqa list
+    assert "ID\tSTATUS\tPAGES\tTOKENS\tREAD\tFOLDER\tNAME" in out  # docqa list
     assert all(p.strip() for p in python) and len(blocks_run) >= 4
     status, docs = readme_server.get("/v1/documents")
     assert status == 200 and {d["status"] for d in docs["documents"]} == {"ready"}
