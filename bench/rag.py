@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from bench.demos import make_demos, render
-from ingest.prompt import DEFAULT, NOT_SAID, PromptLayout, Wording, layout_for, single_turn
+from ingest.prompt import DEFAULT, NOT_SAID, QUOTE_JUDGE, PromptLayout, Wording, layout_for, single_turn
 from runtime.llama import Model
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats
-from spec.quote import PASSAGES, THRESHOLD, QuoteConstraint, QuoteIndex, QuoteParams, QuoteTokens
+from spec.quote import PASSAGES, THRESHOLD, AnswerThenQuote, QuoteConstraint, QuoteIndex, QuoteParams, QuoteTokens
 from spec.sampling import SamplingParams
 from spec.support import Judgment
 from store import index
@@ -50,9 +50,14 @@ class Reply:
     steps: int = 0
 
 
+#: ``a=2``'s question after the held answer (ingest/prompt.py QUOTE_JUDGE asks about the question alone).
+JUDGE_ANSWER = "\n\nDoes the passage give this answer to the question? Reply with yes or no."
+
 #: Ways of answering (the ``mode`` of :meth:`Reader.answer`): the answer alone; quote-first (spec/quote.py)
 #: as served; ``quote:t=0.7/k=5/n=0``: with another threshold (``t=none``: not judged), number of passages
-#: the quote may start in (``k=all``: anywhere), or without the number check (``n=0``, spec/support.py).
+#: the quote may start in (``k=all``: anywhere), without the number check (``n=0``, spec/support.py), or
+#: answering first and quoting after (``a=1``, spec/quote.py ``AnswerThenQuote``; ``a=2``: the judgment
+#: reads the answer too).
 MODES: dict[str, QuoteParams | None] = {"direct": None, "quote": QuoteParams()}
 
 
@@ -65,6 +70,7 @@ def mode_params(mode: str) -> QuoteParams | None:
     return QuoteParams(
         threshold=THRESHOLD if t is None else None if t == "none" else float(t),
         passages=PASSAGES if k is None else None if k == "all" else int(k),
+        answer_first=knobs.get("a") in ("1", "2"),
     )
 
 
@@ -91,7 +97,7 @@ class Reader:
         too), prefill the suffix, answer greedily (``mode``: :func:`mode_params`; ``text``: the
         document's text in the prefix, whose tokens a quote is found in)."""
         qp = mode_params(mode)
-        suffix = self.layout.question_suffix(self.model, question, quote=qp is not None)
+        suffix = self.layout.question_suffix(self.model, question, quote=qp is not None and not qp.answer_first)
         ctx = self.ctx
         ctx.clear()
         if state is None:
@@ -106,19 +112,38 @@ class Reader:
         q = None
         if qp is not None:
             index = self._quotes(prefix, text)
-            q = QuoteConstraint(
-                index,
-                self.quote_tokens,
-                qp,
-                self.model.piece,
-                NOT_SAID,
-                answer=self.layout.quote_answer(self.model, judged=qp.judged),
+            common = dict(
                 judge=(lambda passage: self.layout.quote_judge(self.model, question, passage)) if qp.judged else None,
                 support=Judgment(question, qp.threshold, numbers=":" not in mode or "n=0" not in mode)
                 if qp.judged
                 else None,
-                region=self._region(index, question, qp.passages),
             )
+            if qp.answer_first:
+                q = AnswerThenQuote(
+                    index,
+                    self.quote_tokens,
+                    qp,
+                    self.model.piece,
+                    NOT_SAID,
+                    then_quote=self.layout.quote_after(self.model),
+                    ends=self.model.is_eog,
+                    max_answer=max_tokens,
+                    locate=lambda answer: self._region(index, f"{question} {answer}", qp.passages),
+                    **common,
+                )
+                if qp.judged and "a=2" in mode:  # the judgment reads the held answer too (tried, not kept)
+                    q._judge = self._judge_answer(question, q)
+            else:
+                q = QuoteConstraint(
+                    index,
+                    self.quote_tokens,
+                    qp,
+                    self.model.piece,
+                    NOT_SAID,
+                    answer=self.layout.quote_answer(self.model, judged=qp.judged),
+                    region=self._region(index, question, qp.passages),
+                    **common,
+                )
         params = AnswerParams(max_tokens, SamplingParams(temperature=0.0), None, stops=self.layout.stops, quote=qp)
         parts: dict[str, list[str]] = {"answer": [], "quote": []}
         for event in generate(run, params, constraint=q):
@@ -138,6 +163,22 @@ class Reader:
             accepted=stats.accepted_tokens,
             steps=stats.verify_steps,
         )
+
+    def _judge_answer(self, question: str, q: AnswerThenQuote):
+        """passage -> the judgment turn of ingest/prompt.py ``quote_judge`` with ``q``'s held answer after
+        the question, asking whether the passage gives that answer (``a=2``: measured in
+        bench/results/quality.md, not served)."""
+
+        tail = self.layout.tail if self.layout.kind == "chat" else " (yes or no):"
+        n_ask = len(self.model.tokenize(QUOTE_JUDGE + tail, parse_special=True))  # quote_judge's last part
+        ask = self.model.tokenize(JUDGE_ANSWER + tail, parse_special=True)
+
+        def judge(passage: str) -> np.ndarray:
+            head = self.layout.quote_judge(self.model, question, passage)[:-n_ask]
+            answer = self.model.tokenize(f"\n\nAnswer: {q.answer_text()}", parse_special=False)
+            return np.concatenate([head, answer, ask]).astype(np.int32)
+
+        return judge
 
     def _region(self, index: QuoteIndex, question: str, k: int | None) -> np.ndarray | None:
         """Where a quote may start: the ``k`` passages that best match ``question`` (None: anywhere)."""

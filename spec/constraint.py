@@ -65,7 +65,8 @@ def decide(
     [n_vocab]): the next forced token when the constraint forces more than the step held (scaffolding
     longer than a verify window is never chosen over), else the constraint's choice while it is active
     (given to it too), else the sampler's. An end-of-generation token chosen inside the constraint ends
-    the answer ("stop")."""
+    the answer ("stop"), unless the choice began scaffolding (the constraint forces more after it: a
+    chat turn ends with one before the next turn starts)."""
     events: list[TokenEvent] = []
     for token in forced:
         events += constraint.push(token)
@@ -77,7 +78,7 @@ def decide(
         events += constraint.push(token)
         return [*forced, token], len(forced) + 1, events, constraint.finish
     token = constraint.choose(sampler, row)
-    if is_eog(token):
+    if is_eog(token) and not constraint.forced():  # scaffolding may start with one: a chat turn's end
         return [*forced, token], len(forced), events, "stop"
     events += constraint.push(token)
     return [*forced, token], len(forced) + 1, events, constraint.finish

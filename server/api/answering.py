@@ -74,7 +74,9 @@ def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_a
             window=window,
             stops=tuple(req.stop) if req.stop is not None else layout_stops,
             sources=sources.NAMES if req.draft_source in ("all", "both") else (req.draft_source,),
-            quote=QuoteParams(threshold=settings.quote_support) if answer_mode(req, settings) == "quote" else None,
+            quote=QuoteParams(threshold=settings.quote_support, answer_first=settings.quote_answer_first)
+            if answer_mode(req, settings) == "quote"
+            else None,
             reject_drafts=settings.debug_reject_drafts,
             accept_drafts=settings.debug_accept_drafts,
         )
@@ -179,10 +181,11 @@ def _suffix(engine: Engine, question: str, history, params: AnswerParams) -> tup
     its quote, the judgment (the question and the passage again, ingest/prompt.py ``quote_judge``, and
     the reply) and the scaffolding (``quote_answer``)."""
     quote, layout, model = params.quote, engine.layout, engine.model
-    suffix = layout.question_suffix(model, question, history, quote=quote is not None)
+    suffix = layout.question_suffix(model, question, history, quote=quote is not None and not quote.answer_first)
     if quote is None:
         return suffix, 0
-    n = QuoteConstraint.MAX_LEAD + quote.max_tokens + 1 + len(layout.quote_answer(model, quote.judged))
+    scaffold = layout.quote_after(model) if quote.answer_first else layout.quote_answer(model, quote.judged)
+    n = QuoteConstraint.MAX_LEAD + quote.max_tokens + 1 + len(scaffold)
     if quote.judged:  # the passage: a header row, the quote and up to 40 tokens of its sentence on each side
         passage = QuoteConstraint.MAX_HEADER + quote.max_tokens + 80
         n += len(layout.quote_judge(model, question, "")) + passage + 1

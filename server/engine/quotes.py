@@ -10,7 +10,7 @@ import numpy as np
 
 from ingest.prompt import NOT_SAID
 from server.engine.jobs import AnswerJob
-from spec.quote import QuoteConstraint, QuoteIndex
+from spec.quote import AnswerThenQuote, QuoteConstraint, QuoteIndex
 from spec.support import Judgment
 from store.passages import PassageRanks
 
@@ -53,16 +53,31 @@ def constraint(job: AnswerJob, hot, loaded) -> QuoteConstraint | None:
     if params is None:
         return None
     quotes = document_quotes(hot, loaded)
+    model, layout = loaded.model, loaded.layout
+    judged = dict(
+        judge=(lambda passage: layout.quote_judge(model, job.question, passage)) if params.judged else None,
+        support=Judgment(job.question, params.threshold) if params.judged else None,
+    )
+    if params.answer_first:
+        return AnswerThenQuote(
+            quotes.index,
+            loaded.quote_tokens,
+            params,
+            model.piece,
+            NOT_SAID,
+            then_quote=layout.quote_after(model),
+            ends=model.is_eog,
+            max_answer=job.params.max_tokens,
+            locate=lambda answer: quotes.region(f"{job.question} {answer}", params.passages),
+            **judged,
+        )
     return QuoteConstraint(
         quotes.index,
         loaded.quote_tokens,
         params,
-        loaded.model.piece,
+        model.piece,
         NOT_SAID,
-        answer=loaded.layout.quote_answer(loaded.model, judged=params.judged),
-        judge=(lambda passage: loaded.layout.quote_judge(loaded.model, job.question, passage))
-        if params.judged
-        else None,
-        support=Judgment(job.question, params.threshold) if params.judged else None,
+        answer=layout.quote_answer(model, judged=params.judged),
         region=quotes.region(job.question, params.passages),
+        **judged,
     )
