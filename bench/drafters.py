@@ -91,7 +91,7 @@ def history_part(threads: int) -> dict:
         _ask(client, doc, "Who is the author?", max_tokens=4)  # warm: the cost model's first one-row calls
         for (question, paraphrase), fresh in zip(QUESTIONS, FRESH, strict=True):
             first = _ask(client, doc, question)
-            client.app.state.engine.histories.flush()
+            client.app.state.services.engine.histories.flush()
             without = _ask(client, doc, question, draft_source="lookup")
             again = _ask(client, doc, question)
             para_without = _ask(client, doc, paraphrase, draft_source="lookup")
@@ -173,7 +173,7 @@ def draft_part(target: Path, draft: Path, threads: int, repeats: int) -> dict:
             }
         out["costs"] = {}
         for m, c in clients.items():
-            costs = c.app.state.engine.loaded.costs
+            costs = c.app.state.services.engine.loaded.costs
             out["costs"][m] = {"rows_s": [costs.rows(n) for n in range(1, 18)], "draft_s": costs.draft_step("draft")}
     finally:
         for client in apps:

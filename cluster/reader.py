@@ -79,7 +79,7 @@ class Reader:
 
     @serve.multiplexed(max_num_models_per_replica=HOT_DOCS)
     async def hold(self, doc_id: str) -> HeldDocument:
-        return HeldDocument(doc_id, self.app.state.engine)
+        return HeldDocument(doc_id, self.app.state.services.engine)
 
     async def forward(self, req: ProxiedRequest) -> AsyncIterator[dict | bytes]:
         """The request through this replica's app: ``{"status", "headers"}``, then body chunks."""

@@ -1,4 +1,4 @@
-"""The files of a watched folder (server/api/watch.py keeps it in sync): which files count, their state
+"""The files of a watched folder (server/service/watch.py keeps it in sync): which files count, their state
 (size and mtime, the fingerprint that tells a restart what changed), reading one without ever leaving
 the folder, whether the folder is there at all, and the order files are read in.
 

@@ -42,7 +42,7 @@ class OcrJob:
     characters, OCR stops (the rest is past any budget, ingest/cut.py keep_leading). ``progress``:
     called with (pages read by OCR so far, pages to read), 0 first, in the extracting process; and
     once before any page is read with (:data:`OPENED`, the PDF's number of pages), so a caller knows
-    the file opened and how many pages it has (server/api/background.py: a part that lies inside it
+    the file opened and how many pages it has (server/service/background.py: a part that lies inside it
     may be read in the background)."""
 
     settings: OcrSettings

@@ -62,7 +62,7 @@ class DocRecord:
     warnings: tuple[dict, ...] = ()  # [{"page", "message"}]: pages that could not be read well
     owner: str | None = None  # the server prefilling it (cluster replicas), None on one machine
     lease_until: float | None = None  # unix seconds; the owner renews it while it prefills
-    source_path: str | None = None  # the watched file it was read from (server/api/watch.py); None: uploaded
+    source_path: str | None = None  # the watched file it was read from (server/service/watch.py); None: uploaded
     source_stat: str | None = None  # that file's "<size>:<mtime ns>" when it was read
     read_at: float | None = None  # unix seconds: when that file was last read
 

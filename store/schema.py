@@ -2,7 +2,7 @@
 (store/sqlite_store.py, store/pg_store.py) and the row order store/docstore.py reads.
 
 ``documents`` holds one row per document. ``collections`` names a set of documents asked together
-(server/api/collection.py), and ``collection_documents`` lists each collection's documents in order
+(server/service/collection.py), and ``collection_documents`` lists each collection's documents in order
 (``position``): a members table rather than a list column, so that deleting a document removes it
 from its collections in the same statement (``ON DELETE CASCADE``; SQLite enforces foreign keys only
 with ``PRAGMA foreign_keys = ON``, which the SQLite store sets on its connection), and a collection
@@ -57,7 +57,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("warnings", "text", "NOT NULL DEFAULT '[]'", added=True),
     Column("owner", "text", added=True),
     Column("lease_until", "real", added=True),
-    # A document read from a watched folder (server/api/watch.py): the file, its size and mtime when it
+    # A document read from a watched folder (server/service/watch.py): the file, its size and mtime when it
     # was read ("<bytes>:<mtime ns>", so a restart re-reads only what changed) and when (unix seconds).
     Column("source_path", "text", added=True),
     Column("source_stat", "text", added=True),

@@ -45,7 +45,7 @@ def store_new(
 
 def store_into(store: DocStore, doc: DocRecord, data: bytes, prepared: Prepared) -> tuple[DocRecord, bool]:
     """Store the files of an upload whose row was made before its text was read (OCR in the
-    background, server/api/background.py) and record its text in the row. Returns (record, whether
+    background, server/service/background.py) and record its text in the row. Returns (record, whether
     to prefill it): False when it was deleted meanwhile (nothing is written)."""
     if store.get(doc.id) is None:
         return doc, False

@@ -12,20 +12,13 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-import numpy as np
 from fastapi import Request
 
-from ingest.errors import DocumentFilesDamaged
-from server.api import collection, refit, segmented
 from server.api.schemas import AnswerRequest, AnswerStatsPublic, CitationPublic, QuotePublic, SegmentAnswerPublic
 from server.config.errors import (
     ClientGone,
-    DocumentFailed,
-    DocumentIngesting,
     GenerationFailed,
     InvalidRequest,
-    QuestionTooLong,
-    damaged,
 )
 from server.config.settings import Settings
 from server.engine.engine import Engine
@@ -42,14 +35,11 @@ from server.engine.events import (
     Stats,
     Token,
 )
-from server.engine.jobs import AnswerJob
 from spec import sources
 from spec.limits import MAX_WINDOW
 from spec.loop import AnswerParams
-from spec.quote import QuoteConstraint, QuoteParams
+from spec.quote import QuoteParams
 from spec.sampling import SamplingParams
-from store.collection_index import MemberDamaged
-from store.docstore import FAILED, INGESTING, DocRecord, DocStore
 
 
 def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_adds: bool = False) -> AnswerParams:
@@ -88,148 +78,6 @@ def answer_mode(req: AnswerRequest, settings: Settings) -> str:
     """``quote`` or ``direct``: the request's ``mode``, else the server's (``DOCQA_ANSWER_MODE``;
     ``auto`` picks per model, server/config/model.py ``answer_mode_for_model``)."""
     return req.mode or settings.answer_mode_for_model()
-
-
-def check_answerable(doc: DocRecord, engine: Engine) -> None:
-    """Raise a 409 naming the reason when ``doc`` cannot be asked about yet (or at all)."""
-    if doc.status == INGESTING:
-        pct = engine.progress.get(doc.id, 0.0) * 100
-        raise DocumentIngesting(f"document {doc.id} is still being ingested ({pct:.0f}%); retry soon")
-    if doc.status == FAILED:
-        raise DocumentFailed(f"document {doc.id} failed to ingest: {doc.error}; upload it again")
-    if (why := engine.unfit.get(doc.id)) is not None:  # read for a larger context (server/api/refit.py)
-        raise refit.refuse(doc.id, why)
-
-
-async def submit(
-    engine: Engine,
-    store: DocStore,
-    settings: Settings,
-    doc: DocRecord,
-    question: str,
-    params: AnswerParams,
-    history: tuple[tuple[str, str], ...] = (),
-) -> tuple[AnswerStream, int]:
-    """Tokenize the question (off the event loop and the engine thread: tokenizer calls are read-only
-    and thread-safe), refuse it with 413 if it cannot fit the context next to its document, and queue
-    it: one job, or for a segmented document the jobs of the segments it ranks best for
-    (server/api/segmented.py), read as one stream. Returns (stream, jobs waiting ahead of it)."""
-    close = settings.segment_close_ratio
-    try:
-        planned, (suffix, n_constrained), earlier = await _tokenized(
-            engine, question, history, params, lambda: segmented.plan(engine.repairs, doc, question, close, history)
-        )
-    except DocumentFilesDamaged as exc:  # its segment list or index, beyond repair
-        raise damaged(exc, doc.id) from None
-    if planned is None:
-        _check_fits(engine, suffix, doc.tokens, "the document")
-        loop = asyncio.get_running_loop()
-        extra = {"history": history, "earlier": earlier, "n_constrained": n_constrained}
-        job = AnswerJob(doc.id, question, params, loop, suffix, doc.tokens, **extra)
-        return job, engine.submit_answer(job)
-
-    def part(s: segmented.Source) -> str:
-        return f"the part it is answered from (pages {s.where['pages'][0]}-{s.where['pages'][1]})"
-
-    return _queue(engine, planned, part, suffix, n_constrained, earlier, question, params, history)
-
-
-async def submit_collection(
-    engine: Engine,
-    store: DocStore,
-    settings: Settings,
-    collection_id: str,
-    docs: list[DocRecord],
-    question: str,
-    params: AnswerParams,
-    history: tuple[tuple[str, str], ...] = (),
-) -> tuple[AnswerStream, int]:
-    """:func:`submit` for a question to a collection whose documents are ``docs`` (all ready): they
-    are ranked as one long document's segments (server/api/collection.py) and the jobs of the best
-    one or two documents (or segments) are read as one stream, each checked against the context
-    first. Returns (stream, jobs waiting ahead of it)."""
-    close = settings.segment_close_ratio
-    try:
-        planned, (suffix, n_constrained), earlier = await _tokenized(
-            engine,
-            question,
-            history,
-            params,
-            lambda: collection.plan(engine.repairs, collection_id, docs, question, close, history),
-        )
-    except MemberDamaged as exc:  # a document's text or segment list, beyond repair
-        raise damaged(exc.error, exc.doc_id) from None
-
-    def member(s: segmented.Source) -> str:
-        return f"the document it is answered from ({s.where['label']})"
-
-    return _queue(engine, planned, member, suffix, n_constrained, earlier, question, params, history)
-
-
-async def _tokenized(engine: Engine, question: str, history, params: AnswerParams, plan):
-    """(``plan()``, (the question's suffix, a quote-first answer's scaffolding after its quote), the
-    earlier turns' token ids), each in a worker thread, at once."""
-    return await asyncio.gather(
-        asyncio.to_thread(plan),
-        asyncio.to_thread(_suffix, engine, question, history, params),
-        asyncio.to_thread(_earlier_turns, engine, history),
-    )
-
-
-def _suffix(engine: Engine, question: str, history, params: AnswerParams) -> tuple[np.ndarray, int]:
-    """The question's suffix ids, and the most tokens a quote-first answer decodes before its answer:
-    its quote, the judgment (the question and the passage again, ingest/prompt.py ``quote_judge``, and
-    the reply) and the scaffolding (``quote_answer``)."""
-    quote, layout, model = params.quote, engine.layout, engine.model
-    suffix = layout.question_suffix(model, question, history, quote=quote is not None and not quote.answer_first)
-    if quote is None:
-        return suffix, 0
-    scaffold = layout.quote_after(model) if quote.answer_first else layout.quote_answer(model, quote.judged)
-    n = QuoteConstraint.MAX_LEAD + quote.max_tokens + 1 + len(scaffold)
-    if quote.judged:  # the passage: a header row, the quote and up to 40 tokens of its sentence on each side
-        passage = QuoteConstraint.MAX_HEADER + quote.max_tokens + 80
-        n += len(layout.quote_judge(model, question, "")) + passage + 1
-    return suffix, n
-
-
-def _queue(
-    engine: Engine, planned, what, suffix, n_constrained, earlier, question, params, history
-) -> tuple[AnswerStream, int]:
-    """Check each planned source against the context (``what(source)``: what the 413 calls it), then
-    queue a job for each, read as one stream (server/api/segmented.py ``submit``)."""
-    loop = asyncio.get_running_loop()
-    for s in planned.sources:
-        _check_fits(engine, suffix, s.n_tokens, what(s))
-    extra = {"history": history, "earlier": earlier, "n_constrained": n_constrained}
-    return segmented.submit(
-        engine,
-        planned,
-        lambda s: AnswerJob(s.doc_id, question, params, loop, suffix, s.n_tokens, segment=s.segment, **extra),
-    )
-
-
-def _earlier_turns(engine: Engine, history: tuple[tuple[str, str], ...]) -> tuple[np.ndarray, ...]:
-    """A conversation's earlier turns as token ids, each its question with the scaffolding an answer
-    follows, then its answer: history for this request's answer (spec/history.py)."""
-    layout, model = engine.layout, engine.model
-    return tuple(
-        np.concatenate(
-            [layout.question_suffix(model, q), model.tokenize(layout.answer_lead + a.strip(), parse_special=False)]
-        ).astype(np.int32)
-        for q, a in history
-        if a.strip()
-    )
-
-
-def _check_fits(engine: Engine, suffix: np.ndarray, n_prefix: int, what: str) -> None:
-    """QuestionTooLong (413) unless the prefix, the suffix and the first answer token fit n_ctx."""
-    n_ctx = engine.n_ctx
-    if n_prefix + len(suffix) + 1 > n_ctx:
-        raise QuestionTooLong(
-            f"the question (with the conversation before it) is {len(suffix)} tokens; with {what} "
-            f"({n_prefix} tokens) that exceeds the context of {n_ctx} tokens; ask a shorter question, "
-            f"or start a new conversation"
-        )
 
 
 @dataclass

@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from ingest.errors import DataDirUnusable
 from ingest.worker import ExtractionWorker
-from server.api import handlers, refit
+from server.api import handlers
 from server.api.guard import Guard
 from server.api.head import HeadAsGet
 from server.api.hosts import TrustedHosts
@@ -30,13 +30,14 @@ from server.api.mcp_http import PATH as MCP_PATH
 from server.api.mcp_http import McpEndpoint
 from server.api.metrics import CONTENT_TYPE, Metrics, RequestMetrics
 from server.api.routes import answers, collections, documents, health, openai
-from server.api.watch import FolderWatch
 from server.config.memory import snapshot_estimate, with_preset
 from server.config.settings import Settings
 from server.engine.engine import Engine
 from server.engine.lease import Leases, owner_name
 from server.engine.selftest import SelfTest
 from server.engine.traffic import TrafficLog
+from server.service import Services, refit
+from server.service.watch import FolderWatch
 from store.docstore import DocStore
 from store.stores import open_store as open_rows
 
@@ -54,7 +55,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         if settings.ingest_lease_s:  # servers sharing the database: ingest under leases (server/engine/lease.py)
             store.share(owner_name(settings.replica_name), settings.ingest_lease_s)
         traffic = TrafficLog(settings) if settings.traffic_log else None
-        extractor = app.state.extractor = ExtractionWorker(
+        extractor = ExtractionWorker(
             settings.extract_timeout_s,
             settings.extract_memory_bytes,
             settings.debug_text_rules,
@@ -66,32 +67,33 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
         # A damaged file is repaired by the engine's one repair path, with the extractor passed to it
         # (server/engine/repairs.py): nothing is assigned onto the store.
         engine = Engine(settings, store, observer=metrics, traffic=traffic, extract=extractor.extract)
-        app.state.store = store
-        app.state.reingesting = set()  # documents being re-ingested (one re-ingest per document at a time)
-        app.state.engine = engine
         # Resumes stranded ingestions (and renews leases when servers share the database).
-        leases = Leases(store, engine.submit_ingest, engine.progress.__contains__, settings.resume_check_s)
+        leases = Leases(store, engine.submit_ingest, engine.is_reading, settings.resume_check_s)
         extractor.prestart()
         await asyncio.to_thread(engine.start)
-        app.state.snapshot_bytes = snapshot_estimate(settings, engine.model.path)  # for the free-space check
+        # The service room's one value (server/service/__init__.py): the routes reach it through
+        # server/api/deps.py, the watched folders and re-reads are given it.
+        services = app.state.services = Services(
+            settings, store, engine, extractor, snapshot_estimate(settings, engine.model.path)
+        )
         await asyncio.to_thread(lambda: engine.model.max_token_chars)  # read the vocabulary once, now
         metrics.bind(engine, store)
         # Documents read for a larger context than this one (DOCQA_N_CTX lowered): marked, and with
-        # DOCQA_REINGEST_UNFIT read again after start-up (server/api/refit.py).
-        engine.unfit.update(await asyncio.to_thread(refit.scan, store, settings))
+        # DOCQA_REINGEST_UNFIT read again after start-up (server/service/refit.py).
+        engine.mark_unfit(await asyncio.to_thread(refit.scan, store, settings))
         rereads = None
-        if settings.reingest_unfit and engine.unfit:
+        if settings.reingest_unfit and engine.unfit_ids():
             rereads = asyncio.create_task(
                 refit.reingest_all(
-                    engine.unfit,
+                    engine.unfit_ids,
                     lambda doc_id: asyncio.to_thread(store.get, doc_id),
-                    lambda doc: documents.reingest_document(app.state, doc),
+                    lambda doc: documents.reingest_document(services, doc),
                 )
             )
         if leases is not None:
             leases.start()
-        watch = app.state.watch = FolderWatch(app.state, settings) if settings.watch else None
-        if watch is not None:  # DOCQA_WATCH: folders kept in sync (server/api/watch.py)
+        watch = app.state.watch = FolderWatch(services, settings) if settings.watch else None
+        if watch is not None:  # DOCQA_WATCH: folders kept in sync (server/service/watch.py)
             watch.start()
         try:
             yield
@@ -104,7 +106,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
                 await mcp.close()
             if leases is not None:
                 leases.stop()
-            app.state.extractor.close()
+            extractor.close()
             await asyncio.to_thread(engine.stop)
             if traffic is not None:
                 traffic.close()

@@ -1,4 +1,6 @@
-"""Typed dependencies read from ``app.state``, and the document or collection a request's path names.
+"""Typed dependencies, the only reads of ``app.state``: the settings, the service room's one value
+(server/service/__init__.py ``Services``, made in the lifespan) and what it holds, the watched
+folders, and the document or collection a request's path names.
 
 The document and collection dependencies are sync functions: FastAPI runs a sync dependency in its
 thread pool, so their row reads never run on the event loop (with PostgreSQL each is a network
@@ -15,6 +17,9 @@ from ingest.worker import ExtractionWorker
 from server.config.errors import CollectionNotFound, DocumentNotFound, EngineUnavailable
 from server.config.settings import Settings
 from server.engine.engine import Engine
+from server.engine.selftest import SelfTest
+from server.service import Services
+from server.service.watch import FolderWatch
 from store.docstore import CollectionRecord, DocRecord, DocStore
 
 
@@ -22,28 +27,57 @@ def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def _store(request: Request) -> DocStore:
-    store: DocStore | None = getattr(request.app.state, "store", None)
-    if store is None:  # before the lifespan opened it
+def services_of(app) -> Services | None:
+    """The app's services (None before the lifespan made them, or after a failed start)."""
+    return getattr(app.state, "services", None)
+
+
+def settings_of(app) -> Settings:
+    return app.state.settings
+
+
+def selftest_of(app) -> SelfTest | None:
+    """The start-up self-test's result (None: not run, as in tests and the cluster's replicas)."""
+    return getattr(app.state, "selftest", None)
+
+
+def watch_of(app) -> FolderWatch | None:
+    """The watched folders (None without DOCQA_WATCH, or before the lifespan started them)."""
+    return getattr(app.state, "watch", None)
+
+
+def _services(request: Request) -> Services:
+    services = services_of(request.app)
+    if services is None:  # before the lifespan opened the store and loaded the model
         raise EngineUnavailable("the server is starting; retry in a few seconds", {"Retry-After": "5"})
-    return store
+    return services
+
+
+def _store(request: Request) -> DocStore:
+    return _services(request).store
 
 
 def _engine(request: Request) -> Engine:
-    engine: Engine | None = getattr(request.app.state, "engine", None)
-    if engine is None or not engine.ready.is_set() or engine.load_error:
+    engine = _services(request).engine
+    if not engine.ready.is_set() or engine.load_error:
         raise EngineUnavailable("the model is not loaded yet; retry in a few seconds", {"Retry-After": "5"})
     return engine
 
 
-def _extractor(request: Request):
-    return request.app.state.extractor
+def _extractor(request: Request) -> ExtractionWorker:
+    return _services(request).extractor
+
+
+def _watch(request: Request) -> FolderWatch | None:
+    return watch_of(request.app)
 
 
 SettingsDep = Annotated[Settings, Depends(_settings)]
 StoreDep = Annotated[DocStore, Depends(_store)]
 EngineDep = Annotated[Engine, Depends(_engine)]
 ExtractorDep = Annotated[ExtractionWorker, Depends(_extractor)]
+ServicesDep = Annotated[Services, Depends(_services)]
+WatchDep = Annotated["FolderWatch | None", Depends(_watch)]
 
 
 def find_document(store: DocStore, doc_id: str) -> DocRecord | None:

@@ -47,8 +47,8 @@ from server.config.errors import (
     status_of,
 )
 from server.config.settings import Settings
+from server.service.uploads import MULTIPART_SLACK
 
-MULTIPART_SLACK = 64 * 1024  # boundaries and part headers around an uploaded file
 UPLOAD_PATHS = ("/v1/documents",)  # multipart uploads: DOCQA_MAX_UPLOAD_BYTES; other bodies: the JSON limit
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 PUBLIC_PATHS = frozenset({"/", "/health", "/v1/formats"})

@@ -74,7 +74,7 @@ class Metrics:
             self.queue_depth.set(self._engine.queue_depth)
             self.active.set(self._engine.active_answers)
             progress = GaugeMetricFamily("docqa_ingest_progress", "Prefill progress (0..1)", labels=["document"])
-            for doc_id, value in list(self._engine.progress.items()):
+            for doc_id, value in self._engine.reading_ids().items():
                 progress.add_metric([doc_id], value)
             yield progress
             yield GaugeMetricFamily(

@@ -106,7 +106,7 @@ class DocumentPublic(BaseModel):
     progress: float  # prefill progress 0..1
     reading: ReadingPublic | None = None  # while ingesting: waiting or read so far, the rate, the time left
     # Why it must be read again before it can be asked (its saved state no longer fits the served
-    # context: DOCQA_N_CTX was lowered since; server/api/refit.py); null: it need not be.
+    # context: DOCQA_N_CTX was lowered since; server/service/refit.py); null: it need not be.
     needs_reingest: str | None = None
     pages: int
     tokens: int
@@ -209,7 +209,7 @@ class SegmentUsed(BaseModel):
     part: int | None = None  # index + 1
     parts: int | None = None  # how many segments the document has
     chars: list[int] | None = None  # [start, end) character offsets into the document text
-    label: str | None = None  # what it is, for people (server/api/segmented.py label)
+    label: str | None = None  # what it is, for people (server/service/segmented.py label)
     document_id: str | None = None  # a collection's answer: the document it is (or is a segment of)
     document_name: str | None = None
 

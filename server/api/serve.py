@@ -118,7 +118,9 @@ class GracefulServer(uvicorn.Server):
         self._captured_signals.clear()
 
     def handle_exit(self, sig: int, frame) -> None:
-        engine = getattr(self.app.state, "engine", None)
-        if engine is not None and not self.should_exit:
-            engine.begin_shutdown(self.app.state.settings.shutdown_timeout_s)
+        from server.api.deps import services_of
+
+        services = services_of(self.app)
+        if services is not None and not self.should_exit:
+            services.engine.begin_shutdown(services.settings.shutdown_timeout_s)
         super().handle_exit(sig, frame)

@@ -37,7 +37,7 @@ from ingest import formats
 from server.config.errors import DocumentFailed, DocumentIngesting
 from store.docstore import INGESTING, DocRecord
 
-_PART = re.compile(r" \((?:pages|characters) [^()]+\)$")  # server/api/uploads.py display_name
+_PART = re.compile(r" \((?:pages|characters) [^()]+\)$")  # server/service/uploads.py display_name
 _UNSAFE = re.compile(r"[^A-Za-z0-9._ ()+-]")
 
 

@@ -101,7 +101,7 @@ class ReingestRunning(ApiError):
 
 class NeedsReingest(ApiError):
     """The document's saved state no longer fits the served context (DOCQA_N_CTX was lowered since it
-    was read): it must be read again, in parts, before it can be asked (server/api/refit.py)."""
+    was read): it must be read again, in parts, before it can be asked (server/service/refit.py)."""
 
 
 class QuestionTooLong(ApiError):

@@ -1,5 +1,5 @@
 """The settings of where documents come from besides uploads, and who else asks about them: watched
-folders (server/api/watch.py) and the MCP server (server/mcp/). A part of
+folders (server/service/watch.py) and the MCP server (server/mcp/). A part of
 :class:`server.config.settings.Settings`; every field is documented in docs/settings.md.
 """
 

@@ -13,16 +13,18 @@ lock and the prefill queue, repairs or rebuilds it (server/engine/ingestion.py
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ingest import snapshot
 from ingest.errors import PrefixDamaged
 from server.config import errors
-from server.engine.hot import HotDocs
+from server.engine.hot import HotDoc, HotDocs
 from server.engine.jobs import AnswerJob, DocStates
 from server.engine.loading import Loaded
 from server.engine.runner import Runner
 from server.engine.sequence import Sequence, open_sequence
+from spec.history import AnswerHistory
 
 
 class Unusable(Exception):
@@ -41,12 +43,14 @@ def deleted(doc_id: str) -> errors.DocumentNotFound:
 @dataclass(slots=True)
 class Admission:
     """What an admission reads: what the engine knows of each document (``states``), the document
-    sequence, the runner (to share the prefix) and the loaded model and contexts."""
+    sequence, the runner (to share the prefix), the loaded model and contexts, and each document's
+    answer history (``history(hot)``: server/engine/history.py ``AnswerHistories.of``)."""
 
     states: DocStates
     docs: HotDocs
     runner: Runner
     loaded: Loaded
+    history: Callable[[HotDoc], AnswerHistory | None] = lambda hot: None
 
     def admit(self, job: AnswerJob, seq_id: int, cells: int, n_running: int) -> Sequence:
         """The Sequence for ``job`` in ``seq_id`` (``cells``: its KV reservation; ``n_running``: the
@@ -77,7 +81,7 @@ class Admission:
                 f"exceeds n_ctx {n_ctx}"
             )
         shared = self.runner.share_prefix(seq_id, job.key, len(hot.prefix))
-        seq = open_sequence(job, hot, seq_id, self.loaded, cells, shared)
+        seq = open_sequence(job, hot, seq_id, self.loaded, cells, shared, self.history(hot))
         seq.n_running = n_running  # the concurrency it was admitted into (server/engine/traffic.py)
         seq.document_state = source
         return seq

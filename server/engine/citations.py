@@ -14,12 +14,13 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
+from weakref import WeakKeyDictionary
 
 from ingest.locate import Locator
 from ingest.prompt import PromptLayout, is_not_said
 from ingest.segments import parse_key
 from runtime.llama import Model
-from server.engine import events
+from server.engine import events, quotes
 from server.engine.hot import HotDoc
 from server.engine.repairs import Repairs
 from server.engine.sequence import Sequence
@@ -54,6 +55,9 @@ class Citations:
         self.store, self.model, self.layout = store, model, layout
         self.repairs = repairs if repairs is not None else Repairs(store)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docqa-cite")
+        # HotDoc -> (citation index, token offsets, locator), built at its first answer and kept as long
+        # as the cache entry; written only by this worker.
+        self._built: WeakKeyDictionary = WeakKeyDictionary()
 
     def finish(self, seq: Sequence, stats: dict) -> None:
         """Cite ``seq``'s answer off the model thread, then send citations, stats and done. A
@@ -61,7 +65,7 @@ class Citations:
         copied = list(seq.lookup.copied)  # document token ranges of accepted lookup drafts
         quote = None
         if (q := seq.answer.constraint) is not None and q.verdict is not None:  # cited by its sentence
-            span, at = q.sentence(), seq.hot.quotes.at
+            span, at = q.sentence(), quotes.document_at(seq.hot)
             tokens = None if span is None else (at + span[0], at + span[1])
             quote = Quote(q.sentence_text(), not q.refused, tokens, q.p_yes, q.reason)
         text = "".join(seq.parts)
@@ -82,7 +86,7 @@ class Citations:
             else:
                 spans = [offsets.chars(a, b) for a, b in copied]
                 citations = [] if is_not_said(text) else [c.as_dict() for c in index.cite(text, spans)]
-            locator = hot.citations[2] if hot.citations is not None else None
+            locator = self._built[hot][2] if hot in self._built else None
             unsupported = [passage] if passage is not None and not quote.supports else []
             for c in [*citations, *unsupported]:
                 c["start"], c["end"] = c["start"] + shift, c["end"] + shift  # a segment's offsets -> the document's
@@ -104,7 +108,7 @@ class Citations:
         pages; their offsets are shifted by that offset. The whole document's cell and slide
         locator (ingest/locate.py) is kept beside them, for a citation's ``where``."""
         doc_id, segment = parse_key(key)
-        if hot.citations is None:
+        if hot not in self._built:
             with self.store.holding(doc_id) as directory:  # read whole, or after a deletion: nothing
                 if not directory.is_dir():
                     raise DocumentGone(doc_id)
@@ -126,14 +130,14 @@ class Citations:
             locator = Locator(  # cells, slides, and a PDF's printed page labels
                 extracted.text, extracted.kind, extracted.page_starts, extracted.first_page, extracted.page_labels
             )
-            hot.citations = index, offsets, locator
+            self._built[hot] = index, offsets, locator
         if segment is None:
-            return (*hot.citations[:2], 0)
+            return (*self._built[hot][:2], 0)
         with self.store.holding(doc_id) as directory:
             if not directory.is_dir():
                 raise DocumentGone(doc_id)
             segments = self.repairs.read(doc_id, partial(self.store.read_segments, doc_id))
-            return (*hot.citations[:2], segments[segment].start)
+            return (*self._built[hot][:2], segments[segment].start)
 
     def _document_tokens(self, prefix, text: str) -> tuple[int, int]:
         """(first token, number of tokens) of the document's text inside ``prefix``. A prefix made with

@@ -21,6 +21,7 @@ from server.engine.hot import HotDoc
 from server.engine.jobs import AnswerJob
 from server.engine.mtp import MtpHead
 from spec import sources
+from spec.history import AnswerHistory
 from spec.sources import Drafter, DraftInputs, text_drafters
 
 #: Text sources a setting turns off: why, given the settings (None: on).
@@ -84,9 +85,11 @@ def why_off(s: Settings, models_off: dict[str, str]) -> dict[str, str | None]:
     return reasons
 
 
-def for_sequence(job: AnswerJob, hot: HotDoc, model: Model, shared: dict[str, Drafter]) -> dict[str, Drafter]:
+def for_sequence(
+    job: AnswerJob, hot: HotDoc, model: Model, shared: dict[str, Drafter], history: AnswerHistory | None = None
+) -> dict[str, Drafter]:
     """The drafters of question ``job``'s sequence: each text source's, made from its document ``hot``
     and the turns the request brings, and the model sources' (``shared``: by the companions that
-    share its prefix, Runner.share_prefix)."""
-    inputs = DraftInputs(hot.index, model.piece, model.unspaced, hot.history, job.earlier)
+    share its prefix, Runner.share_prefix); ``history``: the earlier answers about it (None: none)."""
+    inputs = DraftInputs(hot.index, model.piece, model.unspaced, history, job.earlier)
     return {**text_drafters(inputs), **shared}

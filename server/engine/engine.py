@@ -38,7 +38,7 @@ from server.engine.hot import HotDocs
 from server.engine.ingestion import Ingestions
 from server.engine.jobs import AnswerJob, Deleted, DocStates, IngestJob, Job, ingest_jobs
 from server.engine.loading import Loaded, load
-from server.engine.reading import Readings
+from server.engine.reading import DocView, Readings
 from server.engine.recovery import resume_interrupted
 from server.engine.repairs import Repairs
 from server.engine.runner import Runner, StepReport
@@ -81,9 +81,11 @@ class Engine:
         self.load_error: str | None = None
         self.ready = threading.Event()
         self.kv_positions = 0  # KV positions held after the last step (Contexts.kv_positions; /metrics)
-        self.progress: dict[str, float] = {}  # doc id -> prefill progress 0..1 (engine writes, routes read)
+        # A document's state here, written only by the engine's own code and the methods below; the
+        # routes, /health and /metrics read it through view(), reading_ids() and unfit_ids().
+        self.progress: dict[str, float] = {}  # doc id -> prefill progress 0..1
         self.readings = Readings()  # doc id -> waiting or read so far, at what rate (server/engine/reading.py)
-        self.unfit: dict[str, str] = {}  # doc id -> why it must be read again (server/api/refit.py fills it)
+        self._unfit: dict[str, str] = {}  # doc id -> why it must be read again (server/service/refit.py)
         self.deleted = Deleted()  # documents deleted since the last step (routes add, the engine drops)
         self.states = DocStates()  # what the engine knows of each document (admission reads it, not the row)
         self.evicted = Deleted()  # documents whose RAM state to free (a cluster replica gave them up)
@@ -151,6 +153,46 @@ class Engine:
         self.evicted.add(doc_id)
         self._jobs.put(_WAKE)
 
+    def view(self, doc_id: str) -> DocView:
+        """What the engine knows of ``doc_id`` now (server/engine/reading.py ``DocView``)."""
+        reading = self.readings.of(doc_id)
+        return DocView(
+            progress=self.progress.get(doc_id),
+            reading=reading,
+            place=self.readings.place(doc_id) if reading is not None else None,
+            rate=self.readings.tokens_per_s,
+            unfit=self._unfit.get(doc_id),
+        )
+
+    def reading_ids(self) -> dict[str, float]:
+        """The documents being read (here, or by OCR before their prefill), each with its progress 0..1."""
+        return dict(self.progress)
+
+    def is_reading(self, doc_id: str) -> bool:
+        """``doc_id`` is being read (here, or by OCR before its prefill)."""
+        return doc_id in self.progress
+
+    def unfit_ids(self) -> dict[str, str]:
+        """The documents that must be read again before they are asked, each with why."""
+        return dict(self._unfit)
+
+    def reading_elsewhere(self, doc_id: str, share: float | None) -> None:
+        """A document read before its prefill (OCR, server/service/background.py): its progress 0..1
+        (it then counts as being read, so no resume check takes it: server/engine/recovery.py), or None
+        once that reading ended without a prefill (failed, deleted)."""
+        if share is None:
+            self.progress.pop(doc_id, None)
+        else:
+            self.progress[doc_id] = share
+
+    def mark_unfit(self, found: dict[str, str]) -> None:
+        """Documents read for a larger context than this one, each with why (server/service/refit.py)."""
+        self._unfit.update(found)
+
+    def refit(self, doc_id: str) -> None:
+        """``doc_id`` was read again at this context: it may be asked."""
+        self._unfit.pop(doc_id, None)
+
     def forget(self, doc_id: str) -> None:
         """A document was deleted (or is re-ingested): stop its ingestion and drop its RAM state at the
         next chance; its questions are refused until it is queued for prefill again."""
@@ -194,9 +236,9 @@ class Engine:
         )
         self.histories = AnswerHistories(store, s.answer_history, s.answer_history_tokens, s.min_ngram, s.max_ngram)
         ram = dict(min_ngram=s.min_ngram, max_ngram=s.max_ngram, ram_bytes=s.snapshot_ram_bytes, hot_docs=s.hot_docs)
-        self.docs = HotDocs(loaded.contexts, store, loaded.model, DOC_SEQ, load_history=self.histories.load, **ram)
+        self.docs = HotDocs(loaded.contexts, store, loaded.model, DOC_SEQ, on_new=self.histories.attach, **ram)
         self.runner = Runner(loaded.contexts, DOC_SEQ, loaded.max_rows, loaded.costs)
-        self.admission = Admission(self.states, self.docs, self.runner, loaded)
+        self.admission = Admission(self.states, self.docs, self.runner, loaded, self.histories.of)
         self.citations = Citations(store, loaded.model, loaded.layout, repairs)
         self.finisher = Finisher(self.citations, self.histories, self.docs, self.replica, self.observer, self.traffic)
         keep = loaded.model.n_swa == 0 or s.swa_full  # server/engine/ingestion.py Ingestion.finish

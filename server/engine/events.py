@@ -3,7 +3,7 @@ frozen dataclass per kind of event.
 
 Events, in order: a quote-first answer's :class:`Quote` (spec/quote.py), :class:`Token` any number
 of times, then :class:`Citations`, :class:`Stats` and :class:`Done`; or :class:`Failed` at any point
-(its ``error`` is the exception to raise or send). A segmented answer (server/api/segmented.py) adds
+(its ``error`` is the exception to raise or send). A segmented answer (server/service/segmented.py) adds
 :class:`Segment` before each segment's tokens and, when two segments were answered from,
 :class:`Answers` before ``Stats``. :class:`Queued` (the first SSE event) and :class:`Heartbeat` (an
 SSE comment while no token has come yet) are made by the route's stream, never by the engine. The
@@ -63,7 +63,7 @@ class Token:
 @dataclass(frozen=True, slots=True)
 class Segment:
     """The part of the document (or the collection's document) the next tokens come from:
-    server/api/segmented.py ``describe`` (index, pages, part, parts, chars, label; a collection's
+    server/service/segmented.py ``describe`` (index, pages, part, parts, chars, label; a collection's
     also its document's id and name)."""
 
     kind: ClassVar[EventKind] = EventKind.SEGMENT

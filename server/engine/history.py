@@ -10,13 +10,16 @@ multi-tenant server where one user's answers must not speed up another's).
 
 A finished answer's history is rebuilt and written on a worker thread of its own: the index of a
 full history takes tens of milliseconds to build, which the engine's next step must not wait for.
-The engine thread only reads ``HotDoc.history`` (a reference: the worker replaces it whole).
+Each history is kept here, keyed weakly by its document's cache entry (a HotDoc: it goes with the
+entry): set once by the engine thread when the entry is made (:meth:`attach`, before any answer about
+it can be recorded), then only by the worker, which replaces it whole; the engine thread reads it.
 """
 
 from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -36,6 +39,16 @@ class AnswerHistories:
         self.store, self.enabled = store, enabled
         self.max_tokens, self.min_n, self.max_n = max_tokens, min_n, max_n
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docqa-history")
+        self._of: WeakKeyDictionary = WeakKeyDictionary()  # HotDoc -> its AnswerHistory
+
+    def attach(self, key: str, hot) -> None:
+        """``key``'s history, loaded for its new cache entry ``hot`` (engine thread)."""
+        if (history := self.load(key)) is not None:
+            self._of[hot] = history
+
+    def of(self, hot) -> AnswerHistory | None:
+        """The history of cache entry ``hot`` (None: histories are off, or it has none)."""
+        return self._of.get(hot)
 
     def empty(self) -> AnswerHistory:
         return AnswerHistory((), self.max_tokens, self.min_n, self.max_n)
@@ -62,13 +75,13 @@ class AnswerHistories:
     def record(self, key: str, hot, question: np.ndarray, answer: list[int]) -> None:
         """After an answer about ``key`` (``hot``: its HotDoc) ended: add it to the history (off the
         engine thread), then write the history to disk, only while the document still exists."""
-        if not self.enabled or hot.history is None or not answer:
+        if not self.enabled or hot not in self._of or not answer:
             return
         self._pool.submit(self._record, key, hot, np.asarray(question, np.int32), list(answer))
 
     def _record(self, key: str, hot, question: np.ndarray, answer: list[int]) -> None:
         try:
-            hot.history = history = hot.history.add(question, answer)
+            self._of[hot] = history = self._of[hot].add(question, answer)
             with self.store.holding(parse_key(key)[0]) as directory:
                 if directory.is_dir():  # deleted meanwhile: its files went, and so does this one
                     write_atomic(self.store.state_dir(key) / HISTORY_FILE, history.to_bytes())

@@ -18,30 +18,25 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ingest import snapshot
-from ingest.locate import Locator
 from ingest.segments import parse_key
 from runtime.llama import Model
 from server.engine.contexts import Contexts, RamState
-from server.engine.quotes import DocumentQuotes
-from spec.cite import CitationIndex, TokenOffsets
-from spec.history import AnswerHistory
 from spec.lookup import NgramIndex
 from store.docstore import DocStore
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, weakref_slot=True)
 class HotDoc:
-    """A document kept in RAM: prefix ids, lookup index, and (budget allowing) its state bytes."""
+    """A document kept in RAM: prefix ids, lookup index, and (budget allowing) its state bytes. What
+    features build for it (the citation index, the quote index, the answer history) they keep
+    themselves, keyed weakly by this entry, so it goes when the entry goes."""
 
     prefix: np.ndarray  # int32 [n_prefix]
     index: NgramIndex
     state: bytes | None  # the target's state of the document sequence (None: not kept in RAM)
     parts: dict[str, bytes] = field(default_factory=dict)  # the companions' states, by name (with ``state``)
     last_hidden: np.ndarray | None = None  # the target's hidden state after the last prefix token [n_embd]
-    citations: tuple[CitationIndex, TokenOffsets, Locator] | None = None  # built at the first answer
     prefilled: bool = False  # made by an ingestion here and not yet asked about
-    history: AnswerHistory | None = None  # earlier answers about it (server/engine/history.py); None: off
-    quotes: DocumentQuotes | None = None  # its quote index and ranked passages (server/engine/quotes.py)
 
     @property
     def ram_bytes(self) -> int:
@@ -68,12 +63,12 @@ class HotDocs:
         max_ngram: int = 4,
         ram_bytes: int = 0,
         hot_docs: int | None = None,
-        load_history: Callable[[str], AnswerHistory | None] = lambda key: None,
+        on_new: Callable[[str, HotDoc], None] = lambda key, hot: None,
     ) -> None:
-        """``load_history(key)``: a document's answer history, read when its entry is made."""
+        """``on_new(key, hot)``: called when an entry is made (the answer histories attach theirs)."""
         self.contexts, self.store, self.model, self.seq_id = contexts, store, model, seq_id
         self.min_ngram, self.max_ngram, self.ram_budget, self.hot_docs = min_ngram, max_ngram, ram_bytes, hot_docs
-        self.load_history = load_history
+        self.on_new = on_new
         self.loaded: str | None = None  # the document whose prefix the sequence holds, exactly (see hold())
         self.n_loaded = 0  # its prefix tokens (0: none)
         self._hot: OrderedDict[str, HotDoc] = OrderedDict()
@@ -121,7 +116,7 @@ class HotDocs:
         hot = self._hot.pop(doc_id, None)
         if hot is None or not np.array_equal(hot.prefix, prefix):  # new, or re-ingested with new tokens
             hot = HotDoc(prefix=prefix, index=NgramIndex(prefix, self.min_ngram, self.max_ngram), state=None)
-            hot.history = self.load_history(doc_id)
+            self.on_new(doc_id, hot)
         if ram is not None:
             hot.state, hot.parts = ram
         if last_hidden is not None:

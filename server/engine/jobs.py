@@ -55,7 +55,7 @@ class AnswerJob:
     ``history``: earlier (question, answer) turns of a conversation about the same document, and
     ``earlier`` their token ids (each question with the scaffolding, then its answer), which the
     answer-history drafter matches for this request (spec/history.py).
-    ``segment``: the segment of a segmented document to answer from (server/api/segmented.py).
+    ``segment``: the segment of a segmented document to answer from (server/service/segmented.py).
     ``n_constrained``: the most tokens a constraint decodes before the answer (a quote-first
     answer's quote and scaffolding, ``params.quote``), which the scheduler reserves too.
     """

@@ -1,10 +1,12 @@
 """A question's quote-first constraint (spec/quote.py), made from what the engine keeps of its document:
 the document's quote index and its passages ranked by BM25 (store/passages.py), built at the
-document's first quote-first answer and kept on its HotDoc."""
+document's first quote-first answer and kept as long as the document's cache entry (a HotDoc, the key
+of a weak table written only on the engine thread)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -33,18 +35,28 @@ class DocumentQuotes:
         return self.index.region([self.passages[i] for i in sorted(self.ranks.best(question, k))])
 
 
+#: HotDoc -> its DocumentQuotes; an entry goes with its cache entry (engine thread only).
+_BUILT: WeakKeyDictionary = WeakKeyDictionary()
+
+
 def document_quotes(hot, loaded) -> DocumentQuotes:
     """``hot``'s DocumentQuotes (``hot``: a server/engine/hot.HotDoc), built at its first quote-first
     answer: its document's tokens, located in the prefix by the prompt layout (the whole prefix past the
     head for one the layout does not frame: a document prefilled before a change of wording). O(n_doc)
     once."""
-    if hot.quotes is None:
+    if (quotes := _BUILT.get(hot)) is None:
         span = loaded.layout.document_span(loaded.model, hot.prefix)
         n_head, n_doc = span if span is not None else (loaded.layout.n_head(loaded.model), len(hot.prefix))
         index = QuoteIndex(hot.prefix[n_head : n_head + n_doc], loaded.model.piece)
         passages = index.passages()
-        hot.quotes = DocumentQuotes(index, n_head, passages, PassageRanks([index.text(a, b) for a, b in passages]))
-    return hot.quotes
+        quotes = DocumentQuotes(index, n_head, passages, PassageRanks([index.text(a, b) for a, b in passages]))
+        _BUILT[hot] = quotes
+    return quotes
+
+
+def document_at(hot) -> int:
+    """The prefix position where ``hot``'s quote index starts (after its first quote-first answer)."""
+    return _BUILT[hot].at
 
 
 def constraint(job: AnswerJob, hot, loaded) -> QuoteConstraint | None:

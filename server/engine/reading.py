@@ -74,6 +74,21 @@ class Place:
     tokens_left: int
 
 
+@dataclass(frozen=True, slots=True)
+class DocView:
+    """What the engine knows of one document, read in one piece (``Engine.view``): ``progress``, the
+    share of its prefix read (0..1; None: it is not being read, here or by OCR before it); ``reading``
+    and ``place``, its reading and its place in the queue (None: not queued here); ``rate``, the
+    server's measured reading rate (tokens/s; None: not measured yet); ``unfit``, why it must be read
+    again before it can be asked (None: it fits the served context)."""
+
+    progress: float | None = None
+    reading: Reading | None = None
+    place: Place | None = None
+    rate: float | None = None
+    unfit: str | None = None
+
+
 class Readings:
     """The readings in progress, by document id. ``clock``: monotonic seconds (a test's own)."""
 

@@ -9,6 +9,7 @@ import numpy as np
 from server.engine import drafters, quotes
 from server.engine.hot import HotDoc
 from server.engine.jobs import AnswerJob
+from spec.history import AnswerHistory
 from spec.lookup import LookupDrafter
 from spec.loop import Answer, AnswerRun, AnswerStats
 from spec.sources import Drafter
@@ -49,7 +50,13 @@ class Sequence:
 
 
 def open_sequence(
-    job: AnswerJob, hot: HotDoc, seq_id: int, loaded, cells: int, shared: dict[str, Drafter] | None = None
+    job: AnswerJob,
+    hot: HotDoc,
+    seq_id: int,
+    loaded,
+    cells: int,
+    shared: dict[str, Drafter] | None = None,
+    history: AnswerHistory | None = None,
 ) -> Sequence:
     """The Sequence of question ``job`` in ``seq_id``, which holds ``hot``'s prefix; its suffix is
     still to be prefilled. ``loaded``: the engine's model and contexts (server/engine/loading.py);
@@ -57,7 +64,7 @@ def open_sequence(
     (server/engine/runner.py ``Runner.share_prefix``)."""
     model = loaded.model
     stats = AnswerStats(prompt_tokens=len(job.suffix), cached_tokens=len(hot.prefix))
-    made = drafters.for_sequence(job, hot, model, shared or {})
+    made = drafters.for_sequence(job, hot, model, shared or {}, history)
     n_past = len(hot.prefix) + len(job.suffix)
     run = AnswerRun(
         loaded.ctx,

@@ -204,7 +204,7 @@ def status(ctx: click.Context, doc: str | None, url: str | None, api_key: str | 
     rows += [("pages", f"{info['pages']:,}"), ("tokens", f"{info['tokens']:,}")]
     if info.get("error"):
         rows.append(("error", info["error"]))
-    if info.get("needs_reingest"):  # server/api/refit.py
+    if info.get("needs_reingest"):  # server/service/refit.py
         rows.append(("reingest", f"needed: {info['needs_reingest']}; run `docqa reingest {info['id']}`"))
     for name, value in rows:
         click.echo(f"{name:<8}{value}")

@@ -108,7 +108,7 @@ def list_row(doc: dict, now: float) -> str:
     """A document's line in ``docqa list`` (tab-separated, under :data:`LIST_HEADER`): for a document
     read from a watched folder (``source_path``), when its file was read and the folder; "-" for an
     upload. The name stays last: it may hold spaces."""
-    state = "needs_reingest" if doc.get("needs_reingest") else doc["status"]  # server/api/refit.py
+    state = "needs_reingest" if doc.get("needs_reingest") else doc["status"]  # server/service/refit.py
     path = doc.get("source_path")
     read = ago(doc["read_at"], now) if path and doc.get("read_at") else ("not read yet" if path else "-")
     folder = (path.rsplit("/", 1)[0] or "/") if path else "-"

@@ -192,7 +192,7 @@ function splitNote(doc) {
 const fitsWhole = (doc) => Array.isArray(doc.segments) && doc.segments.length > 1
   && doc.status === 'ready' && Number(state.budget) > 0 && doc.tokens <= state.budget;
 
-/** "Re-read": POST /v1/documents/{id}/reingest, then follow its reading (server/api/refit.py). */
+/** "Re-read": POST /v1/documents/{id}/reingest, then follow its reading (server/service/refit.py). */
 function rereadButton(doc) {
   const button = el('button', 'reread secondary', 'Re-read');
   button.type = 'button';

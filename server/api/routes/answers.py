@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from server.api.answering import answer_params, check_answerable, submit
+from server.api.answering import answer_params
 from server.api.deps import DocumentDep, EngineDep, SettingsDep, StoreDep
 from server.api.responses import respond
 from server.api.schemas import AnswerRequest, AnswerResponse
+from server.service.questions import check_answerable, submit
 
 router = APIRouter(prefix="/v1")
 

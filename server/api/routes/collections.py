@@ -1,5 +1,5 @@
 """Collection routes: create (documents already uploaded and ready, under a unique name), list, get,
-delete, and a question to a collection (server/api/collection.py), answered as a document's
+delete, and a question to a collection (server/service/collection.py), answered as a document's
 question is (the same body and response; each citation names its document)."""
 
 from __future__ import annotations
@@ -8,13 +8,22 @@ import asyncio
 
 from fastapi import APIRouter, Request, Response
 
-from server.api import collection
-from server.api.answering import answer_params, submit_collection
+from server.api.answering import answer_params
 from server.api.deps import CollectionDep, EngineDep, SettingsDep, StoreDep, find_document
 from server.api.responses import respond
-from server.api.schemas import AnswerRequest, AnswerResponse, CollectionList, CollectionPublic, CollectionRequest
+from server.api.schemas import (
+    AnswerRequest,
+    AnswerResponse,
+    CollectionDocument,
+    CollectionList,
+    CollectionPublic,
+    CollectionRequest,
+)
 from server.config.errors import CollectionDocumentsInvalid, CollectionExists, InvalidRequest
-from store.docstore import READY, DocumentsMissing, DuplicateCollection, printable
+from server.service import collection
+from server.service.collection import status as collection_status
+from server.service.questions import submit_collection
+from store.docstore import READY, CollectionRecord, DocRecord, DocumentsMissing, DuplicateCollection, printable
 
 router = APIRouter(prefix="/v1")
 
@@ -52,17 +61,17 @@ async def create_collection(req: CollectionRequest, store: StoreDep) -> Collecti
         ) from None
     except DocumentsMissing as missing:  # deleted since they were looked up
         raise _refuse(list(missing.ids), []) from None
-    return collection.public(created, [d for d in docs if d is not None])
+    return public(created, [d for d in docs if d is not None])
 
 
 @router.get("/collections", response_model=CollectionList)
 def list_collections(store: StoreDep) -> CollectionList:
-    return CollectionList(collections=[collection.public(c, collection.members(store, c)) for c in store.collections()])
+    return CollectionList(collections=[public(c, collection.members(store, c)) for c in store.collections()])
 
 
 @router.get("/collections/{collection_id}", response_model=CollectionPublic)
 def get_collection(found: CollectionDep, store: StoreDep) -> CollectionPublic:
-    return collection.public(found, collection.members(store, found))
+    return public(found, collection.members(store, found))
 
 
 @router.delete("/collections/{collection_id}", status_code=204)
@@ -82,7 +91,20 @@ async def answer(
     settings: SettingsDep,
 ):
     docs = await asyncio.to_thread(collection.members, store, found)
-    collection.check_answerable(found, docs, engine.progress, engine.unfit)
+    collection.check_answerable(found, docs, engine.reading_ids(), engine.unfit_ids())
     params = answer_params(req, settings, engine)
     stream, position = await submit_collection(engine, store, settings, found.id, docs, req.question, params)
     return await respond(stream, position, req, request, settings)
+
+
+def public(collection: CollectionRecord, docs: list[DocRecord]) -> CollectionPublic:
+    """A collection and its documents as the API shows them."""
+    return CollectionPublic(
+        id=collection.id,
+        name=collection.name,
+        created_at=collection.created_at,
+        status=collection_status(docs),
+        documents=[
+            CollectionDocument(id=d.id, name=d.name, status=d.status, pages=d.pages, tokens=d.tokens) for d in docs
+        ],
+    )

@@ -14,8 +14,7 @@ from ingest.errors import DocumentFilesDamaged, TextDamaged
 from ingest.locate import printed_label
 from ingest.reingest import reextract_async
 from runtime.system import busy
-from server.api import background, segmented, uploads
-from server.api.deps import DocumentDep, EngineDep, ExtractorDep, SettingsDep, StoreDep
+from server.api.deps import DocumentDep, EngineDep, ExtractorDep, ServicesDep, SettingsDep, StoreDep, WatchDep
 from server.api.schemas import (
     DocumentCreated,
     DocumentList,
@@ -32,6 +31,8 @@ from server.api.schemas import (
 from server.api.served import served_file
 from server.config.errors import DocumentFailed, DocumentIngesting, ReingestRunning, damaged
 from server.engine.engine import Engine
+from server.engine.reading import DocView
+from server.service import Services, background, segmented, uploads
 from store import writes
 from store.docstore import FAILED, INGESTING, READY, DocRecord
 
@@ -40,10 +41,11 @@ log = logging.getLogger("docqa.http")
 
 
 def public(doc: DocRecord, engine: Engine | None, watch=None) -> DocumentPublic:
-    """``doc`` as the API shows it; ``watch``: the app's FolderWatch (server/api/watch.py), for a watched
+    """``doc`` as the API shows it; ``watch``: the app's FolderWatch (server/service/watch.py), for a watched
     document whose folder is unavailable."""
+    view = engine.view(doc.id) if engine is not None else DocView()
     if doc.status == INGESTING:
-        progress = engine.progress.get(doc.id, 0.0) if engine else 0.0
+        progress = view.progress or 0.0
     else:
         progress = 1.0 if doc.status == READY else 0.0
     return DocumentPublic(
@@ -51,8 +53,8 @@ def public(doc: DocRecord, engine: Engine | None, watch=None) -> DocumentPublic:
         name=doc.name,
         status=doc.status,
         progress=progress,
-        reading=_reading(doc, engine),
-        needs_reingest=engine.unfit.get(doc.id) if engine is not None else None,
+        reading=_reading(view, engine) if doc.status == INGESTING else None,
+        needs_reingest=view.unfit,
         pages=doc.pages,
         tokens=doc.tokens,
         error=doc.error,
@@ -68,14 +70,14 @@ def public(doc: DocRecord, engine: Engine | None, watch=None) -> DocumentPublic:
     )
 
 
-def _reading(doc: DocRecord, engine: Engine | None) -> ReadingPublic | None:
-    """How the reading of a document being ingested goes (server/engine/reading.py); None otherwise."""
-    reading = engine.readings.of(doc.id) if engine is not None and doc.status == INGESTING else None
-    if reading is None:
+def _reading(view: DocView, engine: Engine | None) -> ReadingPublic | None:
+    """How the reading of a document being ingested goes (server/engine/reading.py); None when it is
+    not queued here."""
+    reading, place = view.reading, view.place
+    if engine is None or reading is None or place is None:
         return None
-    place = engine.readings.place(doc.id)
     rate = reading.tokens_per_s if reading.reading else None
-    rate = rate or engine.readings.tokens_per_s  # waiting, or before its own first chunk: the server's rate
+    rate = rate or view.rate  # waiting, or before its own first chunk: the server's rate
     start = place.tokens_ahead / rate if rate else None
     left = (place.tokens_ahead + max(0, reading.total - reading.done)) / rate if rate else None
     return ReadingPublic(
@@ -126,6 +128,7 @@ def _segments(doc: DocRecord, engine: Engine | None) -> list[SegmentPublic] | No
 async def upload(
     request: Request,
     response: Response,
+    services: ServicesDep,
     store: StoreDep,
     engine: EngineDep,
     settings: SettingsDep,
@@ -167,7 +170,7 @@ async def upload(
                 engine,
                 store,
                 settings,
-                request.app.state.snapshot_bytes,
+                services.snapshot_bytes,
                 lambda cap: slot.extract(data, password or None, cut, cap, reading.tell),
                 len(data),
                 store_doc,
@@ -193,24 +196,23 @@ def list_formats() -> FormatList:
 
 
 @router.get("/documents", response_model=DocumentList)
-def list_documents(request: Request, store: StoreDep, engine: EngineDep) -> DocumentList:
-    watch = getattr(request.app.state, "watch", None)
+def list_documents(store: StoreDep, engine: EngineDep, watch: WatchDep) -> DocumentList:
     return DocumentList(documents=[public(d, engine, watch) for d in store.list()])
 
 
 @router.get("/documents/{doc_id}", response_model=DocumentPublic)
-def get_document(request: Request, doc: DocumentDep, engine: EngineDep) -> DocumentPublic:
-    return public(doc, engine, getattr(request.app.state, "watch", None))
+def get_document(doc: DocumentDep, engine: EngineDep, watch: WatchDep) -> DocumentPublic:
+    return public(doc, engine, watch)
 
 
 @router.get("/documents/{doc_id}/text", response_model=DocumentText)
-async def get_text(request: Request, doc: DocumentDep, store: StoreDep) -> DocumentText:
+async def get_text(doc: DocumentDep, store: StoreDep, engine: EngineDep) -> DocumentText:
     """The stored text and its page map, numbered as in the upload (a part keeps its page numbers), with
     each page's printed label where a PDF prints another (GeoTopo's PDF page 2 is "ii").
     A damaged ``text.json`` is extracted again from the stored upload when that gives the same text
     length and pages, and written back (the one repair path, server/engine/repairs.py, as wherever
     it is read); otherwise 409 with the action that repairs it."""
-    repairs = request.app.state.engine.repairs
+    repairs = engine.repairs
     try:
         extracted = await asyncio.to_thread(repairs.read, doc.id, partial(store.read_text, doc.id))
     except FileNotFoundError:
@@ -246,20 +248,20 @@ async def delete_document(doc: DocumentDep, store: StoreDep, engine: EngineDep) 
 
 @router.post("/documents/{doc_id}/reingest", status_code=202, response_model=DocumentCreated)
 async def reingest(
-    request: Request, doc: DocumentDep, engine: EngineDep, body: ReingestRequest | None = None
+    doc: DocumentDep, engine: EngineDep, services: ServicesDep, body: ReingestRequest | None = None
 ) -> DocumentCreated:
     """Extract the stored upload again with the current text rules (ingest/reingest.py), then
     prefill with the current model (after an upgrade, or a model or cache-type change) and at the
-    current context (a document read for a larger one: server/api/refit.py), in parts where it is
+    current context (a document read for a larger one: server/service/refit.py), in parts where it is
     longer. ``engine``: 503 until the model is loaded."""
     if doc.status == INGESTING:
         raise DocumentIngesting(f"document {doc.id} is already being ingested")
-    return await reingest_document(request.app.state, doc, body.password if body else None)
+    return await reingest_document(services, doc, body.password if body else None)
 
 
-async def reingest_document(state, doc: DocRecord, password: str | None = None) -> DocumentCreated:
-    """The re-ingest of ``doc`` (the route's, and DOCQA_REINGEST_UNFIT's after start-up: server/api/refit.py),
-    one per document at a time; ``state``: the app's state (store, engine, settings, extractor)."""
+async def reingest_document(state: Services, doc: DocRecord, password: str | None = None) -> DocumentCreated:
+    """The re-ingest of ``doc`` (the route's, and DOCQA_REINGEST_UNFIT's after start-up: server/service/refit.py),
+    one per document at a time, through the app's services."""
     running: set[str] = state.reingesting
     if doc.id in running:
         raise ReingestRunning(f"document {doc.id} is being re-ingested already; wait for it (GET its status)")
@@ -268,7 +270,7 @@ async def reingest_document(state, doc: DocRecord, password: str | None = None) 
         created = await _reingest(state, doc, state.store, state.engine, state.settings, state.extractor, password)
     finally:
         running.discard(doc.id)
-    state.engine.unfit.pop(doc.id, None)  # read again at this size (server/api/refit.py)
+    state.engine.refit(doc.id)  # read again at this size (server/service/refit.py)
     return created
 
 

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 
 from runtime.omp import described as omp_wait
 from runtime.system import system_info
+from server.api.deps import selftest_of, services_of, watch_of
 from spec.sources import BY_NAME
 
 router = APIRouter()
@@ -13,13 +14,14 @@ router = APIRouter()
 
 @router.get("/health")
 async def health(request: Request) -> dict:
-    engine = getattr(request.app.state, "engine", None)
+    services = services_of(request.app)
+    engine = services.engine if services is not None else None
     if engine is None or not engine.ready.is_set():
         return {"status": "loading"}
     if engine.load_error:
         return {"status": "error", "error": engine.load_error}
     model = engine.model
-    selftest = request.app.state.selftest
+    selftest = selftest_of(request.app)
     return {
         "status": "ok",
         "model": model.description,
@@ -27,11 +29,11 @@ async def health(request: Request) -> dict:
         "layout": engine.layout.kind,
         "n_ctx": engine.n_ctx,
         "n_ctx_train": model.n_ctx_train,  # the context the model was trained for (n_ctx beyond it may degrade)
-        "document_budget": request.app.state.settings.document_budget,
+        "document_budget": engine.settings.document_budget,
         "queue_depth": engine.queue_depth,
         "n_seq_max": engine.settings.n_seq_max,  # questions answered concurrently (continuous batching)
         "active_answers": engine.active_answers,
-        "watched_folders": len(request.app.state.settings.watch),  # how many (DOCQA_WATCH); the paths stay private
+        "watched_folders": len(engine.settings.watch),  # how many (DOCQA_WATCH); the paths stay private
         # The watched folders that are unavailable (their documents kept, marked "folder unavailable"): each
         # one's place in DOCQA_WATCH (1-based) and why, without its path.
         "watched_folders_unavailable": _unavailable(request),
@@ -48,7 +50,7 @@ async def health(request: Request) -> dict:
 
 
 def _unavailable(request: Request) -> list[dict]:
-    watch = getattr(request.app.state, "watch", None)
+    watch = watch_of(request.app)
     if watch is None:
         return []
     missing = watch.missing

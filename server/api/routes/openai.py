@@ -4,7 +4,7 @@ Follows the OpenAI Chat Completions API (https://platform.openai.com/docs/api-re
 enough for the official ``openai`` client to work unchanged. The conversation is about one loaded
 document, named by the extra body field ``document_id`` or by ``model`` (``doc:<id>``, the bare id, or
 the document's file name when it is unique), or about a collection of documents, ``model:
-"collection:<id>"`` (server/api/collection.py); ``GET /v1/models`` lists both. The document's saved
+"collection:<id>"`` (server/service/collection.py); ``GET /v1/models`` lists both. The document's saved
 state is reused for every turn: only the conversation after the document is prefilled, and
 ``usage.prompt_tokens_details.cached_tokens`` counts the document tokens that were not.
 
@@ -34,13 +34,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
-from server.api import collection
-from server.api.answering import answer_params, check_answerable, collect, events, submit, submit_collection
+from server.api.answering import answer_params, collect, events
 from server.api.chat import ChatCompletionRequest, answer_request, conversation
 from server.api.deps import EngineDep, SettingsDep, StoreDep, find_collection, find_document
 from server.api.responses import SSE_HEADERS
 from server.config.errors import AmbiguousModel, CollectionNotFound, DocumentNotFound, DocumentRequired, payload
 from server.engine.events import AnswerStream, Citations, Failed, Heartbeat, Quote, Stats, Token
+from server.service import collection
+from server.service.questions import check_answerable, submit, submit_collection
 from store.docstore import CollectionRecord, DocRecord, DocStore
 
 router = APIRouter(prefix="/v1")
@@ -160,13 +161,13 @@ async def chat_completions(
 ):
     doc, asked = await asyncio.to_thread(_asked, store, req)  # asked: a collection, its documents
     if asked is not None:
-        collection.check_answerable(*asked, engine.progress, engine.unfit)
+        collection.check_answerable(*asked, engine.reading_ids(), engine.unfit_ids())
     else:
         check_answerable(doc, engine)
     history, question = conversation(req.messages)
     params = answer_params(answer_request(req, question), settings, engine, stop_adds=True)
     # A segmented document (or a collection): the latest user turn picks the segment(s) or documents;
-    # the earlier turns go along as history, whichever they were answered from (server/api/segmented.py).
+    # the earlier turns go along as history, whichever they were answered from (server/service/segmented.py).
     if asked is not None:
         stream, position = await submit_collection(
             engine, store, settings, asked[0].id, asked[1], question, params, history

@@ -8,7 +8,7 @@ from __future__ import annotations
 import bisect
 
 from ingest.pdf import OCR_NOTE
-from server.api.background import NOTE
+from server.service.background import NOTE
 from testkit.live import Live
 from testkit.scans import CARD, card_pdf, mixed_pdf
 from tests.conftest import upload, wait_ready
@@ -56,7 +56,7 @@ def test_a_scan_gets_its_202_when_ocr_starts_and_is_read_in_the_background(serve
     """Issue 37: OCR ran inside the upload request (the 202 for a 30-page scan came after 54 s, with
     no id and no progress meanwhile). The 202 now comes once OCR has read the first page: the row is there before its
     text (no tokens yet), its progress is OCR's pages, and it becomes ready by itself
-    (server/api/background.py)."""
+    (server/service/background.py)."""
     data = card_pdf([ENGLISH, GERMAN, "A third page was scanned as well."])
     with server(ocr_languages=tesseract, selftest=False, n_ctx=2048) as client:
         r = client.post("/v1/documents", files={"file": ("scan.pdf", data)})

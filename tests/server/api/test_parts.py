@@ -115,7 +115,7 @@ def test_a_part_asked_for_by_printed_labels_is_named_by_them_and_its_pdf_pages()
     """The new-user trial: `--pages ii-3` of GeoTopo was named "(pages 2-6)", in PDF page numbers,
     while its citations say "p. ii (PDF p. 2)"."""
     from ingest.extract import ExtractedText
-    from server.api.uploads import display_name
+    from server.service.uploads import display_name
 
     labels = ["i", "ii", "iii", "1", "2", "3", "4"]
     part = ExtractedText("text", cut="pages=2-6", page_labels=labels)
@@ -129,7 +129,7 @@ def test_a_part_whose_reading_is_long_gets_its_202_at_once_and_is_read_in_the_ba
     feedback (the whole file is read for its running headers before the part is cut). A part whose
     reading takes longer than PART_GRACE_S (0 here, to be sure it is) gets its 202 with a note, and
     becomes ready by itself; a bad part of a small file still gets its 4xx in the request."""
-    from server.api import background
+    from server.service import background
 
     monkeypatch.setattr(background, "PART_GRACE_S", 0.0)
     data = first_pages(cases / GEOTOPO, 12)

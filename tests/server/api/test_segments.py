@@ -13,7 +13,7 @@ import io
 
 import pytest
 
-from server.api.segmented import NOT_FOUND
+from server.service.segmented import NOT_FOUND
 from tests.conftest import sse_events, wait_ready
 
 AROUND = "text/gutenberg/around-the-world-in-80-days-pg103.txt"
@@ -153,7 +153,7 @@ def test_a_long_book_is_segmented_and_answered_from_the_segment_with_the_needle(
         assert r.json()["docqa"]["segments"][0]["index"] in holding  # one that holds the needle (two may)
 
 
-# 14 s on 2 cores; the labels are tested without a model in tests/server/api/test_segmented.py and
+# 14 s on 2 cores; the labels are tested without a model in tests/server/service/test_segmented.py and
 # tests/server/tools/test_cli.py, and a segmented book answered with its parts' names stays below.
 @pytest.mark.slow
 def test_a_long_text_without_pages_names_its_parts_by_characters(server, cases):

@@ -90,7 +90,7 @@ def test_the_stored_upload_is_served_inline_behind_the_key(server, cases):
         assert r.status_code == 404 and r.json()["error"]["type"] == "not_found"
 
         # A stored upload that is gone: 409 that says to upload it again.
-        (client.app.state.store.dir(html["id"]) / "upload.bin").unlink()
+        (client.app.state.services.store.dir(html["id"]) / "upload.bin").unlink()
         r = client.get(f"/v1/documents/{html['id']}/file")
         assert r.status_code == 409 and r.json()["error"]["type"] == "document_failed"
         assert "upload it again" in r.json()["error"]["message"]

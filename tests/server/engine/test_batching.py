@@ -50,7 +50,7 @@ def _ask_all(client, doc_id: str, questions: list[str], concurrent: bool) -> dic
 def test_eight_concurrent_greedy_answers_equal_alone_on_f16(server, cases, gemma_f16_path):
     with server(model_path=gemma_f16_path, n_seq_max=8) as client:
         doc = upload(client, cases / CRAZY)
-        engine = client.app.state.engine
+        engine = client.app.state.services.engine
         alone = _ask_all(client, doc["id"], QUESTIONS, concurrent=False)
         before = batch_steps(client)
         assert before[1] == before[float("inf")] > 0  # one question per step

@@ -26,7 +26,7 @@ def _ask(client, doc_id: str, **extra) -> dict:
 
 
 def _flushed(client) -> None:
-    client.app.state.engine.histories.flush()  # the history is written off the engine thread
+    client.app.state.services.engine.histories.flush()  # the history is written off the engine thread
 
 
 def test_a_question_asked_again_is_drafted_from_its_first_answer_and_survives_a_restart(

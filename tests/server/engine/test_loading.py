@@ -28,7 +28,7 @@ def test_batch_invariant_falls_back_to_the_row_cap_when_the_kernel_switch_comes_
     ctx.close()
     model.close()
     with caplog.at_level(logging.WARNING, logger="docqa"), server(batch_invariant=True) as client:
-        engine = client.app.state.engine
+        engine = client.app.state.services.engine
         assert engine.runner.max_rows == INVARIANT_MAX_ROWS
         assert engine.loaded.max_window == INVARIANT_MAX_ROWS - 1
         doc = upload(client, cases / "pdf/pypdf-resources/crazyones.pdf")

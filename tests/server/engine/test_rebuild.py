@@ -34,7 +34,7 @@ def test_a_refused_rollback_is_rebuilt_and_the_answer_is_unchanged(server, tiny_
         url = f"/v1/documents/{doc['id']}/answers"
         clean = client.post(url, json=BODY).json()
         assert clean["stats"]["accepted_tokens"] < clean["stats"]["drafted_tokens"]  # some drafts rejected
-        refused = _refuse_first_rollback(client.app.state.engine.loaded.ctx)
+        refused = _refuse_first_rollback(client.app.state.services.engine.loaded.ctx)
         rebuilt = client.post(url, json=BODY).json()
     assert refused, "no rollback was attempted"
     assert metric(client, "docqa_rollback_rebuilds_total") == 1
@@ -48,7 +48,7 @@ def test_a_rebuild_that_ends_elsewhere_fails_the_answer_not_the_server(server, t
     with server(model_path=tiny_qwen35_path, n_threads=1, n_ctx=4096) as client:
         doc = upload(client, tiny_qwen35_path, name="doc.txt", data=DOC)
         url = f"/v1/documents/{doc['id']}/answers"
-        engine = client.app.state.engine
+        engine = client.app.state.services.engine
         refused = _refuse_first_rollback(engine.loaded.ctx)
         with monkeypatch.context() as patch:  # the replay is one token short
             patch.setattr(Answer, "replay_ids", lambda self: self.output_ids[:-2])
@@ -57,4 +57,4 @@ def test_a_rebuild_that_ends_elsewhere_fails_the_answer_not_the_server(server, t
         assert r.status_code == 500 and r.json()["error"]["type"] == "engine_error"
         assert metric(client, "docqa_rollback_rebuilds_total") == 0
         assert client.post(url, json=BODY).status_code == 200  # the next question is served as usual
-        assert client.app.state.engine.active_answers == 0
+        assert client.app.state.services.engine.active_answers == 0

@@ -1,5 +1,5 @@
 """One watched file brought in line with its document (:meth:`FolderSync.sync`), and a whole folder at
-start-up and at each full scan (:meth:`FolderSync.full_scan`); server/api/watch.py decides when.
+start-up and at each full scan (:meth:`FolderSync.full_scan`); server/service/watch.py decides when.
 
 **A folder owns only the documents it made** (those with a ``source_path``). An uploaded document is
 never changed, renamed or deleted by a folder: a watched file whose bytes are an upload's is a
@@ -11,7 +11,7 @@ What a file's document becomes, by what the file is now (its row found by ``sour
 * **unchanged** (the size and mtime it had when read): left alone, not even read; a restart costs a
   ``stat`` per file.
 * **touched** (another mtime, the same sha256): ``source_stat`` updated, not read again.
-* **new**: ingested through the upload pipeline (server/api/uploads.py ``run``); ``source_path``,
+* **new**: ingested through the upload pipeline (server/service/uploads.py ``run``); ``source_path``,
   ``source_stat`` and ``read_at`` recorded.
 * **changed**: its stored upload replaced and re-ingested in place, as a re-ingest does (the same id:
   collections and clients keep it).
@@ -63,8 +63,8 @@ from ingest.folder import (
     under,
 )
 from runtime.atomic import write_atomic
-from server.api import uploads
-from server.api.guard import MULTIPART_SLACK
+from server.service import Services, uploads
+from server.service.uploads import MULTIPART_SLACK
 from store import writes
 from store.docstore import FAILED, INGESTING, READY, DocRecord, DuplicateDocument
 from store.files import UPLOAD_FILE
@@ -75,32 +75,31 @@ BUSY_RETRY_S = 1.0  # the extraction workers are all taken by uploads: try again
 
 
 class FolderSync:
-    """The documents of the watched folders ``roots`` (absolute), with the app's store, engine,
-    settings and extraction worker (``app_state``: FastAPI's ``app.state``)."""
+    """The documents of the watched folders ``roots`` (absolute), read through ``services``."""
 
-    def __init__(self, app_state, roots: list[Path]) -> None:
-        self.app = app_state
+    def __init__(self, services: Services, roots: list[Path]) -> None:
+        self.services = services
         self.roots = [Path(r).absolute() for r in roots]
         self.hashes: dict[str, str] = {}  # path -> sha256 of its bytes when last read: copies, and moves
         self.links: dict[str, tuple[str, str]] = {}  # path -> (uploaded document id, stat key): an upload's bytes
         self.missing: dict[Path, str] = {}  # folder -> why it is unavailable (its documents are kept)
         self.devices: dict[Path, int] = {}  # folder -> the device it was on when last seen with files
         self.reported: set[str] = set()  # names that are not UTF-8, reported once each
-        #: What runs between two files and while a prefill is awaited (server/api/watch.py: deletions).
+        #: What runs between two files and while a prefill is awaited (server/service/watch.py: deletions).
         self.interleave: Callable[[], Awaitable[None]] | None = None
         self._interleaving = False
 
     @property
     def store(self):
-        return self.app.store
+        return self.services.store
 
     @property
     def engine(self):
-        return self.app.engine
+        return self.services.engine
 
     @property
     def settings(self):
-        return self.app.settings
+        return self.services.settings
 
     def rows(self) -> dict[str, DocRecord]:
         """The documents read from the watched folders, by ``source_path``."""
@@ -285,7 +284,7 @@ class FolderSync:
 
         try:
             doc, _, created = await uploads.run(
-                self.engine, self.store, self.settings, self.app.snapshot_bytes, self._extractor(data), len(data),
+                self.engine, self.store, self.settings, self.services.snapshot_bytes, self._extractor(data), len(data),
                 store_doc, replaces=known.id if known is not None else None,
             )  # fmt: skip
         except (DocumentError, StorageError) as exc:
@@ -299,7 +298,7 @@ class FolderSync:
 
     async def _read_again(self, doc: DocRecord, path: Path, data: bytes, digest: str, found: FileState) -> None:
         """The file changed: the document's upload replaced, then re-ingested in place (its id stays)."""
-        running: set[str] = self.app.reingesting
+        running: set[str] = self.services.reingesting
         if doc.id in running:
             return  # a re-ingest of it runs: the next scan sees the file again
         running.add(doc.id)
@@ -314,7 +313,7 @@ class FolderSync:
 
         try:
             await uploads.run(
-                self.engine, self.store, self.settings, self.app.snapshot_bytes, self._extractor(data), len(data),
+                self.engine, self.store, self.settings, self.services.snapshot_bytes, self._extractor(data), len(data),
                 store_doc, replaces=doc.id,
             )  # fmt: skip
         except (DocumentError, StorageError) as exc:
@@ -386,7 +385,7 @@ class FolderSync:
 
     def _extractor(self, data: bytes):
         """The pipeline's extract callable: the extraction worker, waiting while uploads hold it all."""
-        worker = self.app.extractor
+        worker = self.services.extractor
 
         async def extract(cap: int) -> ExtractedText:
             while True:

@@ -4,7 +4,7 @@ segments; all of them are ranked for the question by one BM25 index across the c
 (store/collection_index.py), and the best is answered from, with the second best too when it scores
 close (store/index.py ``chosen``, DOCQA_SEGMENT_CLOSE_RATIO), each by its own engine job
 (server/engine/jobs.py ``AnswerJob`` with the document and segment), read as one stream by
-server/api/segmented.py ``SegmentedAnswer``. Nothing new runs in the engine: each job is a question
+server/service/segmented.py ``SegmentedAnswer``. Nothing new runs in the engine: each job is a question
 about one document or segment, whose saved state it restores.
 
 Each source is described as a segment is (index, pages, part, parts, chars, label) plus
@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ingest.errors import DocumentFilesDamaged, SegmentsDamaged, TextDamaged
-from server.api import refit, segmented
-from server.api.schemas import CollectionDocument, CollectionPublic
-from server.api.segmented import Source
 from server.config.errors import CollectionEmpty, DocumentFailed, DocumentIngesting
 from server.engine.repairs import Repairs
+from server.service import refit, segmented
+from server.service.segmented import Source
 from store import collection_index, index
 from store.collection_index import MemberDamaged
 from store.docstore import FAILED, INGESTING, READY, CollectionRecord, DocRecord, DocStore
@@ -58,24 +57,12 @@ def status(docs: list[DocRecord]) -> str:
     return FAILED if FAILED in states else INGESTING if INGESTING in states else READY
 
 
-def public(collection: CollectionRecord, docs: list[DocRecord]) -> CollectionPublic:
-    return CollectionPublic(
-        id=collection.id,
-        name=collection.name,
-        created_at=collection.created_at,
-        status=status(docs),
-        documents=[
-            CollectionDocument(id=d.id, name=d.name, status=d.status, pages=d.pages, tokens=d.tokens) for d in docs
-        ],
-    )
-
-
 def check_answerable(
     collection: CollectionRecord, docs: list[DocRecord], progress: dict[str, float], unfit: dict[str, str] | None = None
 ) -> None:
     """Raise a 409 naming the document that keeps the collection from being asked (``progress``:
     the engine's prefill progress by document id; ``unfit``: the documents that must be read again,
-    server/api/refit.py), or that it has no documents left."""
+    server/service/refit.py), or that it has no documents left."""
     if not docs:
         raise CollectionEmpty(
             f"collection {collection.id} ({collection.name!r}) has no documents left (they were deleted); "

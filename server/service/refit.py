@@ -79,14 +79,14 @@ def refuse(doc_id: str, why: str) -> NeedsReingest:
 
 
 async def reingest_all(
-    unfit: dict[str, str], get: Callable[[str], Awaitable[DocRecord | None]], reingest: Callable
+    unfit: Callable[[], dict[str, str]], get: Callable[[str], Awaitable[DocRecord | None]], reingest: Callable
 ) -> None:
-    """DOCQA_REINGEST_UNFIT: re-read each unfit document, one after another (``get``: its row, off the
-    loop; ``reingest(doc)``: the re-ingest route's pipeline). A failure is logged and the document
-    stays marked, so its questions still say what to do."""
-    for doc_id in list(unfit):
+    """DOCQA_REINGEST_UNFIT: re-read each unfit document (``unfit()``: those marked now, by id), one
+    after another (``get``: its row, off the loop; ``reingest(doc)``: the re-ingest route's pipeline).
+    A failure is logged and the document stays marked, so its questions still say what to do."""
+    for doc_id in list(unfit()):
         doc = await get(doc_id)
-        if doc is None or doc_id not in unfit:
+        if doc is None or doc_id not in unfit():
             continue
         try:
             await reingest(doc)

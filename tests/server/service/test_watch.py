@@ -1,4 +1,4 @@
-"""Watched folders (server/api/watch.py, server/api/folder_sync.py) with real files on the embedded model:
+"""Watched folders (server/service/watch.py, server/service/folder_sync.py) with real files on the embedded model:
 create, change, touch, rename, delete, hostile files, a restart in between, and a burst of files read
 in the background while a question streams; and issue 49's attack: an upload's bytes copied into the
 folder (never taken over), the folder renamed away, emptied and back (kept, marked, the same ids), a
@@ -88,7 +88,7 @@ def test_a_folder_is_kept_in_sync_across_a_restart(tmp_path, gemma_path):
         notes = docs["notes.md"]
         stat = (folder / "notes.md").stat()
         os.utime(folder / "notes.md", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # touched, not changed
-        store = client.app.state.store
+        store = client.app.state.services.store
         _until(lambda: store.get(notes["id"]).source_stat.endswith(str(stat.st_mtime_ns + 10**9)), what="the touch")
         assert _docs(client)["notes.md"]["read_at"] == notes["read_at"]  # not read again
 

@@ -1,4 +1,4 @@
-"""The question routes' shared path (server/api/answering.py): the question is tokenized before it
+"""The question routes' shared path (server/service/questions.py): the question is tokenized before it
 queues, so one that cannot fit next to its document gets its 413 without the engine seeing it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ CRAZY = "pdf/pypdf-resources/crazyones.pdf"
 def test_a_question_over_the_budget_is_refused_before_it_queues(server, cases, monkeypatch):
     with server(n_ctx=1024, answer_reserve=256) as client:
         doc = upload(client, cases / CRAZY)
-        engine = client.app.state.engine
+        engine = client.app.state.services.engine
         submitted = []
         monkeypatch.setattr(engine, "submit_answer", lambda job: submitted.append(job) or 0)
         long = "Which of these words are in the document? " + "misfits rebels troublemakers " * 600

@@ -1,4 +1,4 @@
-"""A segmented answer read as one stream (server/api/segmented.py), with stand-in jobs: the order of
+"""A segmented answer read as one stream (server/service/segmented.py), with stand-in jobs: the order of
 its events, the summed stats, an error that stops the rest, and the not-found answer."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import asyncio
 import threading
 
 from ingest.segments import Segment
-from server.api.segmented import NOT_FOUND, Plan, SegmentedAnswer
 from server.engine.events import FINAL, Answers, Citations, Done, Event, EventKind, Failed, Stats, Token
 from server.engine.events import Segment as SegmentEvent
+from server.service.segmented import NOT_FOUND, Plan, SegmentedAnswer
 
 STATS = {
     "prompt_tokens": 5, "cached_tokens": 100, "completion_tokens": 3, "ttft_ms": 10.0, "decode_tokens_per_s": 1.0,
@@ -57,7 +57,7 @@ def test_two_segments_answer_in_turn_with_their_pages_and_summed_stats():
     plan = Plan([segment(3, [7, 9]), segment(0, [1, 2])], [2.0, 1.8], 5, paged=True)
     events = asyncio.run(read(SegmentedAnswer(jobs, plan)))
     kinds = [e.kind for e in events]
-    # The fifth token: the parts answer differently (server/api/agreement.py).
+    # The fifth token: the parts answer differently (server/service/agreement.py).
     assert kinds == [
         EventKind.SEGMENT, EventKind.TOKEN, EventKind.TOKEN, EventKind.SEGMENT, EventKind.TOKEN, EventKind.TOKEN,
         EventKind.TOKEN, EventKind.CITATIONS, EventKind.ANSWERS, EventKind.STATS, EventKind.DONE,

@@ -1,5 +1,5 @@
 """Watched folders (DOCQA_WATCH): their documents kept in sync while the server runs, and after a
-restart (server/api/folder_sync.py says what each file's document becomes).
+restart (server/service/folder_sync.py says what each file's document becomes).
 
 At start, one full scan reads what changed while the server was down (a ``stat`` per file for the
 rest), in DOCQA_WATCH_ORDER. Then watchfiles (https://github.com/samuelcolvin/watchfiles, Rust
@@ -20,7 +20,7 @@ file's reading and prefill awaited in turn (off the loop: worker process, thread
   folders scanned (at most every :data:`CATCH_UP_S`) for what the lost batch held. A watcher started
   again for any reason is followed by a scan :data:`RESTART_S` later: what changed while no watcher
   ran (a file deleted just as its folder came back) is found in seconds, not at the next full scan.
-* **A folder that goes is not an instruction to delete** (server/api/folder_sync.py): while one is
+* **A folder that goes is not an instruction to delete** (server/service/folder_sync.py): while one is
   unavailable it is looked at every :data:`PROBE_S`, and synced again when it is back, with the
   watcher restarted on it.
 """
@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 
 from ingest.folder import ordered, state, under, walk_paths
-from server.api.folder_sync import FolderSync
+from server.service import Services
+from server.service.folder_sync import FolderSync
 
 log = logging.getLogger("docqa.watch")
 TICK_S = 0.25  # how often the changed paths are looked at
@@ -44,13 +45,13 @@ PROBE_S = 1.0  # how often an unavailable folder is looked at
 
 
 class FolderWatch:
-    """The watch of ``settings.watch`` for the app whose state is ``app_state`` (started by the
-    lifespan once the engine is loaded)."""
+    """The watch of ``settings.watch``, working through ``services`` (started by the lifespan once the
+    engine is loaded)."""
 
-    def __init__(self, app_state, settings) -> None:
+    def __init__(self, services: Services, settings) -> None:
         self.settings = settings
         self.roots = [Path(p).absolute() for p in settings.watch]
-        self.sync = FolderSync(app_state, self.roots)
+        self.sync = FolderSync(services, self.roots)
         self.sync.interleave = self._deletions
         self.pending: dict[str, tuple[float, str | None]] = {}  # path -> (last change seen, its stat key)
         self.scanned = asyncio.Event()  # the start-up scan is done (tests wait for it)

@@ -20,7 +20,7 @@ text, citations}]) before ``stats``. ``stats`` gains ``segments`` ([{index, page
 label, score}]); its counts are the sums over the answers.
 
 :class:`SegmentedAnswer` reads any list of :class:`Source` (what one job answers from, described for
-people) this way: a collection's plan (server/api/collection.py) is one too, whose sources are its
+people) this way: a collection's plan (server/service/collection.py) is one too, whose sources are its
 documents or their segments, each description and citation naming its document as well.
 """
 
@@ -33,11 +33,11 @@ from functools import partial
 from typing import Any, Protocol
 
 from ingest.segments import Segment
-from server.api import agreement
 from server.engine.events import Answers, Citations, Done, Event, Failed, Quote, Stats, Token
 from server.engine.events import Segment as SegmentEvent
 from server.engine.jobs import AnswerJob
 from server.engine.repairs import Repairs
+from server.service import agreement
 from store import index
 from store.docstore import DocRecord
 

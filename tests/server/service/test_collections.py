@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import pytest
 from click.testing import CliRunner
 
-from server.api.collection import NOT_FOUND
+from server.service.collection import NOT_FOUND
 from testkit.live import LOCAL
 from tests.conftest import make_settings, sse_events, upload
 from tests.server.api.test_segments import make_epub
@@ -213,7 +213,7 @@ def test_collection_routes_refuse_what_they_cannot_do(client, town):
 
     # A document being ingested again (its row says so) keeps its collections from being asked,
     # naming it, and cannot join a new one.
-    store = client.app.state.store
+    store = client.app.state.services.store
     store.set_status(ids[0], "ingesting")
     try:
         r = client.post(f"/v1/collections/{two['id']}/answers", json={"question": "Hello?"})

@@ -1,4 +1,4 @@
-"""A document read for a larger context than the server now serves (server/api/refit.py; issue 39
+"""A document read for a larger context than the server now serves (server/service/refit.py; issue 39
 item 9: after lowering DOCQA_N_CTX, old documents stayed `ready` and every question got a 413 advising
 "ask a shorter question", on the CLI, REST and the OpenAI route alike), and the split note once the
 context grows back (item 11: "In 2 parts: 3,922 tokens, more than the 31,744 the model reads at once")."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from server.api import refit
+from server.service import refit
 from server.tools.shown import segment_lines
 from tests.conftest import make_settings, upload, wait_ready
 

@@ -1,4 +1,4 @@
-"""Two parts of a long document that answer one question differently (server/api/agreement.py; issue
+"""Two parts of a long document that answer one question differently (server/service/agreement.py; issue
 39 item 10: "white" from part 2 and "pink" from part 1, side by side, without a word)."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 
 from ingest.prompt import NOT_SAID
-from server.api import agreement
-from server.api.segmented import SegmentedAnswer
 from server.engine.events import Answers, Citations, Done, Stats, Token
+from server.service import agreement
+from server.service.segmented import SegmentedAnswer
 
 
 def _part(label: str, text: str) -> dict:

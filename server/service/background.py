@@ -5,7 +5,7 @@ progress). So does a part of a file (``pages=``) whose reading takes longer than
 file is read for its running headers before the part is cut); a part read sooner answers as before
 (its 4xx included).
 
-The route starts the pipeline (server/api/uploads.py ``run``) and waits for whichever comes first:
+The route starts the pipeline (server/service/uploads.py ``run``) and waits for whichever comes first:
 its end (the 202 or the error as before: a text PDF, a 413, a 422 for a scan without Tesseract or a
 one-page scan OCR finds no text on) or OCR's first page read with more to come (ingest/pdf.py
 reports ``(done, pages)`` as it goes), so the request waits for one page at most (~2 CPU s). Then the
@@ -27,8 +27,8 @@ from ingest.cut import Cut
 from ingest.errors import DocumentError
 from ingest.extract import ExtractedText
 from ingest.pdf import OPENED
-from server.api import uploads
 from server.engine.engine import Engine
+from server.service import uploads
 from store.docstore import FAILED, DocRecord, DocStore, DuplicateDocument
 
 log = logging.getLogger("docqa.http")
@@ -78,7 +78,7 @@ class Reading:
         if done == OPENED:
             self._loop.call_soon_threadsafe(self._part_inside, total)
         elif self.doc is not None:
-            self.engine.progress[self.doc.id] = 0.99 * done / max(1, total)
+            self.engine.reading_elsewhere(self.doc.id, 0.99 * done / max(1, total))
         elif 1 <= done < total and not self._started.is_set():  # the first page is read, more are to come
             self._loop.call_soon_threadsafe(self._ocr_started)
 
@@ -98,7 +98,7 @@ class Reading:
                 return new()
         doc, queued = into(self.doc)
         if not queued:  # deleted while OCR read it: no progress is left behind for it
-            self.engine.progress.pop(doc.id, None)
+            self.engine.reading_elsewhere(doc.id, None)
         return doc, queued
 
     async def wait(self, pipeline: asyncio.Task) -> DocRecord | None:
@@ -127,7 +127,7 @@ class Reading:
                 doc = self.store.create(name=name, sha256=self.digest, kind=kind, pages=0, tokens=0, chars=0)
             except DuplicateDocument:  # the same bytes came meanwhile: this request waits as before
                 return None
-            self.engine.progress[doc.id] = 0.0  # being read here: no resume check takes it (recovery.py)
+            self.engine.reading_elsewhere(doc.id, 0.0)  # being read here: no resume check takes it
             self.doc = doc
             return doc
 
@@ -144,7 +144,7 @@ class Reading:
             await asyncio.to_thread(self._fail, doc.id, f"reading it failed ({type(exc).__name__}); upload it again")
 
     def _fail(self, doc_id: str, reason: str) -> None:
-        self.engine.progress.pop(doc_id, None)
+        self.engine.reading_elsewhere(doc_id, None)
         try:
             if self.store.get(doc_id) is not None:
                 self.store.set_status(doc_id, FAILED, reason)

@@ -2,7 +2,7 @@
 "What colour were the White Rabbit's eyes?" gave "white" from part 2 and "pink" from part 1, side by
 side, without a word).
 
-A segmented answer (server/api/segmented.py) answers from the one or two best-matching parts, each on
+A segmented answer (server/service/segmented.py) answers from the one or two best-matching parts, each on
 its own. When two parts both answer, and neither answer's words are contained in the other's (after
 case, punctuation and a few function words are set aside), the parts differ: the answer ends with a
 note that names each part and what it says, and both parts' citations stay with the answer. The

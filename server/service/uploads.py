@@ -23,6 +23,8 @@ from server.engine.engine import Engine
 from store import disk
 from store.docstore import INGESTING, DocRecord, DocStore, printable
 
+MULTIPART_SLACK = 64 * 1024  # boundaries and part headers around an uploaded file (server/api/guard.py)
+
 
 def parse_cut(pages: str | None, chars: str | None, labels: bool = False) -> cuts.Cut | None:
     """The upload's ``pages`` / ``chars`` fields (``labels``: the pages are printed labels, ingest/cut.py);
