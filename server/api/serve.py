@@ -63,14 +63,17 @@ def main() -> None:
         result = selftest.check(settings)
     except selftest.SelfTestFailed as exc:
         sys.exit(str(exc))
-    if result.extra_bufts is False and settings.cpu_repack == "auto":  # a fallback, now or cached
+    # A fallback, or the plain weight layout measured faster (server/engine/layout.py), now or cached.
+    if result.extra_bufts is False and settings.cpu_repack == "auto":
         settings = settings.model_copy(update={"cpu_repack": "off"})
     from runtime.omp import described
 
     logging.getLogger("docqa").info("llama.cpp threads wait with %s (docs/tuning.md)", described())
+    layout = f"; weight layout: {result.layout.note}" if result.layout is not None else ""
     logging.getLogger("docqa").info(
-        "self-test %s; loading the model (its address is logged once it accepts connections)",
+        "self-test %s%s; loading the model (its address is logged once it accepts connections)",
         result.status,
+        layout,
     )
     app = create_app(settings, result)
     config = uvicorn.Config(

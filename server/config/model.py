@@ -65,8 +65,9 @@ class ModelSettings(BaseSettings):
     cpu_repack: Literal["auto", "on", "off"] = Field(
         default="auto",
         description=(
-            "llama.cpp's extra CPU buffer types (repacked weights, AMX): auto = on unless the build has AMX "
-            "kernels or the start-up self-test crashed with them; off = llama-server's --no-repack."
+            "llama.cpp's extra CPU buffer types (repacked weights, AMX): auto = on unless the start-up "
+            "self-test crashed with them or the plain weights, timed at the first start, read faster without "
+            "slowing answers (server/engine/layout.py); off = llama-server's --no-repack."
         ),
     )
     selftest: bool = Field(

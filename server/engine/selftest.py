@@ -15,6 +15,10 @@ MTP step when the model drafts with MTP). Then:
 A Python-level failure in the child (a missing file, a context that does not fit) is not a crash:
 the engine reports it at load as before.
 
+Where the child passed with ``DOCQA_CPU_REPACK=auto`` on a CPU-only build with repacking kernels, the
+weight layout is then measured and chosen (server/engine/layout.py): the plain weights where they
+read faster without slowing answers.
+
 The result is kept in ``data_dir/selftest.json`` per (model fingerprint, llama.cpp build and system
 info, context settings), so a normal restart starts no child.
 """
@@ -34,9 +38,11 @@ from pathlib import Path
 from runtime.atomic import write_atomic
 from runtime.llama import Context, Model, model_fingerprint
 from runtime.models import model_path as embedded_path
-from runtime.system import build_id, has_amx_kernels
+from runtime.system import backends, build_id, features, has_amx_kernels
 from server.config.memory import context_config
 from server.config.settings import Settings
+from server.engine import layout
+from server.engine.layout import Choice
 from spec.limits import MAX_WINDOW
 
 log = logging.getLogger("docqa.selftest")
@@ -48,6 +54,7 @@ _KEYED = (
 ).split()
 
 Probe = Callable[[Settings, Path, "bool | None"], None]
+Measure = Callable[[Settings, Path], Choice]
 
 
 class SelfTestFailed(Exception):
@@ -61,6 +68,7 @@ class SelfTest:
     status: str
     extra_bufts: bool | None  # for runtime.llama.Model (None: the build decides)
     note: str = ""
+    layout: Choice | None = None  # the measured weight layout (server/engine/layout.py); None: not measured
 
 
 def probe(settings: Settings, model_path: Path, extra_bufts: bool | None) -> None:
@@ -133,15 +141,18 @@ def _describe(settings: Settings, model_path: Path) -> str:
     )
 
 
-def check(settings: Settings, run: Probe | None = None) -> SelfTest:
+def check(settings: Settings, run: Probe | None = None, choose: Measure | None = None) -> SelfTest:
     """Run the self-test (or read its cached result) and return what the server should load with.
 
+    ``run``: the child's probe (a test's own; then the layout is measured only with ``choose``);
+    ``choose``: what measures and chooses the weight layout (server/engine/layout.py ``measured``).
     Raises SelfTestFailed when the model crashes the child with the fallback too, or with an explicit
     ``cpu_repack`` setting, which is honoured rather than overridden.
     """
     if not settings.selftest:
         return SelfTest("skipped", settings.extra_bufts)
-    run = run or probe
+    if run is None:
+        run, choose = probe, choose or layout.measured
     model_path = settings.model_path or embedded_path(settings.model, settings.data_dir)
     if not Path(model_path).is_file():
         return SelfTest("inconclusive", settings.extra_bufts, f"no model file at {model_path}")
@@ -149,12 +160,17 @@ def check(settings: Settings, run: Probe | None = None) -> SelfTest:
     key = _key(settings, model_path)
     known = _read(cache).get(key)
     if known is not None:
-        return SelfTest("cached", known["extra_bufts"], known.get("note", ""))
+        chosen = Choice.from_dict(known["layout"]) if known.get("layout") else None
+        return SelfTest("cached", known["extra_bufts"], known.get("note", ""), chosen)
     first = _run_child(run, settings, model_path, settings.extra_bufts)
     if first.error is not None:
         return SelfTest("inconclusive", settings.extra_bufts, f"the self-test could not load the model: {first.error}")
     if first.crashed is None:
         result = SelfTest("passed", settings.extra_bufts)
+        if choose is not None and _layout_matters(settings):
+            chosen = choose(settings, model_path)
+            log.info("weight layout: %s", chosen.note)
+            result = SelfTest("passed", False if chosen.plain else settings.extra_bufts, chosen.note, chosen)
     elif settings.cpu_repack == "auto":
         feature = "AMX_INT8 kernels" if has_amx_kernels() else "CPU_REPACK kernels"
         log.warning(
@@ -174,6 +190,13 @@ def check(settings: Settings, run: Probe | None = None) -> SelfTest:
         raise SelfTestFailed(_failure(settings, model_path, first.crashed, None))
     _write(cache, key, result)
     return result
+
+
+def _layout_matters(settings: Settings) -> bool:
+    """Whether the weight layout is this CPU's to choose: DOCQA_CPU_REPACK=auto, no GPU backend in the
+    build, and repacking (or AMX) kernels in it."""
+    cpu = features().get("CPU", {})
+    return settings.cpu_repack == "auto" and not backends() and "1" in (cpu.get("REPACK"), cpu.get("AMX_INT8"))
 
 
 def _failure(settings: Settings, model_path: Path, first: str, second: str | None) -> str:
@@ -197,6 +220,8 @@ def _read(path: Path) -> dict:
 def _write(path: Path, key: str, result: SelfTest) -> None:
     table = _read(path)
     table[key] = {"extra_bufts": result.extra_bufts, "status": result.status, "note": result.note}
+    if result.layout is not None:
+        table[key]["layout"] = result.layout.as_dict()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(table, indent=1).encode())

@@ -44,6 +44,8 @@ async def health(request: Request) -> dict:
             for name, why in engine.loaded.drafters.items()
         ],  # llama.cpp's extra CPU buffer types (off after an AMX fallback)
         "selftest": {"status": selftest.status, "note": selftest.note} if selftest else {"status": "not run"},
+        # The weight layout measured at the first start (server/engine/layout.py): which, and by what rates.
+        "weight_layout": selftest.layout.as_dict() if selftest and selftest.layout else None,
         "omp_wait": omp_wait(),  # how llama.cpp's threads wait between operations (runtime/omp.py)
         "system_info": system_info(),
     }

@@ -72,3 +72,28 @@ def test_a_refused_answer_shows_no_quote_and_says_why(server, smollm_path, guide
         assert r["answer"] == "The document does not say." and r["citations"] == []
         assert r["quote"]["verified"] is False
         assert "1911" in r["quote"]["reason"] or r["quote"]["reason"].startswith("No passage")
+
+
+def test_gemma_quotes_the_alice_paragraph_that_answers(server, gemma_path, cases, tmp_path):
+    """Issue 48: a base model (Gemma 3 270M, no refusal sentence in its prompt) asked in quote mode
+    copies from the paragraph of Alice that holds the answer; refusing is the judgment's job (its threshold
+    set to 0 here, so what is checked is the quote, not the tiny model's judgment)."""
+    alice = (cases / "text/gutenberg/alice-in-wonderland-pg11.txt").read_text(encoding="utf-8")
+    path = tmp_path / "alice.txt"
+    path.write_text(alice[:6000])  # the first chapter's opening (this copy starts with its text)
+    with server(model_path=gemma_path, quote_support=0.0) as client:
+        doc = upload(client, path)
+        r = client.post(
+            f"/v1/documents/{doc['id']}/answers",
+            json={
+                "question": "What did the Rabbit take out of its waistcoat-pocket?",
+                "mode": "quote",
+                "max_tokens": 48,
+            },
+        )
+        body = r.json()
+        assert r.status_code == 200 and body["quote"] is not None, body
+        stored = client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
+        quote = body["quote"]["text"]
+        (paragraph,) = [p for p in stored.split("\n\n") if "waistcoat-pocket" in p][:1]
+        assert quote in paragraph, body  # Gemma 270M starts it a sentence early: the paragraph, not the clause

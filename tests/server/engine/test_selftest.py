@@ -33,6 +33,10 @@ def hang(settings, model_path, extra_bufts) -> None:
     time.sleep(3600)
 
 
+def passes(settings, model_path, extra_bufts) -> None:
+    """A child that loads nothing and passes."""
+
+
 def must_not_run(settings, model_path, extra_bufts) -> None:
     raise AssertionError("the self-test ran although its result was cached")
 
@@ -95,3 +99,47 @@ def test_real_probe_passes_and_is_cached(tmp_path, gemma_path):
     assert selftest.check(settings, must_not_run).status == "cached"
     changed = make_settings(tmp_path, gemma_path, n_ctx=4096, selftest=True)  # other context settings: tested again
     assert selftest.check(changed).status == "passed"
+
+
+def test_the_weight_layout_is_chosen_by_its_rates():
+    """Plain weights only where they read faster and answer as fast (server/engine/layout.py); the
+    rates are this session's AMD Zen 3 measurements of the default model (bench/results/prefill.md)."""
+    from server.engine.layout import Rates, choose
+
+    repacked = Rates(read=66.3, decode_ms=44.0, verify_ms=458.7)
+    zen3 = choose(repacked, Rates(read=71.0, decode_ms=45.0, verify_ms=685.8))  # 1.07x: too little to read faster
+    assert not zen3.plain and "verify 0.67x" in zen3.note and "no faster reading" in zen3.note
+    zen4 = choose(repacked, Rates(read=110.0, decode_ms=55.0, verify_ms=600.0))  # reads faster, answers slower
+    assert not zen4.plain and "not built" in zen4.note
+    faster = choose(repacked, Rates(read=101.0, decode_ms=44.5, verify_ms=455.0))
+    assert faster.plain and "reading and answering with the plain weights" in faster.note
+    assert not choose(repacked, Rates(read=67.0, decode_ms=40.0, verify_ms=400.0)).plain  # no faster reading
+
+
+def test_a_measured_layout_is_used_cached_and_shown(tmp_path, gemma_path):
+    """With DOCQA_CPU_REPACK=auto the self-test measures the layouts (here a stand-in for the child's
+    timings) and serves with the plain weights when they win; a restart reads the choice back."""
+    from server.engine.layout import Choice, Rates
+
+    def plain_wins(settings, model_path):
+        return Choice(True, Rates(60, 44, 450), Rates(90, 44, 440), "plain weights read 1.50x")
+
+    settings = make_settings(tmp_path, gemma_path, selftest=True)
+    result = selftest.check(settings, passes, plain_wins)
+    if result.layout is None:  # a GPU build, or no repacking kernels: nothing to choose
+        pytest.skip("this build has no CPU repacking kernels")
+    assert (result.status, result.extra_bufts, result.layout.plain) == ("passed", False, True)
+    again = selftest.check(settings, must_not_run)
+    assert again.status == "cached" and again.extra_bufts is False and again.layout == result.layout
+
+
+@pytest.mark.slow
+def test_the_layouts_are_measured_on_the_embedded_model(tmp_path, gemma_path):
+    """The real measurement: two children load Gemma with each layout and time a read, a decode and a
+    verify call; whichever is chosen, the note gives the three ratios."""
+    from server.engine import layout
+
+    choice = layout.measured(make_settings(tmp_path, gemma_path, n_ctx=4096), gemma_path)
+    assert choice.repacked is not None and choice.unpacked is not None, choice.note
+    assert all(r.read > 0 and r.decode_ms > 0 and r.verify_ms > 0 for r in (choice.repacked, choice.unpacked))
+    assert "read" in choice.note and "verify" in choice.note

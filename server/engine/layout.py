@@ -1,0 +1,156 @@
+"""The weight layout for this CPU, measured once at the first start (with the self-test).
+
+llama.cpp's CPU backend can keep quantized weights repacked for its wider kernels (the "extra buffer
+types": ``CPU_REPACK``, AMX) or as they are in the file (llama-server's ``--no-repack``). Which one is
+faster depends on the CPU and on the job: measured with the default model on 2 cores
+(bench/results/prefill.md), the plain weights read 1.6-1.9x faster on an AMD Zen 4 but decode
+19-23 % slower; on an AMD Zen 3 (AVX2 only) they read 1.1x faster and decode as fast, but a 17-row
+verify call (speculative decoding's) takes 1.5x as long. So the choice is measured here, on the
+served model and settings, rather than assumed:
+
+* a child process loads the model with each layout in turn and times the three jobs an answer and a
+  reading are made of: a prefill chunk (``READ_ROWS`` rows, tokens/s), a one-row decode and a
+  ``MAX_WINDOW + 1``-row verify call (ms);
+* the plain layout is chosen only when it reads at least ``GAIN`` times faster and loses no more
+  than ``KEEP`` of either answer speed (:func:`choose`); otherwise the repacked one stays.
+
+Reading with one layout and answering with the other (two model instances sharing only the saved
+state) is what would pay where plain reads faster but answers slower (Zen 4); it is not built: the
+note says so with the numbers. The result is kept with the self-test's (``DATA_DIR/selftest.json``,
+keyed by the model, the llama.cpp build and its CPU features, and the settings), shown in /health
+and logged at start-up. Off unless ``DOCQA_CPU_REPACK=auto``, the model runs on the CPU, and the build
+has repacking kernels at all.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from server.config.settings import Settings
+from spec.limits import MAX_WINDOW
+
+READ_ROWS = 128  # a prefill chunk of a reading on 2 cores (~2 s: DOCQA_PREFILL_ALONE_S)
+GAIN = 1.10  # the least reading speed-up that makes the plain layout worth choosing
+KEEP = 0.97  # ... while keeping at least this share of the decode and verify speeds
+TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """One layout's speeds: ``read`` tokens/s over a ``READ_ROWS``-row prefill chunk, ``decode_ms`` one
+    row, ``verify_ms`` a ``MAX_WINDOW + 1``-row verify call (medians)."""
+
+    read: float
+    decode_ms: float
+    verify_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The layout chosen: ``plain`` (extra buffer types off) or not, the rates it was chosen by (None
+    where not measured) and one line saying why."""
+
+    plain: bool
+    repacked: Rates | None
+    unpacked: Rates | None
+    note: str
+
+    def as_dict(self) -> dict:
+        return {
+            "plain": self.plain,
+            "repacked": asdict(self.repacked) if self.repacked else None,
+            "plain_rates": asdict(self.unpacked) if self.unpacked else None,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Choice:
+        r, p = d.get("repacked"), d.get("plain_rates")
+        return cls(bool(d["plain"]), Rates(**r) if r else None, Rates(**p) if p else None, d.get("note", ""))
+
+
+def choose(repacked: Rates, plain: Rates) -> Choice:
+    """The plain layout when it reads ``GAIN`` times faster and keeps ``KEEP`` of both answer speeds."""
+    read = plain.read / repacked.read
+    decode = repacked.decode_ms / plain.decode_ms
+    verify = repacked.verify_ms / plain.verify_ms
+    numbers = f"plain weights read {read:.2f}x, decode {decode:.2f}x and verify {verify:.2f}x the repacked ones"
+    if read >= GAIN and decode >= KEEP and verify >= KEEP:
+        return Choice(True, repacked, plain, f"{numbers}: reading and answering with the plain weights")
+    if read >= GAIN:
+        why = "answers would be slower; reading with one layout and answering with the other is not built"
+    else:
+        why = "no faster reading"
+    return Choice(False, repacked, plain, f"{numbers}: keeping the repacked weights ({why})")
+
+
+def rates(settings: Settings, model_path: Path, extra_bufts: bool) -> Rates:
+    """Runs in the child: load ``model_path`` with or without the extra buffer types and time the jobs."""
+    from runtime.llama import Context, Model
+    from server.config.memory import context_config
+
+    model = Model(model_path, n_gpu_layers=0, extra_bufts=extra_bufts)
+    ctx = Context(model, context_config(settings, model.is_recurrent))
+    ids = (np.arange(READ_ROWS, dtype=np.int32) * 7919 + 101) % model.n_vocab
+
+    def timed(rows: int, repeats: int, outputs: str) -> float:
+        times = []
+        for _ in range(repeats):
+            ctx.seq_rm(0, 0)
+            ctx.decode(ids[:16], 0, outputs="none")  # a short prefix, as an answer has one
+            start = time.perf_counter()
+            ctx.decode(ids[16 : 16 + rows] if rows > 1 else ids[16:17], 16, outputs=outputs)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    timed(1, 1, "last")  # warm-up: thread pool, first-touch of the weights
+    read = (READ_ROWS - 16) / timed(READ_ROWS - 16, 3, "last")
+    decode_ms = 1000 * timed(1, 9, "last")
+    verify_ms = 1000 * timed(MAX_WINDOW + 1, 3, "all")
+    ctx.close()
+    model.close()
+    return Rates(read, decode_ms, verify_ms)
+
+
+def _child(settings: Settings, model_path: Path, extra_bufts: bool, send) -> None:
+    try:
+        send.send(rates(settings, model_path, extra_bufts))
+    except BaseException as exc:  # reported to the parent
+        send.send(f"{type(exc).__name__}: {exc}")
+        traceback.print_exc()
+
+
+def measure(settings: Settings, model_path: Path, extra_bufts: bool) -> Rates | str:
+    """One layout's rates, measured in a child process (the model loaded there, not here); or why not."""
+    mp = multiprocessing.get_context("spawn")
+    receive, send = mp.Pipe(duplex=False)
+    child = mp.Process(target=_child, args=(settings, model_path, extra_bufts, send), name="docqa-layout")
+    child.start()
+    send.close()
+    got = receive.recv() if receive.poll(TIMEOUT_S) else f"no result within {TIMEOUT_S:.0f} s"
+    child.join(5)
+    if child.is_alive():
+        child.kill()
+        child.join()
+    if isinstance(got, str):
+        return got
+    if child.exitcode not in (0, None):
+        return f"the child exited with {child.exitcode}"
+    return got
+
+
+def measured(settings: Settings, model_path: Path) -> Choice:
+    """Measure both layouts and choose (:func:`choose`); a measurement that fails keeps the repacked one."""
+    repacked = measure(settings, model_path, True)
+    plain = measure(settings, model_path, False) if isinstance(repacked, Rates) else repacked
+    if isinstance(repacked, str) or isinstance(plain, str):
+        why = repacked if isinstance(repacked, str) else plain
+        return Choice(False, None, None, f"the layouts could not be measured ({why}); keeping the repacked weights")
+    return choose(repacked, plain)
