@@ -32,7 +32,7 @@ from runtime.embedded import embedded_model_path
 from runtime.llama import Model
 from runtime.numerics import TILED_ENV
 from runtime.system import system_info
-from testkit.harness import open_ctx, prompt_tokens
+from testkit.harness import open_ctx, prompt_tokens, seq1_rows
 
 CASES = Path(__file__).resolve().parent.parent.parent / "shared/cases"
 CANDIDATES = {  # name: (extra buffer types / repack, context settings, ggml's tiled K-quant matmul on)
@@ -52,27 +52,7 @@ QUESTIONS = ["What is the vault combination?", "Who signed clause 3?", "List the
 
 def _batch_invariant(model: Model, cfg: dict, document: str, threads: int) -> bool:
     def rows(batch: bool) -> np.ndarray:
-        ctx = open_ctx(model, n_seq_max=4, kv_unified=True, n_threads=threads, n_threads_batch=threads, **cfg)
-        prefix = prompt_tokens(model, document, QUESTIONS[0])[0]
-        ctx.prefill(prefix, 0)
-        seqs = (1, 2, 3) if batch else (1,)
-        pos, tok, out = {}, {}, []
-        for s in seqs:
-            suffix = prompt_tokens(model, document, QUESTIONS[s - 1])[1]
-            ctx.seq_cp(0, s, 0, len(prefix))
-            ctx.prefill(suffix, len(prefix), seq_id=s)
-            pos[s], tok[s] = len(prefix) + len(suffix), int(ctx.logits()[-1].argmax())
-        for _ in range(6):
-            ids = np.array([tok[s] for s in seqs], np.int32)
-            ctx.decode_rows(
-                ids, np.array([pos[s] for s in seqs], np.int32), np.array(seqs, np.int32), np.ones(len(seqs), np.int8)
-            )
-            logits = ctx.logits()
-            out.append(logits[0].copy())
-            for i, s in enumerate(seqs):
-                tok[s], pos[s] = int(logits[i].argmax()), pos[s] + 1
-        ctx.close()
-        return np.stack(out)
+        return seq1_rows(model, document, QUESTIONS, batch, n_threads=threads, n_threads_batch=threads, **cfg)
 
     return bool(np.array_equal(rows(False), rows(True)))
 

@@ -247,3 +247,33 @@ class TinyMtp:
     def close(self) -> None:
         self.d.close()
         self.t.close()
+
+
+def seq1_rows(model: Model, document: str, questions: list[str], batch: bool, **cfg) -> np.ndarray:
+    """Logits of sequence 1 (the first question) over 6 greedy steps, decoded alone or with sequences 2
+    and 3 (the next two questions) in each call: float32 [6, n_vocab]. Equal either way on a
+    batch-invariant configuration (tests/spec/test_invariance.py, bench/invariance.py)."""
+    ctx = open_ctx(model, n_seq_max=4, kv_unified=True, **cfg)
+    try:
+        prefix = prompt_tokens(model, document, questions[0])[0]
+        ctx.prefill(prefix, 0, seq_id=0)
+        seqs = (1, 2, 3) if batch else (1,)
+        pos, tok = {}, {}
+        for s in seqs:
+            suffix = prompt_tokens(model, document, questions[s - 1])[1]
+            ctx.seq_cp(0, s, 0, len(prefix))
+            ctx.prefill(suffix, len(prefix), seq_id=s)
+            pos[s], tok[s] = len(prefix) + len(suffix), int(ctx.logits()[-1].argmax())
+        rows = []
+        for _ in range(6):
+            ids = np.array([tok[s] for s in seqs], np.int32)
+            ctx.decode_rows(
+                ids, np.array([pos[s] for s in seqs], np.int32), np.array(seqs, np.int32), np.ones(len(seqs), np.int8)
+            )
+            logits = ctx.logits()
+            rows.append(logits[0].copy())
+            for i, s in enumerate(seqs):
+                tok[s], pos[s] = int(logits[i].argmax()), pos[s] + 1
+        return np.stack(rows)
+    finally:
+        ctx.close()

@@ -320,3 +320,21 @@ def chromium() -> Iterator:
             yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture
+def live(tmp_path: Path, gemma_path: Path) -> Iterator[Callable]:
+    """``live(data=None, **env)``: a real server process on Gemma (testkit/live.py), its data directory
+    ``data`` or a fresh one under tmp_path, ``env`` its DOCQA_* settings; all stopped at the end."""
+    from testkit.live import Live
+
+    servers: list[Live] = []
+
+    def start(data: Path | None = None, **env) -> Live:
+        server = Live(data or tmp_path / f"data{len(servers)}", gemma_path, **env).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for s in servers:
+        s.stop()

@@ -16,6 +16,7 @@ from ingest.extract import extract, sniff
 from ingest.folder import counts
 from ingest.formats import FORMATS, accepted, suffixes
 from ingest.worker import ExtractionWorker
+from testkit.office import docx_with, zip_of
 from tests.ingest.toy_format import MAGIC, toy_format  # noqa: F401  (a fixture)
 
 FILES = Path(__file__).resolve().parent / "files"
@@ -148,20 +149,9 @@ def test_mostly_control_bytes_is_refused_with_the_reason(data, why):
         extract(data)
 
 
-def _zip(members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, body in members.items():
-            z.writestr(name, body)
-    return buf.getvalue()
-
-
 def _docx_with(document_xml: bytes) -> bytes:
     """The sample DOCX with its word/document.xml replaced."""
-    src = zipfile.ZipFile(io.BytesIO(_read("alice-ch1.docx")))
-    members = {n: src.read(n) for n in src.namelist()}
-    members["word/document.xml"] = document_xml
-    return _zip(members)
+    return docx_with(_read("alice-ch1.docx"), document_xml)
 
 
 LAUGHS = b"""<?xml version="1.0"?>
@@ -214,7 +204,7 @@ def test_xml_entity_bomb_fails_in_the_worker(worker):
     members = {n: epub.read(n) for n in epub.namelist()}
     members["META-INF/container.xml"] = LAUGHS
     with pytest.raises(UnreadableDocument, match="declares XML entities"):
-        worker.extract(_zip(members))
+        worker.extract(zip_of(members))
 
 
 @pytest.mark.parametrize(
@@ -233,7 +223,7 @@ def test_xml_entity_bomb_fails_in_the_worker(worker):
 )
 def test_other_zips_are_named_or_unreadable(members, error, words):
     with pytest.raises(error, match=words):
-        extract(_zip(members))
+        extract(zip_of(members))
 
 
 def test_truncated_zip_is_unreadable():
@@ -258,15 +248,15 @@ def test_entity_declarations_are_refused_in_any_member_that_is_xml():
     members = {n: epub.read(n) for n in epub.namelist()}
     members["EPUB/text/extra.part"] = LAUGHS
     with pytest.raises(UnreadableDocument, match="extra.part.*declares XML entities"):
-        extract(_zip(members))
+        extract(zip_of(members))
     members["EPUB/text/extra.part"] = b"\xef\xbb\xbf" + LAUGHS  # a BOM first
     with pytest.raises(UnreadableDocument, match="declares XML entities"):
-        extract(_zip(members))
+        extract(zip_of(members))
     members["EPUB/text/extra.part"] = b"GIF89a" + LAUGHS  # whatever precedes it (issue 49): refused too
     with pytest.raises(UnreadableDocument, match="declares XML entities"):
-        extract(_zip(members))
+        extract(zip_of(members))
     del members["EPUB/text/extra.part"]
-    assert extract(_zip(members)).pages == 3
+    assert extract(zip_of(members)).pages == 3
 
 
 SUBSET = '<!DOCTYPE w:document [<!ENTITY x "EXPANDED">]>'

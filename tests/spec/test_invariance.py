@@ -19,36 +19,12 @@ import pytest
 from runtime.llama import Model
 from runtime.numerics import TILED_ENV
 from spec.limits import INVARIANT_MAX_ROWS
-from testkit.harness import open_ctx, prompt_tokens
+from testkit.harness import open_ctx, prompt_tokens, seq1_rows
 from tests.spec.invariance_child import INVARIANT, QUESTIONS, SPEC03, prompts, speculative_mismatches
 
 
 def _seq1_rows(model: Model, document: str, batch: bool, **cfg) -> np.ndarray:
-    """Logits of sequence 1 over 6 greedy steps, decoded alone or with sequences 2 and 3 in each call."""
-    ctx = open_ctx(model, n_seq_max=4, kv_unified=True, **cfg)
-    try:
-        prefix = prompt_tokens(model, document, QUESTIONS[0])[0]
-        ctx.prefill(prefix, 0, seq_id=0)
-        seqs = (1, 2, 3) if batch else (1,)
-        pos, tok = {}, {}
-        for s in seqs:
-            suffix = prompt_tokens(model, document, QUESTIONS[s - 1])[1]
-            ctx.seq_cp(0, s, 0, len(prefix))
-            ctx.prefill(suffix, len(prefix), seq_id=s)
-            pos[s], tok[s] = len(prefix) + len(suffix), int(ctx.logits()[-1].argmax())
-        rows = []
-        for _ in range(6):
-            ids = np.array([tok[s] for s in seqs], np.int32)
-            ctx.decode_rows(
-                ids, np.array([pos[s] for s in seqs], np.int32), np.array(seqs, np.int32), np.ones(len(seqs), np.int8)
-            )
-            logits = ctx.logits()
-            rows.append(logits[0].copy())
-            for i, s in enumerate(seqs):
-                tok[s], pos[s] = int(logits[i].argmax()), pos[s] + 1
-        return np.stack(rows)
-    finally:
-        ctx.close()
+    return seq1_rows(model, document, QUESTIONS, batch, **cfg)
 
 
 # The default settings' negative control (10 s on 2 cores) measures llama.cpp, not docqa: in make

@@ -4,13 +4,12 @@ citations; encodings and bombs through HTTP; reingest under new text rules."""
 from __future__ import annotations
 
 import bisect
-import io
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from testkit.live import LOCAL
+from testkit.office import docx_with, zip_of
 from tests.conftest import make_settings, upload, wait_ready
 
 FILES = Path(__file__).resolve().parents[2] / "ingest" / "files"
@@ -118,17 +117,9 @@ def test_latin1_and_nul_bytes_through_http(client):
     )
 
 
-def _zip(members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, body in members.items():
-            z.writestr(name, body)
-    return buf.getvalue()
-
-
 def _docx_with(document_xml: bytes) -> bytes:
-    src = zipfile.ZipFile(FILES / "alice-ch1.docx")
-    return _zip({**{n: src.read(n) for n in src.namelist()}, "word/document.xml": document_xml})
+    """The sample DOCX with its word/document.xml replaced."""
+    return docx_with((FILES / "alice-ch1.docx").read_bytes(), document_xml)
 
 
 LAUGHS = (
@@ -143,8 +134,8 @@ LAUGHS = (
         (_docx_with(b"<" + b"A" * (32 * 1024**2)), 422, "unreadable_document", "ZIP bomb"),
         (_docx_with(LAUGHS), 422, "unreadable_document", "declares XML entities"),
         (b"\x00" * 4096 + b"text", 415, "unsupported_type", "binary data"),
-        (_zip({"xl/workbook.xml": b"<w/>"}), 422, "unreadable_document", "spreadsheet could not be opened"),
-        (_zip({"mimetype": b"application/vnd.oasis.opendocument.text"}), 415, "unsupported_type", "OpenDocument"),
+        (zip_of({"xl/workbook.xml": b"<w/>"}), 422, "unreadable_document", "spreadsheet could not be opened"),
+        (zip_of({"mimetype": b"application/vnd.oasis.opendocument.text"}), 415, "unsupported_type", "OpenDocument"),
     ],
     ids=["zip-bomb", "entity-bomb", "mostly-nul", "broken-xlsx", "odt"],
 )

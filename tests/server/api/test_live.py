@@ -18,20 +18,6 @@ from testkit.live import Live
 ALICE = "text/gutenberg/alice-in-wonderland-pg11.txt"
 
 
-@pytest.fixture
-def live(tmp_path, gemma_path):
-    servers: list[Live] = []
-
-    def start(data=None, **env) -> Live:
-        server = Live(data or tmp_path / "data", gemma_path, **env).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for s in servers:
-        s.stop()
-
-
 def _ready_doc(server: Live, cases, path=ALICE, chars=2000) -> str:
     """A new document made ready: ``chars`` of a text (~500 tokens; its size does not matter here, and
     each 1,000 tokens more is ~4 s of prefill on 2 cores), or the whole file."""

@@ -19,20 +19,6 @@ MIB = 1024**2
 AROUND = "text/gutenberg/around-the-world-in-80-days-pg103.txt"
 
 
-@pytest.fixture
-def live(tmp_path, gemma_path):
-    servers: list[Live] = []
-
-    def start(**env) -> Live:
-        server = Live(tmp_path / f"data{len(servers)}", gemma_path, **env).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for s in servers:
-        s.stop()
-
-
 class PeakRss:
     """The server's RSS sampled every 20 ms while the block runs: ``peak_mib`` above ``idle_mib``."""
 

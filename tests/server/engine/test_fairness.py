@@ -20,21 +20,6 @@ CRAZY = "pdf/pypdf-resources/crazyones.pdf"
 LONG_ANSWER = {"question": "Tell me everything.", "temperature": 2.0, "seed": 1, "stop": [], "draft_tokens": 0}
 
 
-@pytest.fixture
-def live(tmp_path, gemma_path):
-    servers: list[Live] = []
-
-    def start(data=None, **env) -> Live:
-        env = {"DOCQA_SSE_HEARTBEAT_S": "0.5", **env}
-        server = Live(data or tmp_path / "data", gemma_path, **env).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for s in servers:
-        s.stop()
-
-
 class Stream:
     """A streamed request on a raw socket, read on a thread; every SSE line is kept with its arrival
     time (seconds after the request was sent)."""
@@ -102,7 +87,7 @@ def _metric(server: Live, prefix: str) -> float:
 
 
 def test_a_queued_stream_starts_at_once_and_hanging_up_leaves_the_queue(live, cases):
-    server = live(DOCQA_N_SEQ_MAX="1")
+    server = live(DOCQA_SSE_HEARTBEAT_S="0.5", DOCQA_N_SEQ_MAX="1")
     doc_id, _ = _ready(server, cases, CRAZY)
     path = f"/v1/documents/{doc_id}/answers"
     running = Stream(server, path, {**LONG_ANSWER, "max_tokens": 400})
@@ -126,7 +111,7 @@ def test_a_queued_stream_starts_at_once_and_hanging_up_leaves_the_queue(live, ca
 
 
 def test_hanging_up_during_a_long_prefill_stops_it(live, cases):
-    server = live(DOCQA_N_CTX="32768")
+    server = live(DOCQA_SSE_HEARTBEAT_S="0.5", DOCQA_N_CTX="32768")
     doc_id, _ = _ready(server, cases, CRAZY)
     words = (cases / ALICE).read_text(encoding="utf-8-sig").split()[:10_000]
     messages = [  # each message under the 20,000-character limit
@@ -153,7 +138,7 @@ def _max_gap(stream: Stream, start: float, end: float) -> float:
 
 @pytest.mark.slow  # ~30-70 s on 2 cores; keeps `make test` under 30 minutes
 def test_a_long_prompt_or_a_new_document_does_not_stall_running_streams(live, cases):
-    server = live(DOCQA_N_CTX="32768", DOCQA_N_SEQ_MAX="2")
+    server = live(DOCQA_SSE_HEARTBEAT_S="0.5", DOCQA_N_CTX="32768", DOCQA_N_SEQ_MAX="2")
     doc_id, info = _ready(server, cases, ALICE, chars=12_000)
     path = f"/v1/documents/{doc_id}/answers"
     chunk_s = _chunk_seconds(server, cases)
@@ -198,7 +183,7 @@ def _chunk_seconds(server: Live, cases) -> float:
 
 @pytest.mark.slow  # ~17-22 s; test_listen.py checks a graceful SIGTERM, the fault loop a restart mid-answer
 def test_sigterm_ends_answers_with_an_error_and_does_not_wait_for_slow_readers(live, cases, tmp_path):
-    server = live(DOCQA_SHUTDOWN_TIMEOUT_S="2")
+    server = live(DOCQA_SSE_HEARTBEAT_S="0.5", DOCQA_SHUTDOWN_TIMEOUT_S="2")
     doc_id, _ = _ready(server, cases, CRAZY)
     path = f"/v1/documents/{doc_id}/answers"
     reader = Stream(server, path, {**LONG_ANSWER, "max_tokens": 3000})
@@ -224,5 +209,7 @@ def test_sigterm_ends_answers_with_an_error_and_does_not_wait_for_slow_readers(l
     assert errors, reader.lines[-5:]  # the answer ended with an error event that says why
     for s in sleepers:
         s.close()
-    again = live(Path(server.env["DOCQA_DATA_DIR"]))  # the queued document was kept, and is ingested now
+    again = live(
+        Path(server.env["DOCQA_DATA_DIR"]), DOCQA_SSE_HEARTBEAT_S="0.5"
+    )  # the queued document was kept, and is ingested now
     assert again.wait_ready(doc["id"])["status"] == "ready"
