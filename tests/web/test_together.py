@@ -5,7 +5,7 @@ width the page is checked at (tests/web/test_page_ux.py), so that the checkboxes
 
 from __future__ import annotations
 
-from tests.server.api.test_collections import FERRY, LIGHTHOUSE, QUESTIONS
+from tests.server.service.test_collections import FERRY, LIGHTHOUSE, QUESTIONS
 
 
 def test_two_checked_documents_are_asked_together(open_page):
