@@ -228,7 +228,9 @@ def main() -> None:
         results["machine"], results["rev"] = machine(), git_rev(ROOT)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1))
-        args.out.with_suffix(".md").write_text("\n".join(summary(results["records"])) + "\n")
+        args.out.with_name(args.out.name.removesuffix(".json") + ".md").write_text(
+            "\n".join(summary(results["records"])) + "\n"
+        )
     if args.rag and reader is not None:
         reader.close()
     results["runs"].append({"model": args.model, "system": system, "seconds": time.time() - t_run,
