@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from fastapi import Request
 
-from server.api.schemas import AnswerRequest, AnswerStatsPublic, CitationPublic, QuotePublic, SegmentAnswerPublic
+from server.api.schemas import (
+    AnswerRequest,
+    AnswerStatsPublic,
+    CitationPublic,
+    PartialPublic,
+    QuotePublic,
+    SegmentAnswerPublic,
+)
 from server.config.errors import (
     ClientGone,
     GenerationFailed,
@@ -31,9 +38,11 @@ from server.engine.events import (
     Event,
     Failed,
     Heartbeat,
+    Partial,
     Quote,
     Stats,
     Token,
+    read_so_far,
 )
 from spec import sources
 from spec.limits import MAX_WINDOW
@@ -87,6 +96,7 @@ class Collected:
     stats: AnswerStatsPublic
     answers: list[SegmentAnswerPublic] | None = None
     quote: QuotePublic | None = None
+    partial: PartialPublic | None = None  # answered from the part of the document read so far
     #: What was said, in order: ``("quote", text)`` for each quote event (a quote-first answer's quote, as
     #: a stream sends it), ``("token", text)`` for each piece of the answer; a non-streamed response built
     #: from these says what a stream of the same events said (server/api/routes/openai.py).
@@ -103,10 +113,14 @@ async def collect(stream: AnswerStream, request: Request) -> Collected:
     answers: list[SegmentAnswerPublic] | None = None
     quote: QuotePublic | None = None
     said: list[tuple[str, str]] = []
+    partial: PartialPublic | None = None
     watcher = asyncio.create_task(cancel_on_disconnect(request, stream))
     try:
         while True:
             match await stream.events.get():
+                case Partial() as read:
+                    partial = PartialPublic(**asdict(read))
+                    said.append(("partial", read_so_far(asdict(read))))
                 case Quote(text=text):
                     said.append(("quote", text))
                 case Token(text=text):
@@ -128,7 +142,7 @@ async def collect(stream: AnswerStream, request: Request) -> Collected:
         stream.cancel()
     if stats is None:
         raise GenerationFailed("the engine finished without stats")
-    return Collected("".join(parts), citations, stats, answers, quote, said)
+    return Collected("".join(parts), citations, stats, answers, quote, partial, said)
 
 
 POLL_S = 0.25  # how often a non-streaming request checks that its client is still there

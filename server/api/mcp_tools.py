@@ -36,6 +36,7 @@ from pydantic import BaseModel, Field
 
 from ingest import formats
 from ingest.locate import Locator
+from server.engine.events import read_so_far
 
 RESOURCE = "docqa://documents/{document_id}"
 INGEST_TIMEOUT_S = 3600.0  # longest ingest_file waits for a document to be ready
@@ -90,6 +91,10 @@ class Answer(BaseModel):
     answer: str
     citations: list[Citation]
     finish_reason: str
+    read_so_far: str | None = Field(
+        default=None,
+        description="set when the document was still being read: the answer comes from the part read so far",
+    )
 
 
 class Passage(BaseModel):
@@ -268,7 +273,10 @@ def build(api: DocqaApi, read_paths: bool) -> MCPServer:
                         | {"document_name": names[c.get("document_id") or document_id]}))
             for c in reply["citations"]
         ]  # fmt: skip
-        return Answer(answer=reply["answer"], citations=citations, finish_reason=reply["stats"]["finish_reason"])
+        read = read_so_far(reply["partial"]) if reply.get("partial") else None
+        return Answer(
+            answer=reply["answer"], citations=citations, finish_reason=reply["stats"]["finish_reason"], read_so_far=read
+        )
 
     @server.tool(description="The text a citation quotes (its `ref` from ask), with what stands before and after it.")
     async def get_passage(ref: str, context_chars: int = CONTEXT_CHARS) -> Passage:

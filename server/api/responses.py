@@ -62,4 +62,5 @@ async def respond(
         mode="quote" if answer.quote is not None else "direct",
         quote=answer.quote,
         answers=answer.answers,
+        partial=answer.partial,
     )

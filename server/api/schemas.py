@@ -229,7 +229,8 @@ class AnswerStatsPublic(BaseModel):
     mean_accepted_per_step: float  # accepted draft tokens per verify step
     segments: list[SegmentUsed] | None = None  # a segmented document: the segments answered from ([]: none matched)
     replica: str | None = None  # the server that answered (DOCQA_REPLICA_NAME; a reader replica in a cluster)
-    document_state: str = "hot"  # hot (in RAM) | restored (from its snapshot on disk) | prefilled (just ingested)
+    # hot (in RAM) | restored (from its snapshot on disk) | prefilled (just ingested) | reading (the part read so far)
+    document_state: str = "hot"
     # The machine was busy when the answer ended ("load average 8.2 on 2 cores": the 1-minute load at
     # least its cores), so its times are slower than this machine's own; null: it was not.
     busy: str | None = None
@@ -263,6 +264,25 @@ class QuotePublic(BaseModel):
     reason: str | None = None  # why the answer is "The document does not say." (one line), when it is
 
 
+class ReadThroughPublic(BaseModel):
+    page: int  # the last page reached (the document's own numbering)
+    char: int  # characters of the document's text read
+
+
+class PageRangePublic(BaseModel):
+    first: int
+    last: int
+
+
+class PartialPublic(BaseModel):
+    """An answer from the part of a document read so far: its first reading was still going on
+    (DOCQA_ASK_WHILE_READING). What lies beyond ``read_through`` was not in reach of this answer."""
+
+    read_through: ReadThroughPublic
+    share: float  # of the document's tokens read, 0..1
+    pages: PageRangePublic  # the whole document's pages
+
+
 class SegmentAnswerPublic(BaseModel):
     """One of the answers from a segmented document whose two best segments ranked close."""
 
@@ -286,6 +306,7 @@ class AnswerResponse(BaseModel):
     mode: AnswerMode = "direct"  # how it was written
     quote: QuotePublic | None = None  # a quote-first answer's quote (null: a direct answer)
     answers: list[SegmentAnswerPublic] | None = None  # each segment's answer, when two were answered from
+    partial: PartialPublic | None = None  # answered from the part read so far (null: from the whole document)
 
 
 class CollectionRequest(BaseModel):

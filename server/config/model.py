@@ -146,6 +146,13 @@ class ModelSettings(BaseSettings):
             "the running questions to finish."
         ),
     )
+    ask_while_reading: bool = Field(
+        default=True,
+        description=(
+            "A question about a document in its first reading is answered from the part read so far (the "
+            "answer says how far that is) instead of a 409; needs parallel_ingest. Off: 409 until it is ready."
+        ),
+    )
     answer_reserve: int = Field(
         default=1024, ge=16, description="Tokens kept free for the question and answer; documents get n_ctx - this."
     )

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from ingest import snapshot
 from ingest.errors import PrefixDamaged
 from server.config import errors
+from server.engine.events import Partial
 from server.engine.hot import HotDoc, HotDocs
-from server.engine.jobs import AnswerJob, DocStates
+from server.engine.jobs import AnswerJob, DocStates, Pages
 from server.engine.loading import Loaded
+from server.engine.partial import PartialReads, Reading
 from server.engine.runner import Runner
 from server.engine.sequence import Sequence, open_sequence
 from spec.history import AnswerHistory
@@ -51,15 +53,28 @@ class Admission:
     runner: Runner
     loaded: Loaded
     history: Callable[[HotDoc], AnswerHistory | None] = lambda hot: None
+    reading: Callable[[str], Reading | None] = lambda doc_id: None
+    partial: PartialReads | None = None
 
     def admit(self, job: AnswerJob, seq_id: int, cells: int, n_running: int) -> Sequence:
         """The Sequence for ``job`` in ``seq_id`` (``cells``: its KV reservation; ``n_running``: the
         questions running when it was admitted). Raises the ApiError its client should get, or
-        Unusable (module docstring)."""
+        Unusable (module docstring). A question asked ``while_reading`` about a document in its
+        reading (``reading(doc_id)``: server/engine/scheduler.py ``reading_of``) is answered from the
+        part read so far (server/engine/partial.py), and told so first (a Partial event); one about a
+        segment of a document still being read, from that segment's snapshot, which the service
+        found complete (server/service/segmented.py ``plan``): never repaired or read again from here."""
         state = self.states.get(job.doc_id)
         if state == DocStates.DELETED:
             raise deleted(job.doc_id)
-        if state == DocStates.INGESTING:
+        reading_segment = state == DocStates.INGESTING and job.while_reading and job.segment is not None
+        if state == DocStates.INGESTING and not reading_segment:
+            if job.while_reading and (seq := self._admit_reading(job, seq_id, cells, n_running)) is not None:
+                return seq
+            if job.while_reading:
+                raise errors.DocumentNotReady(
+                    f"document {job.doc_id} is waiting its turn to be read: nothing of it is read yet; retry soon"
+                )
             raise errors.DocumentNotReady(f"document {job.doc_id} is being ingested again; retry soon")
         if state == DocStates.FAILED:
             raise errors.DocumentFailed(f"document {job.doc_id} failed to ingest again; GET it for the reason")
@@ -73,6 +88,8 @@ class Admission:
                 f"re-ingest it with POST /v1/documents/{job.doc_id}/reingest"
             ) from None
         except (snapshot.SnapshotMissing, PrefixDamaged) as exc:  # the only file HotDocs.restore reads but the snapshot
+            if reading_segment:  # a segment of a document being read: its own reading comes, not a repair
+                raise errors.DocumentNotReady(f"document {job.doc_id}: this part is not read yet; retry soon") from None
             raise Unusable(job.key, exc) from exc
         n_ctx = self.loaded.ctx.n_ctx
         if len(hot.prefix) + len(job.suffix) + 1 > n_ctx:  # the route checked; a re-ingest may have grown it
@@ -84,4 +101,20 @@ class Admission:
         seq = open_sequence(job, hot, seq_id, self.loaded, cells, shared, self.history(hot))
         seq.n_running = n_running  # the concurrency it was admitted into (server/engine/traffic.py)
         seq.document_state = source
+        return seq
+
+    def _admit_reading(self, job: AnswerJob, seq_id: int, cells: int, n_running: int) -> Sequence | None:
+        """``job`` answered from the part of its document read so far; None when none of it is read."""
+        work = self.reading(job.doc_id)
+        if work is None or self.partial is None:
+            return None
+        read = self.partial.of(job.doc_id, work.prefix, work.n_done)
+        if read is None:
+            return None
+        self.runner.share_reading(work.seq_id, seq_id, read.n_shared)
+        seq = open_sequence(job, read.hot, seq_id, self.loaded, cells, None, None, n_shared=read.n_shared)
+        seq.n_running, seq.document_state, seq.read = n_running, "reading", read
+        pages = job.pages or Pages((0,))
+        where = {"page": pages.at(max(0, read.chars - 1)), "char": read.chars}
+        job.emit(Partial(where, round(read.share, 4), {"first": pages.first, "last": pages.last}))
         return seq

@@ -67,15 +67,21 @@ class Citations:
         if (q := seq.answer.constraint) is not None and q.verdict is not None:  # cited by its sentence
             span, at = q.sentence(), quotes.document_at(seq.hot)
             tokens = None if span is None else (at + span[0], at + span[1])
-            quote = Quote(q.sentence_text(), not q.refused, tokens, q.p_yes, q.reason)
+            reason = not_read_yet(q.reason, seq.read.share) if seq.read is not None and q.refused else q.reason
+            quote = Quote(q.sentence_text(), not q.refused, tokens, q.p_yes, reason)
         text = "".join(seq.parts)
-        self._pool.submit(self._cite_and_send, seq.job, seq.job.key, seq.hot, text, copied, stats, quote)
+        read = seq.read.chars if seq.read is not None else None
+        self._pool.submit(self._cite_and_send, seq.job, seq.job.key, seq.hot, text, copied, stats, quote, read)
 
     def close(self) -> None:
         """Finish what was submitted, then stop the worker."""
         self._pool.shutdown(wait=True)
 
-    def _cite_and_send(self, job, key: str, hot: HotDoc, text: str, copied, stats: dict, quote: Quote | None):
+    def _cite_and_send(
+        self, job, key: str, hot: HotDoc, text: str, copied, stats: dict, quote: Quote | None, read: int | None
+    ):
+        """``read``: for an answer from the part of the document read so far, its characters; nothing
+        beyond them is cited."""
         passage = None  # a quote-first answer's passage (its sentence), cited when it supports the answer
         try:
             index, offsets, shift = self.index(key, hot)
@@ -86,6 +92,7 @@ class Citations:
             else:
                 spans = [offsets.chars(a, b) for a, b in copied]
                 citations = [] if is_not_said(text) else [c.as_dict() for c in index.cite(text, spans)]
+                citations = [c for c in citations if read is None or c["start"] < read]
             locator = self._built[hot][2] if hot in self._built else None
             unsupported = [passage] if passage is not None and not quote.supports else []
             for c in [*citations, *unsupported]:
@@ -155,6 +162,12 @@ class Citations:
         log.warning("the document's tokens were not found in its prefix; citations of copied text may be off")
         n_head, n_between = self.layout.n_head(self.model), self.layout.n_between(self.model)
         return n_head, len(prefix) - n_head - n_between
+
+
+def not_read_yet(reason: str, share: float) -> str:
+    """A refusal's reason for an answer from the part of a document read so far: the rest is not read."""
+    rest = f"only {share:.0%} of the document is read so far; the rest is not read yet."
+    return f"{reason.rstrip('. ')}; {rest}" if reason else rest[0].upper() + rest[1:]
 
 
 def _quoted(quote: Quote, passage: dict | None) -> dict:

@@ -38,6 +38,7 @@ from server.engine.hot import HotDocs
 from server.engine.ingestion import Ingestions
 from server.engine.jobs import AnswerJob, Deleted, DocStates, IngestJob, Job, ingest_jobs
 from server.engine.loading import Loaded, load
+from server.engine.partial import PartialReads
 from server.engine.reading import DocView, Readings
 from server.engine.recovery import resume_interrupted
 from server.engine.repairs import Repairs
@@ -238,7 +239,9 @@ class Engine:
         ram = dict(min_ngram=s.min_ngram, max_ngram=s.max_ngram, ram_bytes=s.snapshot_ram_bytes, hot_docs=s.hot_docs)
         self.docs = HotDocs(loaded.contexts, store, loaded.model, DOC_SEQ, on_new=self.histories.attach, **ram)
         self.runner = Runner(loaded.contexts, DOC_SEQ, loaded.max_rows, loaded.costs)
-        self.admission = Admission(self.states, self.docs, self.runner, loaded, self.histories.of)
+        partial = PartialReads(loaded.model, loaded.layout, s.min_ngram, s.max_ngram) if s.ask_while_reading else None
+        reading = self.scheduler.reading_of
+        self.admission = Admission(self.states, self.docs, self.runner, loaded, self.histories.of, reading, partial)
         self.citations = Citations(store, loaded.model, loaded.layout, repairs)
         self.finisher = Finisher(self.citations, self.histories, self.docs, self.replica, self.observer, self.traffic)
         keep = loaded.model.n_swa == 0 or s.swa_full  # server/engine/ingestion.py Ingestion.finish

@@ -1,9 +1,10 @@
 """The answer stream, typed: what a question's job sends back to the route that waits for it, one
 frozen dataclass per kind of event.
 
-Events, in order: a quote-first answer's :class:`Quote` (spec/quote.py), :class:`Token` any number
-of times, then :class:`Citations`, :class:`Stats` and :class:`Done`; or :class:`Failed` at any point
-(its ``error`` is the exception to raise or send). A segmented answer (server/service/segmented.py) adds
+Events, in order: :class:`Partial` for a document still being read, a quote-first answer's
+:class:`Quote` (spec/quote.py), :class:`Token` any number of times, then :class:`Citations`,
+:class:`Stats` and :class:`Done`; or :class:`Failed` at any point (its ``error`` is the exception to
+raise or send). A segmented answer (server/service/segmented.py) adds
 :class:`Segment` before each segment's tokens and, when two segments were answered from,
 :class:`Answers` before ``Stats``. :class:`Queued` (the first SSE event) and :class:`Heartbeat` (an
 SSE comment while no token has come yet) are made by the route's stream, never by the engine. The
@@ -28,6 +29,7 @@ class EventKind(StrEnum):
     """The kinds of answer events; their values are the SSE event names."""
 
     QUEUED = "queued"
+    PARTIAL = "partial"
     QUOTE = "quote"
     TOKEN = "token"
     SEGMENT = "segment"
@@ -43,6 +45,19 @@ class EventKind(StrEnum):
 class Queued:
     kind: ClassVar[EventKind] = EventKind.QUEUED
     position: int  # jobs waiting ahead of it
+
+
+@dataclass(frozen=True, slots=True)
+class Partial:
+    """The answer comes from the part of the document read so far (its first reading goes on meanwhile:
+    server/engine/partial.py): ``read_through`` ``{"page", "char"}``, the last page reached and the
+    characters of the text read; ``share`` of the document's tokens read (0..1); ``pages``
+    ``{"first", "last"}`` of the whole document. Sent once, before the answer."""
+
+    kind: ClassVar[EventKind] = EventKind.PARTIAL
+    read_through: Mapping[str, int]
+    share: float
+    pages: Mapping[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +120,18 @@ class Heartbeat:
     kind: ClassVar[EventKind] = EventKind.HEARTBEAT
 
 
-Event = Queued | Quote | Token | Segment | Citations | Answers | Stats | Done | Failed | Heartbeat
+def read_so_far(partial: Mapping[str, Any]) -> str:
+    """The one line that says an answer comes from the part of its document read so far (a Partial
+    event's fields: server/engine/events.py), as the CLI and the OpenAI route show it
+    (the page words it the same way: web/js/chat.js)."""
+    first, last, page = partial["pages"]["first"], partial["pages"]["last"], partial["read_through"]["page"]
+    share = f"{partial['share']:.0%}"
+    whole = str(last) if first == 1 else f"{first}–{last}"  # a document cut to some pages keeps their numbers
+    where = f"pages {first}–{page} of {whole} ({share})" if last > first else f"{share} of the document"
+    return f"Read so far: {where}; the rest is not read yet, and this answer comes from the part read."
+
+
+Event = Queued | Partial | Quote | Token | Segment | Citations | Answers | Stats | Done | Failed | Heartbeat
 #: Event types after which a stream has ended.
 FINAL = (Done, Failed)
 

@@ -6,6 +6,7 @@ The engine thread never touches asyncio objects directly: it calls ``loop.call_s
 from __future__ import annotations
 
 import asyncio
+import bisect
 import threading
 import time
 from dataclasses import dataclass, field
@@ -45,6 +46,23 @@ def ingest_jobs(doc_id: str, n_tokens: int, segments: list | None) -> list[Inges
     return jobs
 
 
+@dataclass(frozen=True, slots=True)
+class Pages:
+    """A document's pages as its stored text has them: ``starts[i]`` is the character offset where page
+    ``first + i`` begins (store/files.py ``read_text``)."""
+
+    starts: tuple[int, ...]
+    first: int = 1
+
+    def at(self, char: int) -> int:
+        """The page holding character ``char``."""
+        return self.first + max(0, bisect.bisect_right(self.starts, char) - 1)
+
+    @property
+    def last(self) -> int:
+        return self.first + max(0, len(self.starts) - 1)
+
+
 @dataclass(eq=False)
 class AnswerJob:
     """One question, tokenized by the route: its events (server/engine/events.py) go to ``events``.
@@ -58,6 +76,9 @@ class AnswerJob:
     ``segment``: the segment of a segmented document to answer from (server/service/segmented.py).
     ``n_constrained``: the most tokens a constraint decodes before the answer (a quote-first
     answer's quote and scaffolding, ``params.quote``), which the scheduler reserves too.
+    ``while_reading``: the document may still be in its first reading, and is then answered from the
+    part read so far (server/engine/partial.py), with ``n_closing`` more tokens decoded before the
+    suffix (the layout's after the document) and ``pages`` to say how far that part reaches.
     """
 
     doc_id: str
@@ -70,6 +91,9 @@ class AnswerJob:
     earlier: tuple[np.ndarray, ...] = ()
     segment: int | None = None
     n_constrained: int = 0
+    while_reading: bool = False
+    n_closing: int = 0
+    pages: Pages | None = None
     t_start: float = field(default_factory=time.perf_counter)
     cancelled: threading.Event = field(default_factory=threading.Event)
     events: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)

@@ -62,6 +62,13 @@ class Runner:
         self.ctx.seq_cp(self.doc_seq, seq_id, 0, n_prefix)
         return self.companions.share(key, seq_id, n_prefix)
 
+    def share_reading(self, source_seq: int, seq_id: int, n_read: int) -> None:
+        """Make ``seq_id`` hold the first ``n_read`` tokens of a reading in ``source_seq`` (shared
+        cells; a recurrent state copy-on-write), in the target only: the companions have no state at
+        the read position (server/engine/partial.py)."""
+        self.ctx.seq_rm(seq_id, 0)
+        self.ctx.seq_cp(source_seq, seq_id, 0, n_read)
+
     def _decoded(self, pieces: list[tuple[int, np.ndarray, int]]) -> tuple[dict[int, Exception], int]:
         """The companions' catch-up after a target decode of ``pieces`` (seq id, tokens, first position)."""
         return self.companions.decoded(pieces) if self.companions else ({}, 0)
@@ -118,6 +125,8 @@ class Runner:
         """A rollback failed (a recurrent state refuses rollbacks past n_rs_seq): share the prefix
         again and decode the question and the answer so far. Raises RollbackFailed unless the
         sequence then ends exactly where the answer expects it (``n_past - 1``)."""
+        if seq.read is not None:  # its prefix was the reading's, which has moved on since
+            raise RollbackFailed(f"sequence {seq.seq_id} answered from a reading that has moved on cannot be rebuilt")
         log.warning("rollback failed on %s (seq %d); rebuilding it from the prefix", seq.job.doc_id, seq.seq_id)
         self.share_prefix(seq.seq_id, seq.job.key, seq.n_prefix)  # the companions catch up again
         for name in self.companions.names:

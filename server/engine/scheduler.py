@@ -42,6 +42,7 @@ PREEMPT_SHARE = 0.5
 
 class Ingesting(Protocol):
     doc_id: str
+    key: str  # the document, or the segment being read (ingest/segments.key)
     n_tokens: int  # the document's (or segment's) prefix tokens, all of them held in its sequence by the end
     n_done: int  # of them prefilled so far
     seq_id: int
@@ -131,6 +132,15 @@ class Scheduler:
         """``seq`` is still running (not released)."""
         return self._running.get(seq.seq_id) is seq
 
+    def reading_of(self, doc_id: str) -> Ingesting | None:
+        """The reading of ``doc_id`` in a sequence of its own (in the slot or paused) that a question may
+        be answered from while it goes on (server/engine/partial.py): a whole document's, not a
+        segment's; None when there is none."""
+        for work in (self._ingesting, self._paused):
+            if work is not None and work.doc_id == doc_id and work.key == doc_id and work.seq_id != DOC_SEQ:
+                return work
+        return None
+
     # -- the waiting queue ----------------------------------------------------------------------------
     def add(self, job: Job) -> None:
         self._waiting.append(job)
@@ -184,7 +194,7 @@ class Scheduler:
                     return None  # it waits for the batch to drain, and so does everything behind it
                 self._waiting.remove(job)
                 return job
-            elif not self._question_fits(job, loaded):
+            elif not self._question_fits(job, loaded, n_loaded):
                 return None
             del self._waiting[i]
             return job
@@ -289,7 +299,11 @@ class Scheduler:
         for the free cells; if they run out it ends with finish_reason "length"
         (server/engine/runner.py), so one huge ``max_tokens`` cannot hold every other question back."""
         answer = min(job.params.max_tokens, self.answer_reserve)
-        return len(job.suffix) + job.n_constrained + answer + self.max_window + 1
+        own = len(job.suffix) + job.n_constrained + answer + self.max_window + 1
+        if job.while_reading and (work := self.reading_of(job.doc_id)) is not None:
+            # the part read, shared with the reading now but held by the question once the reading ends
+            return own + work.n_done + job.n_closing
+        return own
 
     def cells_in_use(self) -> int:
         """Cells reserved beyond the document prefix: the running questions', and the ingestions' in
@@ -306,15 +320,21 @@ class Scheduler:
             return self._paused is None or self.cells_reading() + job.n_tokens <= self.n_ctx
         return self.parallel_ingest and n_loaded + self.cells_in_use() + job.n_tokens <= self.n_ctx
 
-    def _question_fits(self, job: AnswerJob, loaded: str | None) -> bool:
+    def _question_fits(self, job: AnswerJob, loaded: str | None, n_loaded: int = 0) -> bool:
         """A question starts when its document's prefix, the cells in use (an ingestion's included)
         and its own reservation fit the cache; alone (nothing running, nothing ingesting) it always
         starts, and ends with finish_reason "length" if its answer outgrows the room. ``job.n_prefix``:
-        its document's (or segment's) prefix tokens, which the document sequence will hold."""
+        its document's (or segment's) prefix tokens, which the document sequence will hold. A question
+        answered from the part of its document read so far shares the reading's sequence, not the
+        document sequence: it joins whatever runs when a sequence and its cells are free."""
         work = self._ingesting
         if work is not None and work.seq_id == DOC_SEQ:
             return False  # the document sequence is being prefilled
-        if self._running and (job.key != loaded or len(self._running) >= self.n_seqs):
+        if len(self._running) >= self.n_seqs:
+            return False
+        if job.while_reading and self.reading_of(job.doc_id) is not None:
+            return n_loaded + self.cells_in_use() + self.cells_needed(job) <= self.n_ctx
+        if job.key != loaded and any(seq.shares_doc_seq for seq in self._running.values()):
             return False  # another document: it waits for the batch to drain
         if not self._running and work is None and self._paused is None:
             return True

@@ -9,6 +9,7 @@ import numpy as np
 from server.engine import drafters, quotes
 from server.engine.hot import HotDoc
 from server.engine.jobs import AnswerJob
+from server.engine.partial import ReadSoFar
 from spec.history import AnswerHistory
 from spec.lookup import LookupDrafter
 from spec.loop import Answer, AnswerRun, AnswerStats
@@ -30,14 +31,20 @@ class Sequence:
     job: AnswerJob
     seq_id: int
     hot: HotDoc  # the document: prefix ids, lookup index, citation index
-    n_prefix: int  # the document prefix's tokens, shared from the document sequence
-    suffix: np.ndarray  # int32 [n_suffix]: the question's token ids after the prefix (job.suffix)
+    n_prefix: int  # the document prefix's tokens, shared from the document sequence (or a reading's)
+    suffix: np.ndarray  # int32 [n_suffix]: the ids after the shared prefix (any closing ones, then job.suffix)
     answer: Answer
     cells: int  # KV cells reserved beyond the shared prefix (question + answer + a window)
     parts: list[str] = field(default_factory=list)  # the answer's text, as sent
     n_prefilled: int = 0  # suffix tokens decoded so far
     n_running: int = 0  # other answers running (or prefilling) when it was admitted
-    document_state: str = "hot"  # where admission found the document: hot / restored / prefilled
+    document_state: str = "hot"  # where admission found the document: hot / restored / prefilled / reading
+    read: ReadSoFar | None = None  # answered from the part read so far (server/engine/partial.py)
+
+    @property
+    def shares_doc_seq(self) -> bool:
+        """Its prefix is shared from the document sequence (not from a reading's sequence)."""
+        return self.read is None
 
     @property
     def prefilling(self) -> bool:
@@ -57,13 +64,17 @@ def open_sequence(
     cells: int,
     shared: dict[str, Drafter] | None = None,
     history: AnswerHistory | None = None,
+    n_shared: int | None = None,
 ) -> Sequence:
     """The Sequence of question ``job`` in ``seq_id``, which holds ``hot``'s prefix; its suffix is
     still to be prefilled. ``loaded``: the engine's model and contexts (server/engine/loading.py);
     ``shared``: the model sources' drafters, from the companions that shared the prefix
-    (server/engine/runner.py ``Runner.share_prefix``)."""
+    (server/engine/runner.py ``Runner.share_prefix``); ``n_shared``: of ``hot.prefix``'s tokens, those
+    the sequence holds (default all); the rest are prefilled before the question's suffix (a document
+    read so far: server/engine/partial.py)."""
     model = loaded.model
-    stats = AnswerStats(prompt_tokens=len(job.suffix), cached_tokens=len(hot.prefix))
+    n_shared = len(hot.prefix) if n_shared is None else n_shared
+    stats = AnswerStats(prompt_tokens=len(job.suffix), cached_tokens=n_shared)
     made = drafters.for_sequence(job, hot, model, shared or {}, history)
     n_past = len(hot.prefix) + len(job.suffix)
     run = AnswerRun(
@@ -79,4 +90,5 @@ def open_sequence(
         job.cancelled.is_set,
     )
     answer = Answer(run, job.params, quotes.constraint(job, hot, loaded))
-    return Sequence(job, seq_id, hot, len(hot.prefix), job.suffix, answer, cells)
+    suffix = job.suffix if n_shared == len(hot.prefix) else np.concatenate([hot.prefix[n_shared:], job.suffix])
+    return Sequence(job, seq_id, hot, n_shared, suffix, answer, cells)

@@ -8,6 +8,7 @@ segmented document or a collection one job per chosen source read as one stream
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from server.config.errors import DocumentFailed, DocumentIngesting, QuestionTooL
 from server.config.settings import Settings
 from server.engine.engine import Engine
 from server.engine.events import AnswerStream
-from server.engine.jobs import AnswerJob
+from server.engine.jobs import AnswerJob, Pages
 from server.service import collection, refit, segmented
 from spec.loop import AnswerParams
 from spec.quote import QuoteConstraint
@@ -24,15 +25,21 @@ from store.collection_index import MemberDamaged
 from store.docstore import FAILED, INGESTING, DocRecord, DocStore
 
 
-def check_answerable(doc: DocRecord, engine: Engine) -> None:
-    """Raise a 409 naming the reason when ``doc`` cannot be asked about yet (or at all)."""
+def check_answerable(doc: DocRecord, engine: Engine, settings: Settings | None = None) -> bool:
+    """Raise a 409 naming the reason when ``doc`` cannot be asked about yet (or at all). True when it
+    is in its first reading and is answered from the part read so far (``settings``:
+    DOCQA_ASK_WHILE_READING with DOCQA_PARALLEL_INGEST; None: never), False when it is ready."""
     if doc.status == INGESTING:
-        pct = (engine.view(doc.id).progress or 0.0) * 100
+        view = engine.view(doc.id)
+        pct = (view.progress or 0.0) * 100
+        if settings is not None and settings.ask_while_reading and settings.parallel_ingest and pct > 0:
+            return True
         raise DocumentIngesting(f"document {doc.id} is still being ingested ({pct:.0f}%); retry soon")
     if doc.status == FAILED:
         raise DocumentFailed(f"document {doc.id} failed to ingest: {doc.error}; upload it again")
     if (why := engine.view(doc.id).unfit) is not None:  # read for a larger context (server/service/refit.py)
         raise refit.refuse(doc.id, why)
+    return False
 
 
 async def submit(
@@ -43,15 +50,22 @@ async def submit(
     question: str,
     params: AnswerParams,
     history: tuple[tuple[str, str], ...] = (),
+    while_reading: bool = False,
 ) -> tuple[AnswerStream, int]:
     """Tokenize the question (off the event loop and the engine thread: tokenizer calls are read-only
     and thread-safe), refuse it with 413 if it cannot fit the context next to its document, and queue
     it: one job, or for a segmented document the jobs of the segments it ranks best for
-    (server/service/segmented.py), read as one stream. Returns (stream, jobs waiting ahead of it)."""
+    (server/service/segmented.py), read as one stream. ``while_reading`` (:func:`check_answerable`):
+    the document is in its first reading, answered from the part read so far (a segmented one is
+    refused with 409 until it is read). Returns (stream, jobs waiting ahead of it)."""
     close = settings.segment_close_ratio
     try:
         planned, (suffix, n_constrained), earlier = await _tokenized(
-            engine, question, history, params, lambda: segmented.plan(engine.repairs, doc, question, close, history)
+            engine,
+            question,
+            history,
+            params,
+            lambda: segmented.plan(engine.repairs, doc, question, close, history, while_reading),
         )
     except DocumentFilesDamaged as exc:  # its segment list or index, beyond repair
         raise damaged(exc, doc.id) from None
@@ -59,13 +73,15 @@ async def submit(
         _check_fits(engine, suffix, doc.tokens, "the document")
         loop = asyncio.get_running_loop()
         extra = {"history": history, "earlier": earlier, "n_constrained": n_constrained}
+        if while_reading:
+            extra |= await asyncio.to_thread(_while_reading, engine, doc)
         job = AnswerJob(doc.id, question, params, loop, suffix, doc.tokens, **extra)
         return job, engine.submit_answer(job)
 
     def part(s: segmented.Source) -> str:
         return f"the part it is answered from (pages {s.where['pages'][0]}-{s.where['pages'][1]})"
 
-    return _queue(engine, planned, part, suffix, n_constrained, earlier, question, params, history)
+    return _queue(engine, planned, part, suffix, n_constrained, earlier, question, params, history, while_reading)
 
 
 async def submit_collection(
@@ -127,14 +143,15 @@ def _suffix(engine: Engine, question: str, history, params: AnswerParams) -> tup
 
 
 def _queue(
-    engine: Engine, planned, what, suffix, n_constrained, earlier, question, params, history
+    engine: Engine, planned, what, suffix, n_constrained, earlier, question, params, history, while_reading=False
 ) -> tuple[AnswerStream, int]:
     """Check each planned source against the context (``what(source)``: what the 413 calls it), then
-    queue a job for each, read as one stream (server/service/segmented.py ``submit``)."""
+    queue a job for each, read as one stream (server/service/segmented.py ``submit``). ``while_reading``:
+    the sources are the segments read so far of a document still being read."""
     loop = asyncio.get_running_loop()
     for s in planned.sources:
         _check_fits(engine, suffix, s.n_tokens, what(s))
-    extra = {"history": history, "earlier": earlier, "n_constrained": n_constrained}
+    extra = {"history": history, "earlier": earlier, "n_constrained": n_constrained, "while_reading": while_reading}
     return segmented.submit(
         engine,
         planned,
@@ -153,6 +170,14 @@ def _earlier_turns(engine: Engine, history: tuple[tuple[str, str], ...]) -> tupl
         for q, a in history
         if a.strip()
     )
+
+
+def _while_reading(engine: Engine, doc: DocRecord) -> dict:
+    """What a job answered from the part read so far needs: the layout's tokens after the document (it
+    decodes them to close the part read) and the document's pages (to say how far that part reaches)."""
+    text = engine.repairs.read(doc.id, partial(engine.store.read_text, doc.id))
+    pages = Pages(tuple(text.page_starts) or (0,), text.first_page)
+    return {"while_reading": True, "n_closing": engine.layout.n_between(engine.model), "pages": pages}
 
 
 def _check_fits(engine: Engine, suffix: np.ndarray, n_prefix: int, what: str) -> None:

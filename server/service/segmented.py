@@ -32,8 +32,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
+from ingest import snapshot
 from ingest.segments import Segment
-from server.engine.events import Answers, Citations, Done, Event, Failed, Quote, Stats, Token
+from ingest.segments import key as segment_key
+from server.config.errors import DocumentNotReady
+from server.engine.events import Answers, Citations, Done, Event, Failed, Partial, Quote, Stats, Token
 from server.engine.events import Segment as SegmentEvent
 from server.engine.jobs import AnswerJob
 from server.engine.repairs import Repairs
@@ -104,6 +107,7 @@ class Plan:
     parts: int = 0
     paged: bool = True
     doc_id: str = ""
+    partial: dict[str, Any] | None = None  # answered from the segments read so far: a Partial event's fields
 
     @property
     def sources(self) -> list[Source]:
@@ -118,22 +122,51 @@ class Plan:
 
 
 def plan(
-    repairs: Repairs, doc: DocRecord, question: str, close: float, history: tuple[tuple[str, str], ...] = ()
+    repairs: Repairs,
+    doc: DocRecord,
+    question: str,
+    close: float,
+    history: tuple[tuple[str, str], ...] = (),
+    while_reading: bool = False,
 ) -> Plan | None:
     """Rank ``doc``'s segments for ``question``, a conversation's earlier turns (``history``) ranked
     with it, weighted lower (store/index.py ``rank_conversation``: a follow-up such as "Why did she
     do it?" stays on the segment its conversation is about); None for a document answered whole.
     Runs off the event loop (a small SQLite read). ``repairs``: the store's, read through the one
     repair path (a damaged segment list or index is repaired and read again, server/engine/repairs.py).
-    Raises DocumentFilesDamaged beyond repair."""
+    Raises DocumentFilesDamaged beyond repair. ``while_reading``: the document is in its first
+    reading; only the segments whose snapshot is complete are ranked, and the plan says how far they
+    reach (``partial``); DocumentNotReady while none is."""
     store = repairs.store
     segments = repairs.read(doc.id, partial(store.read_segments, doc.id))
     if segments is None:
         return None
     ranked = repairs.read(doc.id, partial(store.rank_segments, doc.id, question, history))
+    read_so_far = None
+    if while_reading:
+        done = [s for s in segments if _complete(store, doc.id, s)]
+        if not done:
+            raise DocumentNotReady(f"document {doc.id} is being read: none of its parts is read yet; retry soon")
+        read_so_far = _read_so_far(segments, done)
+        ranked = [(i, score) for i, score in ranked if i in {s.index for s in done}]
     scores = dict(ranked)
     picked = index.chosen(ranked, close)
-    return Plan([segments[i] for i in picked], [scores[i] for i in picked], len(segments), paged(doc), doc.id)
+    chosen, picked_scores = [segments[i] for i in picked], [scores[i] for i in picked]
+    return Plan(chosen, picked_scores, len(segments), paged(doc), doc.id, read_so_far)
+
+
+def _complete(store, doc_id: str, segment: Segment) -> bool:
+    """``segment``'s snapshot is on disk, whole (the reading went past it)."""
+    key = segment_key(doc_id, segment.index)
+    return snapshot.describes(store.state_dir(key), store.read_prefix(key))
+
+
+def _read_so_far(segments: list[Segment], done: list[Segment]) -> dict[str, Any]:
+    """A Partial event's fields (server/engine/events.py) for the segments read so far."""
+    last = max(done, key=lambda s: s.end)
+    share = sum(s.n_tokens for s in done) / max(1, sum(s.n_tokens for s in segments))
+    pages = {"first": segments[0].first_page, "last": segments[-1].last_page}
+    return {"read_through": {"page": last.last_page, "char": last.end}, "share": round(share, 4), "pages": pages}
 
 
 def _stats_zero() -> dict[str, Any]:
@@ -179,6 +212,8 @@ class SegmentedAnswer:
 
     async def _pump(self) -> None:
         put = self.events.put_nowait
+        if (read := getattr(self.plan, "partial", None)) is not None:  # answered from the parts read so far
+            put(Partial(**read))
         if not self.jobs:
             put(Token(self.plan.not_found))
             put(Citations([]))

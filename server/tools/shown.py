@@ -11,6 +11,7 @@ import json
 import click
 import httpx
 
+from server.engine.events import read_so_far
 from server.tools.client import About, explain
 
 
@@ -172,6 +173,8 @@ def print_answer(r: httpx.Response, about: About) -> None:
             if event == "token":
                 text += data["text"]
                 click.echo(data["text"], nl=False)
+            elif event == "partial":  # its document is still being read: the answer is from the part read
+                click.echo(f"[{read_so_far(data)}]", err=True)
             elif event == "quote":  # a quote-first answer's passage, before the answer (as the page shows it)
                 click.echo(f"> {data['text']}\n")
             elif event == "citations":

@@ -559,8 +559,10 @@ function updateAskState() {
   const doc = selectedDoc();
   const busy = chat.streaming();
   const ready = doc && doc.status === 'ready';
-  $('ask').disabled = busy || !ready;
-  $('ask').title = !doc ? 'Select a document first' : ready ? '' : `${doc.name} is not ready yet`;
+  // A whole document in its first reading may be asked: the answer comes from the part read so far.
+  const reading = doc && doc.status === 'ingesting' && Number(doc.progress) > 0 && !doc.segments && !doc.group;
+  $('ask').disabled = busy || !(ready || reading);
+  $('ask').title = !doc ? 'Select a document first' : ready || reading ? '' : `${doc.name} is not ready yet`;
   $('stop').disabled = !busy;
   $('question').disabled = busy;
   $('new-conversation').disabled = !doc || !chat.threadOf(doc.id).length;

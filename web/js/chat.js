@@ -18,7 +18,7 @@ const active = { controller: null, docId: null };
 // that a reload keeps it (issue 51); "New conversation" and deleting the document remove it, and so
 // does the list when the document is gone from the server (keepOnly). The server keeps none.
 const STORE = 'docqa.thread.';
-const KEPT = ['question', 'answer', 'citations', 'quote', 'stats', 'status'];
+const KEPT = ['question', 'answer', 'citations', 'quote', 'partial', 'stats', 'status'];
 
 function load(docId) {
   try {
@@ -251,7 +251,18 @@ function fillTurn(turn) {
   }
   const where = answeredFrom(turn.stats);
   if (where) meta.push(el('span', 'turn-segments muted', where));
+  if (turn.partial) meta.push(el('span', 'turn-partial warn', readSoFar(turn.partial)));
   node.meta.replaceChildren(...meta);
+}
+
+/** The line an answer from the part of a document read so far gets (the server's words:
+ * server/engine/events.py read_so_far). */
+export function readSoFar(p) {
+  const { first, last } = p.pages;
+  const share = `${Math.round(p.share * 100)}%`;
+  const whole = first === 1 ? `${last}` : `${first}–${last}`;
+  const where = last > first ? `pages ${first}–${p.read_through.page} of ${whole} (${share})` : `${share} of the document`;
+  return `Read so far: ${where}; the rest is not read yet, and this answer comes from the part read.`;
 }
 
 /** "answered from pages X–Y" ("… from part 2 of 3, characters A–B" in a text without pages) for an
@@ -274,7 +285,7 @@ export function renderThread(doc) {
       ready: doc.group
         ? `Ask ${doc.docs.length} documents together: ${doc.name}. Each question is answered from the one (or two) that best match it.`
         : `Ask a question about ${doc.name}. Follow-up questions continue the conversation.`,
-      ingesting: `${doc.name} is being prepared; questions can be asked once it is ready.`,
+      ingesting: `${doc.name} is being read. You can ask already: an answer comes from the part read so far, and says how far that is.`,
     }[doc.status] || `${doc.name} could not be prepared, so there is nothing to ask about. Delete it and upload it again.`;
     list.replaceChildren(el('li', 'thread-empty', text));
   } else {
@@ -359,7 +370,8 @@ export async function ask(doc, question, params, ui) {
   const turns = threadOf(doc.id);
   const messages = [...history(turns), { role: 'user', content: question }];
   const turn = {
-    question, answer: '', citations: [], quote: null, stats: null, status: 'waiting', error: null, node: null,
+    question, answer: '', citations: [], quote: null, partial: null, stats: null, status: 'waiting', error: null,
+    node: null,
   };
   turns.push(turn);
   active.controller = new AbortController();
@@ -388,6 +400,11 @@ export async function ask(doc, question, params, ui) {
         ui.status(`Waiting in line (${count(data.queue_position)} ahead)…`); // the first chunk says where
       }
       const choice = (data.choices || [])[0];
+      if (data.partial) { // the document is still being read: the answer comes from the part read so far
+        turn.partial = data.partial;
+        scheduleRender(turn);
+        return; // its line is shown beside the answer, not in it (nor sent back as the conversation)
+      }
       const text = choice && choice.delta ? choice.delta.content : ''; // the first chunk carries only the role
       if (text) {
         if (turn.status === 'waiting') ui.status('Writing…');

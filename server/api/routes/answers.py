@@ -17,7 +17,7 @@ router = APIRouter(prefix="/v1")
 async def answer(
     doc: DocumentDep, req: AnswerRequest, request: Request, store: StoreDep, engine: EngineDep, settings: SettingsDep
 ):
-    check_answerable(doc, engine)
+    while_reading = check_answerable(doc, engine, settings)
     params = answer_params(req, settings, engine)
-    stream, position = await submit(engine, store, settings, doc, req.question, params)
+    stream, position = await submit(engine, store, settings, doc, req.question, params, while_reading=while_reading)
     return await respond(stream, position, req, request, settings)

@@ -29,6 +29,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
+from dataclasses import asdict
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
@@ -39,7 +40,7 @@ from server.api.chat import ChatCompletionRequest, answer_request, conversation
 from server.api.deps import EngineDep, SettingsDep, StoreDep, find_collection, find_document
 from server.api.responses import SSE_HEADERS
 from server.config.errors import AmbiguousModel, CollectionNotFound, DocumentNotFound, DocumentRequired, payload
-from server.engine.events import AnswerStream, Citations, Failed, Heartbeat, Quote, Stats, Token
+from server.engine.events import AnswerStream, Citations, Failed, Heartbeat, Partial, Quote, Stats, Token, read_so_far
 from server.service import collection
 from server.service.questions import check_answerable, submit, submit_collection
 from store.docstore import CollectionRecord, DocRecord, DocStore
@@ -162,8 +163,7 @@ async def chat_completions(
     doc, asked = await asyncio.to_thread(_asked, store, req)  # asked: a collection, its documents
     if asked is not None:
         collection.check_answerable(*asked, engine.reading_ids(), engine.unfit_ids())
-    else:
-        check_answerable(doc, engine)
+    while_reading = asked is None and check_answerable(doc, engine, settings)
     history, question = conversation(req.messages)
     params = answer_params(answer_request(req, question), settings, engine, stop_adds=True)
     # A segmented document (or a collection): the latest user turn picks the segment(s) or documents;
@@ -173,7 +173,7 @@ async def chat_completions(
             engine, store, settings, asked[0].id, asked[1], question, params, history
         )
     else:
-        stream, position = await submit(engine, store, settings, doc, question, params, history)
+        stream, position = await submit(engine, store, settings, doc, question, params, history, while_reading)
     base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": req.model}
     if req.stream:  # the first chunk goes out now, however long the queue
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -195,6 +195,7 @@ async def chat_completions(
         "usage": _usage(stats),
         "citations": [c.model_dump() for c in answer.citations],
         "quote": answer.quote.model_dump() if answer.quote is not None else None,
+        "partial": answer.partial.model_dump() if answer.partial is not None else None,
         "docqa": stats,
     }
 
@@ -206,6 +207,8 @@ def content_piece(kind: str, text: str, quoted: bool) -> tuple[str, bool]:
     a delta and a response joins them (:func:`content`), so both say the same (issue 49: the response
     took its quote from the final citation, shown only when that was found; the stream, from the quote
     event)."""
+    if kind == "partial":  # answered from the part of the document read so far: one line first
+        return f"_{text}_\n\n", False
     if kind == "quote":
         return f"> {text}", True
     return (f"\n\n{text}" if quoted else text), False
@@ -244,6 +247,9 @@ async def _chunks(
         match event:
             case Heartbeat():
                 yield ": keep-alive\n\n"
+            case Partial():
+                piece, quoted = content_piece("partial", read_so_far(asdict(event)), quoted)
+                yield delta({"content": piece}, partial=asdict(event))  # the page shows it apart from the answer
             case Quote(text=text) | Token(text=text):
                 piece, quoted = content_piece("quote" if isinstance(event, Quote) else "token", text, quoted)
                 yield delta({"content": piece})

@@ -30,8 +30,16 @@ def question(doc="a", n_suffix=20, n_prefix=1000, max_tokens=100, segment=None) 
 
 
 def running(sched: Scheduler, job: AnswerJob, prefilling: bool = False) -> SimpleNamespace:
-    """Admit ``job`` as the engine does: next_job gave it, a free sequence with its reserved cells."""
-    seq = SimpleNamespace(job=job, seq_id=sched.free_seq_id(), cells=sched.cells_needed(job), prefilling=prefilling)
+    """Admit ``job`` as the engine does: next_job gave it, a free sequence with its reserved cells (one
+    answered from a reading shares the reading's sequence, not the document sequence)."""
+    from_reading = job.while_reading and sched.reading_of(job.doc_id) is not None
+    seq = SimpleNamespace(
+        job=job,
+        seq_id=sched.free_seq_id(),
+        cells=sched.cells_needed(job),
+        prefilling=prefilling,
+        shares_doc_seq=not from_reading,
+    )
     sched.start(seq)
     return seq
 
@@ -274,3 +282,36 @@ def test_a_question_behind_a_paused_reading_counts_its_cells():
     assert s.next_job(None, 0) is None and not s.idle
     s.resume()
     assert s.next_job(None, 0) is None, "it waits for the reading either way"
+
+
+def test_a_question_asked_while_reading_reserves_the_part_read_and_joins_any_batch():
+    s = sched()
+    book = begin(s, IngestJob("book", n_tokens=2000), n_done=600)
+    running(s, question("a", n_prefix=500))  # a batch about another document, sharing the document sequence
+    job = question("book", n_prefix=2000)
+    job.while_reading, job.n_closing = True, 3
+    own = 20 + 100 + WINDOW + 1
+    assert s.cells_needed(job) == own + 600 + 3, "the part read, held by the question once the reading ends"
+    s.add(job)
+    assert s.next_job("a", 500) is job, "it shares the reading's sequence: no wait for the batch to drain"
+    seq = running(s, job)
+    s.add(question("c", n_prefix=100))
+    assert s.next_job("a", 500) is None, "another document still waits for the batch on the document sequence"
+    book.n_done = 2000
+    s.end_ingest()
+    assert s.cells_needed(job) == own, "the reading is over: a question now is answered from the whole"
+    assert seq.cells == own + 600 + 3, "the running one still holds the part it was answered from"
+
+
+def test_a_question_asked_while_reading_waits_for_room_and_a_segment_is_not_shared():
+    s = sched(n_ctx=1000)
+    begin(s, IngestJob("book", n_tokens=700), n_done=500)
+    job = question("book", n_prefix=700)
+    job.while_reading = True
+    s.add(job)
+    assert s.next_job(None, 0) is None, "700 reading + 500 read + its own > 1000 cells: it waits"
+    s = sched()
+    segment = ingesting(1000, s.ingest_seq, "long", 300)
+    segment.key = "long/0"
+    s.begin_ingest(segment)
+    assert s.reading_of("long") is None, "a segment's reading: the question waits for the segment"

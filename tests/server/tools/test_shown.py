@@ -43,6 +43,16 @@ def test_a_segmented_answer_names_its_part(capsys):
     assert "[answered from part 2 of 3, characters 31,204–62,880]" in capsys.readouterr().err
 
 
+def test_an_answer_from_the_part_read_so_far_says_how_far_first(capsys):
+    partial = {"read_through": {"page": 12, "char": 40_100}, "share": 0.4, "pages": {"first": 1, "last": 30}}
+    print_answer(_sse(("partial", partial), ("token", {"text": "Lyon."}), ("stats", STATS)), About())
+    err = capsys.readouterr().err
+    assert err.startswith("[Read so far: pages 1–12 of 30 (40%); the rest is not read yet")
+    one_page = partial | {"pages": {"first": 1, "last": 1}, "share": 0.25}
+    print_answer(_sse(("partial", one_page), ("token", {"text": "Lyon."}), ("stats", STATS)), About())
+    assert "[Read so far: 25% of the document;" in capsys.readouterr().err
+
+
 def test_warnings_name_their_pages_one_line_per_message():
     warnings = [
         {"page": 1, "message": OCR_NOTE},

@@ -1,0 +1,112 @@
+"""Asking while a document is read (issue 52), through the API on a real chat model (SmolLM2-135M):
+a question during the first reading is answered from the part read so far and says how far that is
+(``partial``, first in the stream), nothing beyond it is cited, and once the reading ends the same
+question is answered from the whole. The reading is slowed by a pause between its chunks (the small
+model reads a page in well under a second on 2 cores), which changes no token."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from server.engine.ingestion import Ingestion
+from tests.conftest import sse_events, wait_ready
+
+PARAS = [
+    f"Section {i}. The harbour office on quay {i} opens at {7 + i % 3}:00 and keeps the ferry timetable."
+    for i in range(1, 61)
+]
+TEXT = "First fact: the first ferry to Morrow leaves Pier 2 at 07:40.\n\n" + "\n\n".join(PARAS)
+QUESTION = "When does the first ferry to Morrow leave?"
+
+
+@pytest.fixture
+def slow_reading(monkeypatch):
+    step = Ingestion.step
+
+    def slow(self, n_max):
+        time.sleep(0.15)
+        return step(self, n_max)
+
+    monkeypatch.setattr(Ingestion, "step", slow)
+
+
+def _reading(client, share: float) -> str:
+    r = client.post("/v1/documents", files={"file": ("guide.txt", TEXT.encode())})
+    assert r.status_code == 202, r.text
+    doc_id = r.json()["id"]
+    deadline = time.monotonic() + 60
+    while (doc := client.get(f"/v1/documents/{doc_id}").json())["progress"] < share:
+        assert doc["status"] == "ingesting" and time.monotonic() < deadline, doc
+        time.sleep(0.05)
+    return doc_id
+
+
+def test_a_question_while_reading_is_answered_from_the_part_read_and_says_so(server, smollm_path, slow_reading):
+    settings = dict(model_path=smollm_path, quote_support=0.0, n_ubatch=32, n_batch=32, prefill_alone_s=0.01)
+    with server(**settings) as client:
+        doc_id = _reading(client, 0.2)
+        body = {"question": QUESTION, "mode": "quote", "max_tokens": 24}
+        chat = {"model": doc_id, "messages": [{"role": "user", "content": QUESTION}], "max_tokens": 24}
+        r = client.post("/v1/chat/completions", json=chat)
+        assert r.status_code == 200, r.text
+        content = r.json()["choices"][0]["message"]["content"]
+        assert r.json()["partial"]["share"] > 0 and content.startswith("_Read so far: "), content
+        with client.stream("POST", f"/v1/documents/{doc_id}/answers", json=body | {"stream": True}) as r:
+            assert r.status_code == 200, r.read()
+            events = sse_events(r)
+        kinds = [k for k, _ in events]
+        assert kinds[:2] == ["queued", "partial"], kinds
+        partial = dict(events)["partial"]
+        assert 0 < partial["share"] < 1 and partial["pages"] == {"first": 1, "last": 1}
+        read = partial["read_through"]["char"]
+        assert 0 < read < len(TEXT) and partial["read_through"]["page"] == 1
+        assert dict(events)["stats"]["document_state"] == "reading"
+        cited = dict(events)["citations"]
+        for c in cited["citations"] + [p for p in [cited["quote"] and cited["quote"]["passage"]] if p]:
+            assert c["start"] < read, "nothing beyond the part read is cited"
+
+        r = client.post(f"/v1/documents/{doc_id}/answers", json=body)
+        assert r.status_code == 200, r.text
+        assert r.json()["partial"] is None or 0 < r.json()["partial"]["share"] <= 1
+
+        wait_ready(client, doc_id)
+        whole = client.post(f"/v1/documents/{doc_id}/answers", json=body).json()
+        assert whole["partial"] is None and whole["stats"]["document_state"] != "reading"
+
+
+def test_asking_while_reading_off_keeps_the_409(server, smollm_path, slow_reading):
+    with server(model_path=smollm_path, ask_while_reading=False, n_ubatch=32, n_batch=32) as client:
+        doc_id = _reading(client, 0.1)
+        r = client.post(f"/v1/documents/{doc_id}/answers", json={"question": QUESTION})
+        assert r.status_code == 409 and r.json()["error"]["type"] == "document_ingesting", r.text
+
+
+def test_a_document_read_in_segments_is_answered_from_the_segments_read(server, smollm_path, slow_reading):
+    long_text = TEXT + "\n\n" + "\n\n".join(p.replace("Section", "Annex") for p in PARAS * 2)
+    settings = dict(model_path=smollm_path, n_ctx=2048, answer_reserve=512, n_ubatch=32, n_batch=32)
+    with server(**settings) as client:
+        r = client.post("/v1/documents", files={"file": ("long.txt", long_text.encode())})
+        assert r.status_code == 202, r.text
+        doc_id = r.json()["id"]
+        doc = client.get(f"/v1/documents/{doc_id}").json()
+        segments = doc["segments"]
+        assert len(segments) >= 3, doc
+        first = segments[0]["tokens"] / sum(s["tokens"] for s in segments)
+        deadline = time.monotonic() + 120
+        while (doc := client.get(f"/v1/documents/{doc_id}").json())["progress"] < first + 0.02:
+            assert doc["status"] == "ingesting" and time.monotonic() < deadline, doc
+            time.sleep(0.05)
+        body = {"question": "What does the harbour office on quay 59 keep?", "max_tokens": 16, "stream": True}
+        with client.stream("POST", f"/v1/documents/{doc_id}/answers", json=body) as r:
+            assert r.status_code == 200, r.read()
+            events = sse_events(r)
+        kinds = [k for k, _ in events]
+        assert kinds[:2] == ["queued", "partial"], kinds
+        partial = dict(events)["partial"]
+        assert 0 < partial["share"] < 1 and partial["read_through"]["char"] >= segments[0]["end"]
+        used = [s["index"] for s in dict(events)["stats"]["segments"]]
+        read = partial["read_through"]["char"]
+        assert used and all(segments[i]["end"] <= read for i in used), "only the segments read answer"
+        wait_ready(client, doc_id)
