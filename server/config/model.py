@@ -236,7 +236,7 @@ class ModelSettings(BaseSettings):
 
     def answer_mode_for_model(self) -> str:
         """``answer_mode``, with ``auto`` resolved: :data:`AUTO_MODES` for an embedded model; a GGUF of
-        the user's own (``model_path``) answers as the default model does."""
+        the user's own (``model_path``) answers as ``AUTO_MODES[""]`` says (directly)."""
         if self.answer_mode != "auto":
             return self.answer_mode
         return AUTO_MODES.get(self.model if self.model_path is None else "", AUTO_MODES[""])

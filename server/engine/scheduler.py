@@ -17,9 +17,18 @@ than :data:`PREEMPT_SHARE` of its tokens left to read: it keeps its progress, it
 its own sequence, and goes on where it stopped when no shorter reading waits. That needs a second
 ingest sequence (``pause_seq``: on a model without recurrent state, with ``parallel_ingest``), and
 at most one reading is paused at a time. Why this and not reading slices shared between the waiting
-documents: bench/results/reading-queue.md. The price: a big document also waits for the smaller ones
-that arrive while it waits (a folder of a thousand small files is read before it, the order a watched
-folder reads its files in by default, ingest/folder.py DOCQA_WATCH_ORDER). Engine thread only, as nano-vllm's
+documents: bench/results/reading-queue.md.
+
+**Between two segments, the questions first.** A long document is read one segment at a time, and a
+question seldom fits next to a segment being read (segments are sized to fill the cache). When a
+segment's reading ends and the next one of the same document would start, the questions that were
+waiting at that moment start first if they fit (one answered from the segments read so far among
+them, server/service/segmented.py); the next segment then waits for room as any reading does, and a
+question asked after the boundary waits for the next one, so the reading is never starved.
+
+The price of shortest first: a big document also waits for the smaller ones that arrive while it
+waits (a folder of a thousand small files is read before it, the order a watched folder reads its
+files in by default, ingest/folder.py DOCQA_WATCH_ORDER). Engine thread only, as nano-vllm's
 ``Scheduler``.
 """
 
@@ -75,6 +84,9 @@ class Scheduler:
         self._paused: Ingesting | None = None  # a longer reading set aside, its cells kept in its sequence
         self._deferred: list[tuple[float, int, Job]] = []  # heap of (monotonic due time, order, job)
         self._order = itertools.count()
+        # where the last reading left the slot: (its document, perf_counter time), for the questions
+        # that may go before its next segment
+        self._boundary: tuple[str, float] | None = None
 
     # -- what the engine reads ------------------------------------------------------------------------
     @property
@@ -190,6 +202,9 @@ class Scheduler:
                     self.left(self._paused.doc_id) <= self.left(job.doc_id) or not self._ingest_fits(job, n_loaded)
                 ):
                     continue  # the paused reading goes on first (resume)
+                elif (first := self._before_next_segment(job, loaded, n_loaded)) is not None:
+                    self._waiting.remove(first)
+                    return first
                 elif not self._ingest_fits(job, n_loaded):
                     return None  # it waits for the batch to drain, and so does everything behind it
                 self._waiting.remove(job)
@@ -198,6 +213,18 @@ class Scheduler:
                 return None
             del self._waiting[i]
             return job
+        return None
+
+    def _before_next_segment(self, job: IngestJob, loaded: str | None, n_loaded: int) -> AnswerJob | None:
+        """A question waiting since before the last reading left the slot, which fits and starts
+        before ``job`` when ``job`` goes on with the same document's next segment (the module
+        docstring); None otherwise."""
+        boundary = self._boundary
+        if boundary is None or job.doc_id != boundary[0] or job.tokens_before == 0:
+            return None
+        for waiting in self._waiting:
+            if isinstance(waiting, AnswerJob) and waiting.t_start < boundary[1]:
+                return waiting if self._question_fits(waiting, loaded, n_loaded) else None  # FIFO among them
         return None
 
     def resume(self) -> Ingesting | None:
@@ -284,6 +311,8 @@ class Scheduler:
     def end_ingest(self) -> Ingesting | None:
         """The ingestion left the slot (finished, failed or stopped); returns it."""
         work, self._ingesting = self._ingesting, None
+        if work is not None:
+            self._boundary = (work.doc_id, time.perf_counter())
         return work
 
     def end_paused(self) -> Ingesting | None:
@@ -300,15 +329,28 @@ class Scheduler:
         (server/engine/runner.py), so one huge ``max_tokens`` cannot hold every other question back."""
         answer = min(job.params.max_tokens, self.answer_reserve)
         own = len(job.suffix) + job.n_constrained + answer + self.max_window + 1
-        if job.while_reading and (work := self.reading_of(job.doc_id)) is not None:
-            # the part read, shared with the reading now but held by the question once the reading ends
-            return own + work.n_done + job.n_closing
+        if job.while_reading and self.reading_of(job.doc_id) is not None:
+            # and the tokens that close the document; the part read is the reading's own cells, shared
+            # (its reservation holds them, and cells_read once the reading ends)
+            return own + job.n_closing
         return own
 
     def cells_in_use(self) -> int:
-        """Cells reserved beyond the document prefix: the running questions', and the ingestions' in
-        sequences of their own (the one reading and the paused one)."""
-        return self.cells_reading() + sum(seq.cells for seq in self._running.values())
+        """Cells reserved beyond the document prefix: the running questions', the ingestions' in
+        sequences of their own (the one reading and the paused one), and those of a finished reading
+        that questions answered from it still hold."""
+        return self.cells_reading() + self.cells_read() + sum(seq.cells for seq in self._running.values())
+
+    def cells_read(self) -> int:
+        """Cells of readings now over that running questions answered from their part read still hold:
+        per document, the longest part read (the questions share the same cells, server/engine/partial.py).
+        While its reading goes on, they are the reading's own cells and counted in its reservation."""
+        held: dict[str, int] = {}
+        for seq in self._running.values():
+            read = seq.read
+            if read is not None and self.reading_of(read.doc_id) is None:
+                held[read.doc_id] = max(held.get(read.doc_id, 0), read.n_shared)
+        return sum(held.values())
 
     def cells_reading(self) -> int:
         """Cells reserved by the ingestions in sequences of their own (the one reading, the paused one)."""

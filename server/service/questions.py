@@ -56,8 +56,8 @@ async def submit(
     and thread-safe), refuse it with 413 if it cannot fit the context next to its document, and queue
     it: one job, or for a segmented document the jobs of the segments it ranks best for
     (server/service/segmented.py), read as one stream. ``while_reading`` (:func:`check_answerable`):
-    the document is in its first reading, answered from the part read so far (a segmented one is
-    refused with 409 until it is read). Returns (stream, jobs waiting ahead of it)."""
+    the document is in its first reading, answered from the part read so far (a segmented one from
+    its segments read completely; 409 until the first is). Returns (stream, jobs waiting ahead of it)."""
     close = settings.segment_close_ratio
     try:
         planned, (suffix, n_constrained), earlier = await _tokenized(

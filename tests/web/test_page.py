@@ -70,7 +70,8 @@ def test_api_key_field(open_page, cases):
     page.wait_for_selector("#key-status.error")
     assert page.inner_text("#key-status") == "This server needs an API key."
     assert page.evaluate("document.activeElement.id") == "api-key"
-    assert "This server needs an API key." in page.inner_text("#doc-list")
+    # the list says so too once its own request is refused (the key status may come first, from another)
+    page.wait_for_selector("#doc-list:has-text('This server needs an API key.')")
 
     page.fill("#api-key", "not-the-key")
     page.press("#api-key", "Enter")
@@ -137,10 +138,11 @@ def test_new_upload_replaces_the_previous_document_everywhere(open_page, cases):
     viewer = page.inner_text("#viewer")
     assert "misfits" not in viewer.lower() and "Clause 1. market forest lantern" in viewer
     assert page.locator("#thread .turn").count() == 0
-    assert "questions can be asked once it is ready" in page.inner_text("#thread")
+    # 40 % read: it may be asked already, and is answered from the part read (issue 52)
+    assert "You can ask already: an answer comes from the part read so far" in page.inner_text("#thread")
     assert page.locator("#stats dd").count() == 0
     assert page.locator("#citations li").count() == 0
-    assert page.is_disabled("#ask")
+    assert not page.is_disabled("#ask")
     # A long name wraps in the list (up to four lines: issue 39 item 8), and is whole in its tooltip.
     shown = page.locator("#doc-list li.doc.selected .doc-name")
     assert shown.get_attribute("title") == name

@@ -559,8 +559,7 @@ function updateAskState() {
   const doc = selectedDoc();
   const busy = chat.streaming();
   const ready = doc && doc.status === 'ready';
-  // A whole document in its first reading may be asked: the answer comes from the part read so far.
-  const reading = doc && doc.status === 'ingesting' && Number(doc.progress) > 0 && !doc.segments && !doc.group;
+  const reading = chat.askableWhileReading(doc); // answered from the part read so far
   $('ask').disabled = busy || !(ready || reading);
   $('ask').title = !doc ? 'Select a document first' : ready || reading ? '' : `${doc.name} is not ready yet`;
   $('stop').disabled = !busy;

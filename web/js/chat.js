@@ -274,6 +274,17 @@ function answeredFrom(stats) {
   return `answered from ${segments.map((s) => s.label || span(s.pages)).join(' and ')}`;
 }
 
+/** `doc` is in its reading and may be asked already: the server answers from the part read so far
+ * (docs/api.md, Asking while a document is read). Some of a whole document is read, or the first part
+ * of one read in parts; never a collection. */
+export function askableWhileReading(doc) {
+  if (!doc || doc.status !== 'ingesting' || doc.group) return false;
+  const progress = Number(doc.progress) || 0;
+  if (!doc.segments || !doc.segments.length) return progress > 0;
+  const total = doc.segments.reduce((n, s) => n + s.tokens, 0);
+  return progress >= doc.segments[0].tokens / Math.max(1, total);
+}
+
 /** Show the conversation about `doc` (or an invitation) and the stats of its latest answer. */
 export function renderThread(doc) {
   const list = $('thread');
@@ -285,7 +296,11 @@ export function renderThread(doc) {
       ready: doc.group
         ? `Ask ${doc.docs.length} documents together: ${doc.name}. Each question is answered from the one (or two) that best match it.`
         : `Ask a question about ${doc.name}. Follow-up questions continue the conversation.`,
-      ingesting: `${doc.name} is being read. You can ask already: an answer comes from the part read so far, and says how far that is.`,
+      ingesting: askableWhileReading(doc)
+        ? `${doc.name} is being read. You can ask already: an answer comes from the part read so far, and says how far that is.`
+        : doc.group
+          ? `${doc.name} is being prepared; questions can be asked once it is ready.`
+          : `${doc.name} is being prepared; you can ask as soon as its first part is read.`,
     }[doc.status] || `${doc.name} could not be prepared, so there is nothing to ask about. Delete it and upload it again.`;
     list.replaceChildren(el('li', 'thread-empty', text));
   } else {

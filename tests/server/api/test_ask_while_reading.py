@@ -23,13 +23,16 @@ QUESTION = "When does the first ferry to Morrow leave?"
 
 @pytest.fixture
 def slow_reading(monkeypatch):
-    step = Ingestion.step
+    """The reading paused ``pause["s"]`` seconds before each chunk; a test sets it to 0 once its
+    questions are asked, so the rest of the reading goes at full speed."""
+    step, pause = Ingestion.step, {"s": 0.15}
 
     def slow(self, n_max):
-        time.sleep(0.15)
+        time.sleep(pause["s"])
         return step(self, n_max)
 
     monkeypatch.setattr(Ingestion, "step", slow)
+    return pause
 
 
 def _reading(client, share: float) -> str:
@@ -71,6 +74,7 @@ def test_a_question_while_reading_is_answered_from_the_part_read_and_says_so(ser
         assert r.status_code == 200, r.text
         assert r.json()["partial"] is None or 0 < r.json()["partial"]["share"] <= 1
 
+        slow_reading["s"] = 0
         wait_ready(client, doc_id)
         whole = client.post(f"/v1/documents/{doc_id}/answers", json=body).json()
         assert whole["partial"] is None and whole["stats"]["document_state"] != "reading"
@@ -84,6 +88,8 @@ def test_asking_while_reading_off_keeps_the_409(server, smollm_path, slow_readin
 
 
 def test_a_document_read_in_segments_is_answered_from_the_segments_read(server, smollm_path, slow_reading):
+    # Read in segments, a question asked during the second waits for it to end and goes before the
+    # third (server/engine/scheduler.py: between two segments, the questions first).
     long_text = TEXT + "\n\n" + "\n\n".join(p.replace("Section", "Annex") for p in PARAS * 2)
     settings = dict(model_path=smollm_path, n_ctx=2048, answer_reserve=512, n_ubatch=32, n_batch=32)
     with server(**settings) as client:
@@ -109,4 +115,8 @@ def test_a_document_read_in_segments_is_answered_from_the_segments_read(server, 
         used = [s["index"] for s in dict(events)["stats"]["segments"]]
         read = partial["read_through"]["char"]
         assert used and all(segments[i]["end"] <= read for i in used), "only the segments read answer"
-        wait_ready(client, doc_id)
+        doc = client.get(f"/v1/documents/{doc_id}").json()
+        assert doc["status"] == "ingesting", "answered between two segments, before the rest is read"
+        r = client.delete(f"/v1/documents/{doc_id}")
+        assert r.status_code == 204, r.text  # its reading stops, and nothing of it is left
+        assert client.get(f"/v1/documents/{doc_id}").status_code == 404

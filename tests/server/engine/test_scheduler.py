@@ -32,13 +32,14 @@ def question(doc="a", n_suffix=20, n_prefix=1000, max_tokens=100, segment=None) 
 def running(sched: Scheduler, job: AnswerJob, prefilling: bool = False) -> SimpleNamespace:
     """Admit ``job`` as the engine does: next_job gave it, a free sequence with its reserved cells (one
     answered from a reading shares the reading's sequence, not the document sequence)."""
-    from_reading = job.while_reading and sched.reading_of(job.doc_id) is not None
+    work = sched.reading_of(job.doc_id) if job.while_reading else None
     seq = SimpleNamespace(
         job=job,
         seq_id=sched.free_seq_id(),
         cells=sched.cells_needed(job),
         prefilling=prefilling,
-        shares_doc_seq=not from_reading,
+        shares_doc_seq=work is None,
+        read=None if work is None else SimpleNamespace(doc_id=job.doc_id, n_shared=work.n_done),
     )
     sched.start(seq)
     return seq
@@ -284,34 +285,74 @@ def test_a_question_behind_a_paused_reading_counts_its_cells():
     assert s.next_job(None, 0) is None, "it waits for the reading either way"
 
 
-def test_a_question_asked_while_reading_reserves_the_part_read_and_joins_any_batch():
+def test_a_question_asked_while_reading_shares_the_part_read_and_joins_any_batch():
     s = sched()
     book = begin(s, IngestJob("book", n_tokens=2000), n_done=600)
     running(s, question("a", n_prefix=500))  # a batch about another document, sharing the document sequence
     job = question("book", n_prefix=2000)
     job.while_reading, job.n_closing = True, 3
     own = 20 + 100 + WINDOW + 1
-    assert s.cells_needed(job) == own + 600 + 3, "the part read, held by the question once the reading ends"
+    assert s.cells_needed(job) == own + 3, "the part read is the reading's own cells, already reserved"
     s.add(job)
     assert s.next_job("a", 500) is job, "it shares the reading's sequence: no wait for the batch to drain"
     seq = running(s, job)
+    book.n_done = 900
+    later = question("book", n_prefix=2000)
+    later.while_reading = True
+    running(s, later)
+    in_use = s.cells_in_use()
     s.add(question("c", n_prefix=100))
     assert s.next_job("a", 500) is None, "another document still waits for the batch on the document sequence"
     book.n_done = 2000
     s.end_ingest()
     assert s.cells_needed(job) == own, "the reading is over: a question now is answered from the whole"
-    assert seq.cells == own + 600 + 3, "the running one still holds the part it was answered from"
+    assert seq.cells == own + 3
+    assert s.cells_read() == 900, "the running ones still hold the part they were answered from: the same cells"
+    assert s.cells_in_use() == in_use - 2000 + 900
 
 
 def test_a_question_asked_while_reading_waits_for_room_and_a_segment_is_not_shared():
-    s = sched(n_ctx=1000)
+    s = sched(n_ctx=800)
     begin(s, IngestJob("book", n_tokens=700), n_done=500)
     job = question("book", n_prefix=700)
     job.while_reading = True
     s.add(job)
-    assert s.next_job(None, 0) is None, "700 reading + 500 read + its own > 1000 cells: it waits"
+    assert s.cells_needed(job) == 20 + 100 + WINDOW + 1
+    assert s.next_job(None, 0) is None, "700 reading + its own > 800 cells: it waits"
     s = sched()
     segment = ingesting(1000, s.ingest_seq, "long", 300)
     segment.key = "long/0"
     s.begin_ingest(segment)
     assert s.reading_of("long") is None, "a segment's reading: the question waits for the segment"
+
+
+def test_between_two_segments_the_questions_waiting_go_first_and_only_they():
+    s = sched(n_ctx=2048)
+    segments = ingest_jobs("long", 5400, [SimpleNamespace(n_tokens=1800, index=i) for i in range(3)])
+    for job in segments:
+        s.add(job)
+    first = s.next_job(None, 0)
+    assert first is segments[0]
+    work = begin(s, first, n_done=900)
+    asked = question("long", n_prefix=1800, segment=0)
+    s.add(asked)
+    assert s.next_job(None, 0) is None, "no room beside the segment being read"
+    work.n_done = 1800
+    s.end_ingest()
+    later = question("long", n_prefix=1800, segment=0)
+    s.add(later)
+    assert s.next_job(None, 0) is asked, "waiting at the boundary: it goes before the next segment"
+    running(s, asked)
+    assert s.next_job("long/0", 1800) is None, "the next segment waits for room, and so does a later question"
+    s.release(s._running[1])
+    assert s.next_job("long/0", 1800) is segments[1], "asked after the boundary: it waits for the next one"
+
+
+def test_another_document_s_reading_is_not_held_for_the_questions_at_a_boundary():
+    s = sched(n_ctx=2048)
+    s.begin_ingest(ingesting(1800, s.ingest_seq, "a", 1800))
+    other = IngestJob("c", n_tokens=1800)
+    s.add(other)
+    s.add(question("b", n_prefix=1800))
+    s.end_ingest()
+    assert s.next_job(None, 0) is other, "not the same document's next segment: FIFO as before"
