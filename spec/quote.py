@@ -51,6 +51,28 @@ def _ends_sentence(piece: bytes) -> bool:
     return b"\n" in piece or piece.rstrip().rstrip(_CLOSERS).endswith((b".", b"!", b"?"))
 
 
+def _goes_on(before: bytes, after: bytes) -> bool:
+    """A period that does not end its sentence although whitespace follows: ``before`` (the text up to
+    and including the period, one or two tokens) ends with a word of at most three letters, and
+    ``after`` (the next one or two tokens: a tokenizer may write the space and the digit apart) starts
+    with a digit after its whitespace: a label and its number ("No. 7", "Fig. 3", "S. 12",
+    "Nr. 5"), in any language written with spaces (no word list). A year or a number before the period
+    ("in 1872. 7 men") still ends its sentence."""
+    if not _label(before):
+        return False
+    nxt = after.decode("utf-8", errors="replace").lstrip()[:1]
+    return nxt.isdigit() and b"\n" not in after[: len(after) - len(after.lstrip())]
+
+
+def _label(before: bytes) -> bool:
+    """``before`` ends with a word of at most three letters and a period (:func:`_goes_on`)."""
+    head = before.decode("utf-8", errors="replace").rstrip()
+    if not head.endswith(".") or head.endswith(".."):
+        return False
+    words = head[:-1].split()
+    return bool(words) and words[-1].isalpha() and len(words[-1]) <= 3
+
+
 def word_key(piece: bytes) -> bytes:
     """What a quote's first token must share with a document token to start at it: the token's text
     without surrounding whitespace, case-folded (a quote may start "There" where the document says
@@ -120,7 +142,11 @@ class QuoteIndex:
                 pieces = [self.piece(int(t)) for t in self.tokens[a:b]]
                 last = max((j for j, piece in enumerate(pieces) if piece.strip()), default=-1)  # its last word
                 for j in range(last):
-                    if _ends_sentence(pieces[j]) and pieces[j + 1][:1].isspace():
+                    if (
+                        _ends_sentence(pieces[j])
+                        and pieces[j + 1][:1].isspace()
+                        and not _goes_on(b"".join(pieces[max(0, j - 1) : j + 1]), b"".join(pieces[j + 1 : j + 3]))
+                    ):
                         out.append((cut, a + j + 1))
                         cut = a + j + 1
             out.append((cut, b))
@@ -153,22 +179,34 @@ class QuoteIndex:
             return np.empty(0, np.int64)
         return self.order[self.first[i] : self.first[i + 1]]
 
+    def ends_sentence(self, i: int) -> bool:
+        """The token at position ``i`` ends a sentence: it holds a line break, or ends with . ! or ?
+        (before closers) where the text does not go on (:func:`_goes_on`: "No. 7")."""
+        toks = self.tokens
+        piece = self.piece(int(toks[i]))
+        if not _ends_sentence(piece):
+            return False
+        if b"\n" in piece or i + 1 >= len(toks):
+            return True
+        before = (self.piece(int(toks[i - 1])) if i else b"") + piece
+        return not _goes_on(before, b"".join(self.piece(int(t)) for t in toks[i + 1 : i + 3]))
+
     def sentence(self, a: int, b: int, reach: int = 40) -> tuple[int, int]:
         """Positions ``[a, b)`` widened to the whole sentence(s) they fall in: back to just after a token
         that ends a sentence (. ! or ?, then closing quotes) or holds a line break, forward to the first
         such token; at most ``reach`` tokens each way (a side with no boundary in reach stays)."""
-        toks, n = self.tokens, len(self.tokens)
+        n = len(self.tokens)
         left = a
         for i in range(a - 1, max(-1, a - 1 - reach), -1):
-            if i < 0 or _ends_sentence(self.piece(int(toks[i]))):
+            if i < 0 or self.ends_sentence(i):
                 left = i + 1
                 break
         else:
             left = 0 if a - 1 - reach < 0 else a
         right = b
-        if not (b > a and _ends_sentence(self.piece(int(toks[b - 1])))):
+        if not (b > a and self.ends_sentence(b - 1)):
             for i in range(b, min(n, b + reach)):
-                if _ends_sentence(self.piece(int(toks[i]))):
+                if self.ends_sentence(i):
                     right = i + 1
                     break
             else:
@@ -410,7 +448,15 @@ class QuoteConstraint:
             return False
         idx, m = self.index, self.matches
         inside = m[m < len(idx.tokens)]
-        return all(self.piece(int(t))[:1].isspace() for t in np.unique(idx.tokens[inside]))
+        if not all(self.piece(int(t))[:1].isspace() for t in np.unique(idx.tokens[inside])):
+            return False
+        before, n = b"".join(self.piece(t) for t in self.ids[-2:]), len(idx.tokens)
+        if not _label(before):  # the usual case: no look further
+            return True
+        return not any(
+            _goes_on(before, b"".join(self.piece(int(t)) for t in idx.tokens[i : min(n, i + 2)]))
+            for i in inside.tolist()
+        )
 
     def _match(self, token: int, first: bool, head: bytes | None = None) -> None:
         """Narrow :attr:`matches` to the spans the quote still follows after ``token``. ``head``: the

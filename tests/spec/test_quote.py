@@ -208,6 +208,26 @@ def test_passages_are_sentences_headings_and_table_rows_and_a_region_bounds_the_
     assert q.allowed().tolist() == sorted(set(doc[region].tolist()) - {pieces_id(pieces, "\n")})
 
 
+def test_a_period_between_a_label_and_its_number_ends_no_sentence():
+    """"at No." is not a sentence: a quote of it answered "Where did Phileas Fogg live?" with "No."
+    (bench/ask_while_reading.py). A year before a number still ends one."""
+    text = "Fogg lived at No. 7, Saville Row. He was a member. Back in 1872. 7 men came.\n"
+    doc, pieces = _doc(text)
+    index = QuoteIndex(doc, pieces.get)
+    assert [index.text(a, b) for a, b in index.passages()] == [
+        "Fogg lived at No. 7, Saville Row.", " He was a member.", " Back in 1872.", " 7 men came.\n",
+    ]  # fmt: skip
+    no = pieces_id(pieces, " No.")
+    at = int(np.flatnonzero(doc == no)[0])
+    assert index.text(*index.sentence(at, at + 1)) == "Fogg lived at No. 7, Saville Row."
+    q = QuoteConstraint(index, TOKENS, QuoteParams(threshold=None), pieces.get, "no", answer=[])
+    for t in doc[: at + 1].tolist():
+        assert not q.push(t), "the quote goes on after 'No.'"
+    for t in doc[at + 1 : at + 4].tolist():
+        q.push(t)
+    assert q.quote_text() == "Fogg lived at No. 7, Saville Row."
+
+
 def pieces_id(pieces: dict[int, bytes], text: str) -> int:
     return next(i for i, p in pieces.items() if p == text.encode())
 
