@@ -70,6 +70,7 @@ def test_api_key_field(open_page, cases):
     page.wait_for_selector("#key-status.error")
     assert page.inner_text("#key-status") == "This server needs an API key."
     assert page.evaluate("document.activeElement.id") == "api-key"
+    assert "No documents yet" not in page.inner_text("#doc-list"), "never claimed before the list is read"
     # the list says so too once its own request is refused (the key status may come first, from another)
     page.wait_for_selector("#doc-list:has-text('This server needs an API key.')")
 

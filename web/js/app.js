@@ -215,7 +215,9 @@ function rereadButton(doc) {
 function renderDocs() {
   const list = $('doc-list');
   list.replaceChildren(...state.docs.map(renderDoc));
-  if (!state.docs.length) list.append(el('li', 'empty', 'No documents yet. Upload one above.'));
+  // Not "no documents" before the list has been read: it may yet say that a key is needed.
+  const empty = state.loaded ? 'No documents yet. Upload one above.' : 'Reading the list of documents…';
+  if (!state.docs.length) list.append(el('li', 'empty', empty));
   together.renderNote(state.docs, () => {
     together.clear();
     renderDocs();
