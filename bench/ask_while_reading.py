@@ -26,6 +26,7 @@ from pathlib import Path
 from bench.quality import machine
 from runtime.models import model_path
 from runtime.system import system_info
+from server.config.model import ModelSettings
 from testkit.live import Live
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,9 +86,13 @@ def ask(live: Live, doc_id: str, question: str) -> dict:
     return out
 
 
-def run(model: Path, text: str, threads: int, asked: bool) -> dict:
+def run(model: Path, text: str, threads: int, asked: bool, mode: str) -> dict:
     data = Path(tempfile.mkdtemp(prefix="docqa-ask-reading-"))
-    live = Live(data / "data", model, DOCQA_N_THREADS=str(threads))
+    # n_ctx room for the whole document in one piece (the served default on this machine may be smaller,
+    # which reads it in segments: bench/long.py measures those)
+    # and the default model's served answer form (auto is "direct" for a GGUF named by its path, as Live names it)
+    env = {"DOCQA_N_THREADS": str(threads), "DOCQA_N_CTX": "24576", "DOCQA_ANSWER_MODE": mode}
+    live = Live(data / "data", model, **env)
     live.start(timeout=900)
     try:
         t0 = time.perf_counter()
@@ -118,14 +123,15 @@ def main() -> None:
     path = model_path(args.model, Path(tempfile.gettempdir()) / "docqa-models")
     text = document(args.chars)
     load0 = os.getloadavg()
-    alone = run(path, text, args.threads, asked=False)
-    asked = run(path, text, args.threads, asked=True)
+    mode = ModelSettings(model=args.model).answer_mode_for_model()
+    alone = run(path, text, args.threads, asked=False, mode=mode)
+    asked = run(path, text, args.threads, asked=True, mode=mode)
     m = {**machine(), "load_before": load0, "load_after": os.getloadavg(), "system_info": system_info()}
-    results = {"model": args.model, "alone": alone, "asked": asked, "machine": m}
+    results = {"model": args.model, "mode": mode, "alone": alone, "asked": asked, "machine": m}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(results, indent=1))
     lines = [
-        f"# Questions asked while their document is read ({args.model}, bench/ask_while_reading.py)",
+        f"# Questions asked while their document is read ({args.model}, {mode} answers, bench/ask_while_reading.py)",
         "",
         f"{m['cpu']}, {m['cores']} cores, {args.threads} threads; load before/after {m['load_before']} / "
         f"{m['load_after']}. A {asked['tokens']:,}-token document read in one piece: alone in "
