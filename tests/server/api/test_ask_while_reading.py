@@ -70,10 +70,6 @@ def test_a_question_while_reading_is_answered_from_the_part_read_and_says_so(ser
         for c in cited["citations"] + [p for p in [cited["quote"] and cited["quote"]["passage"]] if p]:
             assert c["start"] < read, "nothing beyond the part read is cited"
 
-        r = client.post(f"/v1/documents/{doc_id}/answers", json=body)
-        assert r.status_code == 200, r.text
-        assert r.json()["partial"] is None or 0 < r.json()["partial"]["share"] <= 1
-
         slow_reading["s"] = 0
         wait_ready(client, doc_id)
         whole = client.post(f"/v1/documents/{doc_id}/answers", json=body).json()
@@ -91,7 +87,7 @@ def test_a_document_read_in_segments_is_answered_from_the_segments_read(server, 
     # Read in segments, a question asked during the second waits for it to end and goes before the
     # third (server/engine/scheduler.py: between two segments, the questions first).
     long_text = TEXT + "\n\n" + "\n\n".join(p.replace("Section", "Annex") for p in PARAS * 2)
-    settings = dict(model_path=smollm_path, n_ctx=2048, answer_reserve=512, n_ubatch=32, n_batch=32)
+    settings = dict(model_path=smollm_path, n_ctx=2048, answer_reserve=512, n_ubatch=64, n_batch=64)
     with server(**settings) as client:
         r = client.post("/v1/documents", files={"file": ("long.txt", long_text.encode())})
         assert r.status_code == 202, r.text
