@@ -142,11 +142,7 @@ class QuoteIndex:
                 pieces = [self.piece(int(t)) for t in self.tokens[a:b]]
                 last = max((j for j, piece in enumerate(pieces) if piece.strip()), default=-1)  # its last word
                 for j in range(last):
-                    if (
-                        _ends_sentence(pieces[j])
-                        and pieces[j + 1][:1].isspace()
-                        and not _goes_on(b"".join(pieces[max(0, j - 1) : j + 1]), b"".join(pieces[j + 1 : j + 3]))
-                    ):
+                    if _ends_sentence(pieces[j]) and pieces[j + 1][:1].isspace() and self.ends_sentence(a + j):
                         out.append((cut, a + j + 1))
                         cut = a + j + 1
             out.append((cut, b))
