@@ -238,6 +238,22 @@ class Context:
         if read != len(data):
             raise LlamaError(f"llama_state_seq_set_data read {read} of {len(data)} bytes (no free KV cells?)")
 
+    def state_into(self, other: Context, seq_id: int, dst_seq: int) -> int:
+        """Copy ``seq_id``'s state into ``dst_seq`` of ``other`` (a context of another instance of the
+        same model, with the same cache types), through one buffer: :meth:`state_get` then
+        :meth:`state_set` without the ``bytes`` copy between them. ``dst_seq`` is emptied first.
+        Returns the bytes copied. Raises LlamaError when ``other`` refuses them (no free KV cells)."""
+        size = C.llama_state_seq_get_size(self.ptr, seq_id)
+        buf = (ctypes.c_uint8 * size)()
+        written = C.llama_state_seq_get_data(self.ptr, buf, size, seq_id)
+        if written != size:
+            raise LlamaError(f"llama_state_seq_get_data wrote {written} of {size} bytes")
+        C.llama_memory_seq_rm(other.mem, dst_seq, 0, -1)
+        read = C.llama_state_seq_set_data(other.ptr, buf, size, dst_seq)
+        if read != size:
+            raise LlamaError(f"llama_state_seq_set_data read {read} of {size} bytes (no free KV cells?)")
+        return int(size)
+
     def state_save_file(self, path: Path, seq_id: int, tokens: np.ndarray) -> int:
         """Stream ``seq_id``'s state plus ``tokens`` to ``path``; returns bytes written."""
         arr = np.ascontiguousarray(tokens, dtype=np.int32)

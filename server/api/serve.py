@@ -63,9 +63,7 @@ def main() -> None:
         result = selftest.check(settings)
     except selftest.SelfTestFailed as exc:
         sys.exit(str(exc))
-    # A fallback, or the plain weight layout measured faster (server/engine/layout.py), now or cached.
-    if result.extra_bufts is False and settings.cpu_repack == "auto":
-        settings = settings.model_copy(update={"cpu_repack": "off"})
+    settings = with_layout(settings, result)
     from runtime.omp import described
 
     logging.getLogger("docqa").info("llama.cpp threads wait with %s (docs/tuning.md)", described())
@@ -86,6 +84,19 @@ def main() -> None:
         timeout_graceful_shutdown=settings.shutdown_timeout_s + GRACE_S,
     )
     GracefulServer(config, app, address(settings.host, settings.port), began).run(sockets=[sock])
+
+
+def with_layout(settings: Settings, result) -> Settings:
+    """``settings`` with the self-test's layout (server/engine/selftest.py ``SelfTest``, now or cached)
+    where ``DOCQA_CPU_REPACK`` is auto: off after a fallback or where the plain weights won, pair where
+    they read faster and answer slower (server/engine/layout.py); else as they are."""
+    if settings.cpu_repack != "auto":
+        return settings
+    if result.extra_bufts is False:
+        return settings.model_copy(update={"cpu_repack": "off"})
+    if result.layout is not None and result.layout.pair:
+        return settings.model_copy(update={"cpu_repack": "pair"})
+    return settings
 
 
 def address(host: str, port: int) -> str:

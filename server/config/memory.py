@@ -112,6 +112,17 @@ def check_fits(settings: Settings, model_path: Path) -> None:
     raise ValueError(_overflow_message(p, shape, cfg, settings))
 
 
+def reader_cost(settings: Settings, model_path: Path) -> tuple[int, int]:
+    """What the reader of ``DOCQA_CPU_REPACK=pair`` adds (server/engine/loading.py), in bytes: (the model
+    file mapped a second time, its context's KV cache, recurrent states and compute buffers), from the
+    same plan :func:`check_fits` uses. The mapped weights are page cache, shared with the answering
+    instance's plain tensors; the rest is the reader's own memory."""
+    shape = ModelShape.from_gguf(model_path)
+    p = plan(shape, plan_config(settings, shape))
+    own = sum(p.bytes(name) for name in ("kv", "rs", "compute") if any(r.name == name for r in p.rows))
+    return model_path.stat().st_size, own
+
+
 def _overflow_message(p: Plan, shape: ModelShape, cfg: PlanConfig, settings: Settings) -> str:
     budget = settings.vram_bytes
     parts = ", ".join(f"{r.name} {format_size(r.device)}" for r in p.rows if r.device)

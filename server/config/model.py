@@ -62,12 +62,14 @@ class ModelSettings(BaseSettings):
         default=False,
         description="Keep full-size sliding-window caches (lets answers be truncated instead of restored).",
     )
-    cpu_repack: Literal["auto", "on", "off"] = Field(
+    cpu_repack: Literal["auto", "on", "off", "pair"] = Field(
         default="auto",
         description=(
-            "llama.cpp's extra CPU buffer types (repacked weights, AMX): auto = on unless the start-up "
-            "self-test crashed with them or the plain weights, timed at the first start, read faster without "
-            "slowing answers (server/engine/layout.py); off = llama-server's --no-repack."
+            "llama.cpp's extra CPU buffer types (repacked weights, AMX): auto = chosen at the first start "
+            "(server/engine/layout.py): on, unless the self-test crashed with them, the plain weights read "
+            "faster without slowing answers (off), or they read faster and answer slower (pair); off = "
+            "llama-server's --no-repack; pair = read documents with the plain weights and answer with the "
+            "repacked ones (a second model instance)."
         ),
     )
     selftest: bool = Field(
@@ -291,7 +293,13 @@ class ModelSettings(BaseSettings):
     @property
     def extra_bufts(self) -> bool | None:
         """``cpu_repack`` as runtime.llama.Model's ``extra_bufts`` (None: the build decides)."""
-        return {"auto": None, "on": True, "off": False}[self.cpu_repack]
+        return {"auto": None, "on": True, "off": False, "pair": True}[self.cpu_repack]
+
+    @property
+    def read_plain(self) -> bool:
+        """Documents are read by a second instance of the model with plain weights (``cpu_repack`` pair;
+        server/engine/loading.py), the answers decoded with the repacked ones."""
+        return self.cpu_repack == "pair"
 
     @property
     def document_budget(self) -> int:

@@ -37,8 +37,9 @@ class Companion(Protocol):
     ctx: Context  # the context it decodes in (the engine sets its threads with the target's)
 
     # -- ingestion -------------------------------------------------------------------------------
-    def prefill(self, tokens: np.ndarray, pos0: int, seq_id: int) -> None:
-        """The target just decoded a prefill chunk ``tokens`` at ``pos0..`` of ``seq_id`` (0: a new one)."""
+    def prefill(self, tokens: np.ndarray, pos0: int, seq_id: int, source: Context | None = None) -> None:
+        """The target just decoded a prefill chunk ``tokens`` at ``pos0..`` of ``seq_id`` (0: a new one);
+        ``source``: the context that decoded it when not the target (the reader, server/engine/contexts.py)."""
 
     def snapshot_part(self, seq_id: int) -> tuple[Context, np.ndarray] | None:
         """What goes into the target's snapshot of ``seq_id`` (ingest/snapshot.py: a context's state
@@ -97,9 +98,9 @@ class Companions(tuple):
         for c in self:
             c.ctx.set_threads(n_threads, n_threads_batch)
 
-    def prefill(self, tokens: np.ndarray, pos0: int, seq_id: int) -> None:
+    def prefill(self, tokens: np.ndarray, pos0: int, seq_id: int, source: Context | None = None) -> None:
         for c in self:
-            c.prefill(tokens, pos0, seq_id)
+            c.prefill(tokens, pos0, seq_id, source)
 
     def snapshot_part(self, seq_id: int) -> tuple[Context, np.ndarray] | None:
         """The part of the target's snapshot (at most one companion has one)."""

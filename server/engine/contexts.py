@@ -1,7 +1,12 @@
-"""The contexts the engine decodes with, made once at load: the target's, and the companions that follow
-its sequences (server/engine/companions.py: the MTP head, a draft model). The document sequence and
-RAM cache (server/engine/hot.py), the runner and the ingestions are given this one value, and speak
-to the companions only through it.
+"""The contexts the engine decodes with, made once at load: the target's, the companions that follow
+its sequences (server/engine/companions.py: the MTP head, a draft model) and, with
+``DOCQA_CPU_REPACK=pair`` (server/engine/layout.py), the reader: a context on a second instance of
+the model with plain weights, where documents are read while answers decode with the repacked ones.
+A reading in the reader is moved into the target's sequence of the same id when it ends
+(:meth:`Contexts.take_reading`), and the part read so far copied into a question's sequence when one
+is asked meanwhile (:meth:`Contexts.share_reading`). The document sequence and RAM cache
+(server/engine/hot.py), the runner and the ingestions are given this one value, and speak to the
+companions and the reader only through it.
 """
 
 from __future__ import annotations
@@ -23,17 +28,52 @@ RamState = tuple[bytes, dict[str, bytes]]
 class Contexts:
     target: Context
     companions: Companions = NONE
+    reader: Context | None = None  # documents are read here (its own model instance), answers in the target
+
+    @property
+    def reading(self) -> Context:
+        """The context documents are read in: the reader, else the target."""
+        return self.reader or self.target
 
     def set_threads(self, n_threads: int, n_threads_batch: int) -> None:
         """Decode with ``n_threads`` (``n_threads_batch`` for prefill) in every context from the next call
         (server/engine/cores.py)."""
         self.target.set_threads(n_threads, n_threads_batch)
         self.companions.set_threads(n_threads, n_threads_batch)
+        if self.reader is not None:
+            self.reader.set_threads(n_threads, n_threads_batch)
 
     def release(self, seq_id: int) -> None:
         """Empty ``seq_id`` in every context."""
         self.target.seq_rm(seq_id, 0)
         self.companions.release(seq_id)
+        if self.reader is not None:
+            self.reader.seq_rm(seq_id, 0)
+
+    def read(self, tokens: np.ndarray, pos0: int, seq_id: int) -> None:
+        """Decode a reading's chunk ``tokens`` at ``pos0..`` of ``seq_id`` in the reading context (no
+        logits), then the companions' (an MTP head takes its hidden states from the context that read)."""
+        self.reading.decode(tokens, pos0, seq_id=seq_id, outputs="none")
+        self.companions.prefill(tokens, pos0, seq_id, self.reader)
+
+    def take_reading(self, seq_id: int) -> None:
+        """A reading in ``seq_id`` ended: with a reader, move its state into the target's ``seq_id``
+        (replacing what that held) and empty the reader's; nothing without one. Raises LlamaError
+        when the target has no room for it."""
+        if self.reader is not None:
+            self.reader.state_into(self.target, seq_id, seq_id)
+            self.reader.seq_rm(seq_id, 0)
+
+    def share_reading(self, source_seq: int, seq_id: int, n_read: int) -> None:
+        """Make the target's ``seq_id`` hold the first ``n_read`` tokens of a reading under way in
+        ``source_seq``: shared cells (a recurrent state copy-on-write) when the target reads, a copy of
+        the reader's state (``n_read`` cells of its own) with a reader; the companions have no state
+        at the read position (server/engine/partial.py)."""
+        if self.reader is None:
+            self.target.seq_rm(seq_id, 0)
+            self.target.seq_cp(source_seq, seq_id, 0, n_read)
+        else:
+            self.reader.state_into(self.target, source_seq, seq_id)
 
     def save(self, seq_id: int, tokens: np.ndarray, directory: Path) -> np.ndarray | None:
         """Snapshot the prefilled ``seq_id`` (exactly ``tokens``) into ``directory`` (ingest/snapshot.py,
@@ -75,3 +115,6 @@ class Contexts:
     def close(self) -> None:
         self.companions.close()
         self.target.close()
+        if self.reader is not None:
+            self.reader.close()
+            self.reader.model.close()  # the reader's own instance (server/engine/loading.py)

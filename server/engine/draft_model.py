@@ -67,7 +67,7 @@ class DraftModel:
         return cls(model, ctx, doc_seq, depth)
 
     # -- ingestion ------------------------------------------------------------------------------------
-    def prefill(self, tokens: np.ndarray, pos0: int, seq_id: int) -> None:
+    def prefill(self, tokens: np.ndarray, pos0: int, seq_id: int, source: Context | None = None) -> None:
         if pos0 == 0:
             self.ctx.seq_rm(seq_id, 0)
             self._broken.discard(seq_id)

@@ -94,6 +94,7 @@ class Engine:
         self._thread = threading.Thread(target=self._run, name="docqa-engine", daemon=True)
         self._turn = 0  # alternates prefill chunks between questions and the ingestion
         self.slices = PrefillSlices(settings.prefill_slice_s, settings.prefill_alone_s)  # chunk sizes, by measured time
+        self.read_slices = self.slices  # a reading's: its own with a reader of other weights (_load)
         self.cores = CoreShare(settings.n_threads) if settings.adapt_threads and not settings.batch_invariant else None
         self._closing_at: float | None = None  # monotonic deadline of a graceful shutdown
         self.scheduler: Scheduler | None = None  # made at load, with the rest (_load)
@@ -224,6 +225,8 @@ class Engine:
     def _load(self) -> None:
         s, store = self.settings, self.store
         loaded = self.loaded = load(s, DOC_SEQ)
+        if loaded.contexts.reader is not None:  # it reads at its own speed, not the answering weights'
+            self.read_slices = PrefillSlices(s.prefill_slice_s, s.prefill_alone_s)
         split_limit = None if s.long_documents == "refuse" else s.document_budget
         repairs = Repairs(store, self._extract, loaded.model, loaded.layout, split_limit, s.segment_overlap_tokens)
         self.repairs = repairs
@@ -234,6 +237,7 @@ class Engine:
             loaded.max_window,
             s.parallel_ingest,
             pause_seq(s, loaded.model.is_recurrent),
+            copies_reading=loaded.contexts.reader is not None,
         )
         self.histories = AnswerHistories(store, s.answer_history, s.answer_history_tokens, s.min_ngram, s.max_ngram)
         ram = dict(min_ngram=s.min_ngram, max_ngram=s.max_ngram, ram_bytes=s.snapshot_ram_bytes, hot_docs=s.hot_docs)
@@ -399,14 +403,14 @@ class Engine:
                         self._finish(seq)
         elif work is not None:
             busy = sched.n_running > 0 or sched.n_waiting > 0
-            budget = self.slices.tokens(n_ubatch, alone=not busy)
+            budget = self.read_slices.tokens(n_ubatch, alone=not busy)
             t0, done_before = time.perf_counter(), work.n_done
             ended = self.ingest.step(work, budget, idle=not sched.n_running)
             self.readings.advanced(work.doc_id, work.before + work.n_done)
             if ended:
                 sched.end_ingest()  # its last step wrote the snapshot too: not a prefill time
             else:
-                self.slices.observe(work.n_done - done_before, time.perf_counter() - t0)
+                self.read_slices.observe(work.n_done - done_before, time.perf_counter() - t0)
         self._turn += 1
 
     def _close_down(self, force: bool) -> None:

@@ -83,8 +83,7 @@ class Ingestion:
         """Decode the next chunk of at most ``n_max`` tokens (and the companions'); True once the
         whole prefix is in."""
         chunk = self.prefix[self.n_done : self.n_done + n_max]
-        self.contexts.target.decode(chunk, self.n_done, seq_id=self.seq_id, outputs="none")
-        self.contexts.companions.prefill(chunk, self.n_done, self.seq_id)
+        self.contexts.read(chunk, self.n_done, self.seq_id)
         self.n_done += len(chunk)
         self.progress[self.doc_id] = (self.before + self.n_done) / max(1, self.total)
         return self.n_done >= self.n_tokens
@@ -98,6 +97,7 @@ class Ingestion:
         with store.holding(self.doc_id) as directory:
             if not directory.is_dir():  # deleted: its files went first, and so does its snapshot
                 return False
+            self.contexts.take_reading(seq)  # read by the reader (DOCQA_CPU_REPACK=pair): into the target
             last_hidden = self.contexts.save(seq, self.prefix, store.state_dir(self.key))
         docs.remember(self.key, self.prefix, docs.ram_state(seq), last_hidden).prefilled = True
         # A sliding-window cache (without swa_full) still holds every cell the prefill cycled through;

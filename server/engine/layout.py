@@ -14,12 +14,15 @@ served model and settings, rather than assumed:
 * the plain layout is chosen only when it reads at least ``GAIN`` times faster and loses no more
   than ``KEEP`` of either answer speed (:func:`choose`); otherwise the repacked one stays.
 
-Reading with one layout and answering with the other (two model instances sharing only the saved
-state) is what would pay where plain reads faster but answers slower (Zen 4); it is not built: the
-note says so with the numbers. The result is kept with the self-test's (``DATA_DIR/selftest.json``,
-keyed by the model, the llama.cpp build and its CPU features, and the settings), shown in /health
-and logged at start-up. Off unless ``DOCQA_CPU_REPACK=auto``, the model runs on the CPU, and the build
-has repacking kernels at all.
+Where the plain weights read at least ``GAIN`` times faster but answer slower (an AMD Zen 4: AVX-512
+without AMX), the pair is chosen instead: documents are read by a second instance of the model with
+the plain weights, and answers decoded with the repacked ones; the two share only a finished
+reading's state, moved from one context to the other (server/engine/contexts.py). Its memory cost:
+the model file mapped a second time (page cache, shared with the first instance's plain tensors) and
+a second KV cache of ``n_ctx`` cells for the reading. The result is kept with the self-test's
+(``DATA_DIR/selftest.json``, keyed by the model, the llama.cpp build and its CPU features, and the
+settings), shown in /health and logged at start-up. Off unless ``DOCQA_CPU_REPACK=auto``, the model
+runs on the CPU, and the build has repacking kernels at all.
 """
 
 from __future__ import annotations
@@ -54,17 +57,20 @@ class Rates:
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """The layout chosen: ``plain`` (extra buffer types off) or not, the rates it was chosen by (None
-    where not measured) and one line saying why."""
+    """The layout chosen: ``plain`` (extra buffer types off) or not, ``pair`` (read with the plain
+    weights, answer with the repacked ones), the rates it was chosen by (None where not measured) and
+    one line saying why."""
 
     plain: bool
     repacked: Rates | None
     unpacked: Rates | None
     note: str
+    pair: bool = False
 
     def as_dict(self) -> dict:
         return {
             "plain": self.plain,
+            "pair": self.pair,
             "repacked": asdict(self.repacked) if self.repacked else None,
             "plain_rates": asdict(self.unpacked) if self.unpacked else None,
             "note": self.note,
@@ -73,22 +79,23 @@ class Choice:
     @classmethod
     def from_dict(cls, d: dict) -> Choice:
         r, p = d.get("repacked"), d.get("plain_rates")
-        return cls(bool(d["plain"]), Rates(**r) if r else None, Rates(**p) if p else None, d.get("note", ""))
+        rates = (Rates(**r) if r else None, Rates(**p) if p else None)
+        return cls(bool(d["plain"]), *rates, d.get("note", ""), bool(d.get("pair", False)))
 
 
 def choose(repacked: Rates, plain: Rates) -> Choice:
-    """The plain layout when it reads ``GAIN`` times faster and keeps ``KEEP`` of both answer speeds."""
+    """The plain layout when it reads ``GAIN`` times faster and keeps ``KEEP`` of both answer speeds;
+    the pair (read plain, answer repacked) when it reads ``GAIN`` times faster and answers slower."""
     read = plain.read / repacked.read
     decode = repacked.decode_ms / plain.decode_ms
     verify = repacked.verify_ms / plain.verify_ms
     numbers = f"plain weights read {read:.2f}x, decode {decode:.2f}x and verify {verify:.2f}x the repacked ones"
-    if read >= GAIN and decode >= KEEP and verify >= KEEP:
+    if read < GAIN:
+        return Choice(False, repacked, plain, f"{numbers}: keeping the repacked weights (no faster reading)")
+    if decode >= KEEP and verify >= KEEP:
         return Choice(True, repacked, plain, f"{numbers}: reading and answering with the plain weights")
-    if read >= GAIN:
-        why = "answers would be slower; reading with one layout and answering with the other is not built"
-    else:
-        why = "no faster reading"
-    return Choice(False, repacked, plain, f"{numbers}: keeping the repacked weights ({why})")
+    how = "reading with the plain weights and answering with the repacked ones (a second model instance)"
+    return Choice(False, repacked, plain, f"{numbers}: {how}", pair=True)
 
 
 def rates(settings: Settings, model_path: Path, extra_bufts: bool) -> Rates:

@@ -10,7 +10,7 @@ from ingest.prompt import PromptLayout, layout_for
 from runtime.llama import Context, Model
 from runtime.models import ModelUnavailable, model_path
 from runtime.numerics import PROBE_TEXT, TILED_ENV, restore_kernels_env, rows_agree, use_row_invariant_kernels
-from server.config.memory import check_fits, context_config
+from server.config.memory import check_fits, context_config, reader_cost
 from server.config.settings import Settings
 from server.engine.calibration import step_costs
 from server.engine.contexts import Contexts
@@ -36,6 +36,7 @@ class Loaded:
     costs: CostModel  # verify and draft step costs (adaptive window): calibrated, corrected by real steps
     layout: PromptLayout
     drafters: dict[str, str | None] = field(default_factory=dict)  # source -> None (active) or why it is off
+    reader: str | None = None  # what the reader costs (DOCQA_CPU_REPACK=pair; None: documents are read in the target)
     quote_tokens: QuoteTokens = field(init=False)  # line-break, "none" and yes/no tokens, for quote-first answers
 
     def __post_init__(self) -> None:
@@ -115,17 +116,53 @@ def _load(s: Settings, path: Path, doc_seq: int) -> Loaded:
         ctx.close()
         model.close()
         raise LoadError(str(exc)) from None
-    contexts = Contexts(ctx, companions)
+    try:
+        reader = _reader(s, path, config, mtp="mtp" in companions.names)
+    except Exception as exc:
+        companions.close()
+        ctx.close()
+        model.close()
+        why = f"the reader of DOCQA_CPU_REPACK=pair could not be loaded ({exc}); set DOCQA_CPU_REPACK=on"
+        raise LoadError(why) from None
+    contexts = Contexts(ctx, companions, reader)
     costs = CostModel(step_costs(contexts, model, s.calibration_file or s.data_dir / "calibration.json", doc_seq))
     off = why_off(s, models_off)
     loaded = Loaded(model, contexts, max_window, max_rows, costs, layout_for(model), off)
+    loaded.reader = None if reader is None else reader_note(s, path)
     log.info(
-        "model %s loaded (%s layout, n_ctx %d, %d concurrent questions, max window %d); drafters: %s",
+        "model %s loaded (%s layout, n_ctx %d, %d concurrent questions, max window %d%s); drafters: %s",
         model.description,
         loaded.layout.kind,
         ctx.n_ctx,
         s.n_seq_max,
         max_window,
+        "" if reader is None else f"; {loaded.reader}",
         "; ".join(f"{n} {'on' if why is None else 'off (' + why + ')'}" for n, why in off.items()),
     )
     return loaded
+
+
+def _reader(s: Settings, path: Path, config, mtp: bool) -> Context | None:
+    """With DOCQA_CPU_REPACK=pair (server/engine/layout.py): a second instance of the model with plain
+    weights and a context shaped as the target's, which documents are read in; None otherwise. With
+    an MTP head it exports its hidden states, which the head follows while a document is read."""
+    if not s.read_plain:
+        return None
+    plain = Model(path, n_gpu_layers=s.n_gpu_layers, extra_bufts=False)
+    try:
+        reader = Context(plain, config)
+    except Exception:
+        plain.close()
+        raise
+    if mtp:
+        reader.export_hidden(masked=False)
+    return reader
+
+
+def reader_note(s: Settings, path: Path) -> str:
+    """What the reader costs, in one line (server/config/memory.py ``reader_cost``)."""
+    mapped, own = reader_cost(s, path)
+    return (
+        f"documents read with plain weights by a second instance: +{mapped / 2**20:.0f} MiB of mapped "
+        f"weights (page cache) and +{own / 2**20:.0f} MiB for its KV cache and buffers"
+    )

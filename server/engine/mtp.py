@@ -52,9 +52,11 @@ class MtpHead:
         return drafter
 
     # -- ingestion ------------------------------------------------------------------------------------
-    def prefill(self, tokens: np.ndarray, pos0: int, seq_id: int) -> None:
+    def prefill(self, tokens: np.ndarray, pos0: int, seq_id: int, source: Context | None = None) -> None:
+        """``source``: a reader that decoded the chunk instead of the target; its hidden states are
+        exported (server/engine/loading.py) and followed here."""
         drafter = self._follow(seq_id) if pos0 == 0 or seq_id not in self._seqs else self._seqs[seq_id]
-        drafter.process(tokens, pos0)
+        drafter.process(tokens, pos0, None if source is None else source.hidden())
 
     def snapshot_part(self, seq_id: int) -> tuple[Context, np.ndarray]:
         return self.ctx, self._seqs[seq_id].pending_h.copy()

@@ -71,9 +71,13 @@ class Scheduler:
         max_window: int,
         parallel_ingest: bool,
         pause_seq: bool = False,
+        copies_reading: bool = False,
     ) -> None:
         """``pause_seq``: a second ingest sequence (``n_seqs + 2``), so that a reading can be paused
-        in its own while a shorter one is read (only with ``parallel_ingest``)."""
+        in its own while a shorter one is read (only with ``parallel_ingest``); ``copies_reading``: a
+        question asked while a document is read gets a copy of the part read, in cells of its own,
+        since the reading is in another context (server/engine/contexts.py ``Contexts.share_reading``)."""
+        self.copies_reading = copies_reading
         self.n_seqs, self.n_ctx = n_seqs, n_ctx
         self.answer_reserve, self.max_window = answer_reserve, max_window
         self.parallel_ingest = parallel_ingest
@@ -329,10 +333,10 @@ class Scheduler:
         (server/engine/runner.py), so one huge ``max_tokens`` cannot hold every other question back."""
         answer = min(job.params.max_tokens, self.answer_reserve)
         own = len(job.suffix) + job.n_constrained + answer + self.max_window + 1
-        if job.while_reading and self.reading_of(job.doc_id) is not None:
+        if job.while_reading and (work := self.reading_of(job.doc_id)) is not None:
             # and the tokens that close the document; the part read is the reading's own cells, shared
-            # (its reservation holds them, and cells_read once the reading ends)
-            return own + job.n_closing
+            # (its reservation holds them, and cells_read once the reading ends), or a copy of them
+            return own + job.n_closing + (work.n_done if self.copies_reading else 0)
         return own
 
     def cells_in_use(self) -> int:
@@ -346,6 +350,8 @@ class Scheduler:
         per document, the longest part read (the questions share the same cells, server/engine/partial.py).
         While its reading goes on, they are the reading's own cells and counted in its reservation."""
         held: dict[str, int] = {}
+        if self.copies_reading:  # each question's copy is in its own reservation (cells_needed)
+            return 0
         for seq in self._running.values():
             read = seq.read
             if read is not None and self.reading_of(read.doc_id) is None:

@@ -209,7 +209,7 @@ def test_passages_are_sentences_headings_and_table_rows_and_a_region_bounds_the_
 
 
 def test_a_period_between_a_label_and_its_number_ends_no_sentence():
-    """"at No." is not a sentence: a quote of it answered "Where did Phileas Fogg live?" with "No."
+    """ "at No." is not a sentence: a quote of it answered "Where did Phileas Fogg live?" with "No."
     (bench/ask_while_reading.py). A year before a number still ends one."""
     text = "Fogg lived at No. 7, Saville Row. He was a member. Back in 1872. 7 men came.\n"
     doc, pieces = _doc(text)

@@ -46,6 +46,8 @@ async def health(request: Request) -> dict:
         "selftest": {"status": selftest.status, "note": selftest.note} if selftest else {"status": "not run"},
         # The weight layout measured at the first start (server/engine/layout.py): which, and by what rates.
         "weight_layout": selftest.layout.as_dict() if selftest and selftest.layout else None,
+        # DOCQA_CPU_REPACK=pair: documents read by a second instance with plain weights, and its memory cost.
+        "reader": engine.loaded.reader,
         "omp_wait": omp_wait(),  # how llama.cpp's threads wait between operations (runtime/omp.py)
         "system_info": system_info(),
     }

@@ -35,8 +35,8 @@ def slow_reading(monkeypatch):
     return pause
 
 
-def _reading(client, share: float) -> str:
-    r = client.post("/v1/documents", files={"file": ("guide.txt", TEXT.encode())})
+def _reading(client, share: float, text: str = TEXT) -> str:
+    r = client.post("/v1/documents", files={"file": ("guide.txt", text.encode())})
     assert r.status_code == 202, r.text
     doc_id = r.json()["id"]
     deadline = time.monotonic() + 60
@@ -116,3 +116,19 @@ def test_a_document_read_in_segments_is_answered_from_the_segments_read(server, 
         r = client.delete(f"/v1/documents/{doc_id}")
         assert r.status_code == 204, r.text  # its reading stops, and nothing of it is left
         assert client.get(f"/v1/documents/{doc_id}").status_code == 404
+
+
+def test_with_a_reader_of_plain_weights_the_same_questions_are_answered(server, smollm_path, slow_reading):
+    # DOCQA_CPU_REPACK=pair (server/engine/layout.py): a second instance reads, the first answers; a
+    # question while reading gets a copy of the part read, and the finished reading moves across.
+    settings = dict(model_path=smollm_path, cpu_repack="pair", n_ubatch=32, n_batch=32, prefill_alone_s=0.01)
+    with server(**settings) as client:
+        assert "second instance" in client.get("/health").json()["reader"]
+        doc_id = _reading(client, 0.2, TEXT[: len(TEXT) // 3])
+        body = {"question": QUESTION, "mode": "direct", "max_tokens": 12}
+        during = client.post(f"/v1/documents/{doc_id}/answers", json=body).json()
+        assert 0 < during["partial"]["share"] < 1 and during["stats"]["document_state"] == "reading", during
+        slow_reading["s"] = 0
+        wait_ready(client, doc_id)
+        after = client.post(f"/v1/documents/{doc_id}/answers", json=body).json()
+        assert after["partial"] is None and after["answer"] and after["stats"]["cached_tokens"] > 0, after

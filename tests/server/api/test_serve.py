@@ -23,3 +23,19 @@ def test_a_damaged_database_stops_the_start_with_the_right_advice(tmp_path, gemm
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith("docqa: ") and "is damaged" in last and "backup" in last, run.stderr[-2000:]
     assert "writable" not in last
+
+
+def test_the_measured_layout_is_served_only_where_the_setting_is_auto(tmp_path):
+    from server.api.serve import with_layout
+    from server.engine.layout import Choice
+    from server.engine.selftest import SelfTest
+    from tests.conftest import make_settings
+
+    pair = SelfTest("cached", None, "", Choice(False, None, None, "", pair=True))
+    plain = SelfTest("passed", False, "", Choice(True, None, None, ""))
+    kept = SelfTest("passed", None, "", Choice(False, None, None, ""))
+    auto = make_settings(tmp_path, tmp_path / "m.gguf")
+    assert with_layout(auto, pair).cpu_repack == "pair" and with_layout(auto, pair).read_plain
+    assert with_layout(auto, plain).cpu_repack == "off"
+    assert with_layout(auto, kept).cpu_repack == "auto"
+    assert with_layout(make_settings(tmp_path, tmp_path / "m.gguf", cpu_repack="on"), pair).cpu_repack == "on"

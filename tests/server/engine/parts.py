@@ -52,7 +52,9 @@ class Parts:
         self.docs = HotDocs(self.contexts, self.store, self.model, DOC_SEQ, ram_bytes=s.snapshot_ram_bytes)
         self.runner = Runner(self.contexts, DOC_SEQ, self.loaded.max_rows, self.loaded.costs)
         self.admission = Admission(self.states, self.docs, self.runner, self.loaded)
-        self.scheduler = Scheduler(s.n_seq_max, self.loaded.ctx.n_ctx, s.answer_reserve, 16, True)
+        copies = self.contexts.reader is not None
+        n_ctx = self.loaded.ctx.n_ctx
+        self.scheduler = Scheduler(s.n_seq_max, n_ctx, s.answer_reserve, 16, True, copies_reading=copies)
         self.resubmitted: list[tuple[str, int]] = []
         self.ingest = Ingestions(
             self.store,

@@ -110,10 +110,28 @@ def test_the_weight_layout_is_chosen_by_its_rates():
     zen3 = choose(repacked, Rates(read=71.0, decode_ms=45.0, verify_ms=685.8))  # 1.07x: too little to read faster
     assert not zen3.plain and "verify 0.67x" in zen3.note and "no faster reading" in zen3.note
     zen4 = choose(repacked, Rates(read=110.0, decode_ms=55.0, verify_ms=600.0))  # reads faster, answers slower
-    assert not zen4.plain and "not built" in zen4.note
+    assert not zen4.plain and zen4.pair and "answering with the repacked ones" in zen4.note
     faster = choose(repacked, Rates(read=101.0, decode_ms=44.5, verify_ms=455.0))
-    assert faster.plain and "reading and answering with the plain weights" in faster.note
-    assert not choose(repacked, Rates(read=67.0, decode_ms=40.0, verify_ms=400.0)).plain  # no faster reading
+    assert faster.plain and not faster.pair and "reading and answering with the plain weights" in faster.note
+    slower = choose(repacked, Rates(read=67.0, decode_ms=40.0, verify_ms=400.0))  # no faster reading
+    assert not slower.plain and not slower.pair and not zen3.pair
+
+
+def test_a_measured_pair_is_cached_and_read_back(tmp_path, gemma_path):
+    """The pair (read with the plain weights, answer with the repacked ones) is kept with the self-test
+    and read back at a restart, where server/api/serve.py turns it into DOCQA_CPU_REPACK=pair."""
+    from server.engine.layout import Choice, Rates
+
+    def pair_wins(settings, model_path):
+        return Choice(False, Rates(100, 49, 366), Rates(131, 64, 409), "plain weights read 1.31x", pair=True)
+
+    settings = make_settings(tmp_path, gemma_path, selftest=True)
+    result = selftest.check(settings, passes, pair_wins)
+    if result.layout is None:  # a GPU build, or no repacking kernels: nothing to choose
+        pytest.skip("this build has no CPU repacking kernels")
+    assert result.extra_bufts is not False and result.layout.pair and not result.layout.plain
+    again = selftest.check(settings, must_not_run)
+    assert again.status == "cached" and again.layout == result.layout and again.layout.pair
 
 
 def test_a_measured_layout_is_used_cached_and_shown(tmp_path, gemma_path):
