@@ -36,6 +36,19 @@ def busy() -> str | None:
 
 
 @functools.cache
+def memory_available() -> int | None:
+    """Bytes of memory available to a new process now (Linux ``MemAvailable``: free memory plus what
+    the page cache can give back); None where /proc/meminfo does not say."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def system_info() -> str:
     """``llama_print_system_info()`` of the loaded libllama, one line."""
     return C.llama_print_system_info().decode("utf-8", errors="replace").strip()

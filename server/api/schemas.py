@@ -274,13 +274,24 @@ class PageRangePublic(BaseModel):
     last: int
 
 
+class UnreadPublic(BaseModel):
+    """A collection's document still being read, left out of an answer."""
+
+    document_id: str
+    document_name: str
+    share: float  # of its tokens read, 0..1
+
+
 class PartialPublic(BaseModel):
     """An answer from the part of a document read so far: its first reading was still going on
-    (DOCQA_ASK_WHILE_READING). What lies beyond ``read_through`` was not in reach of this answer."""
+    (DOCQA_ASK_WHILE_READING). What lies beyond ``read_through`` was not in reach of this answer. A
+    collection's answer with documents still being read names them in ``unread`` instead (no
+    ``read_through`` nor ``pages``); its ``share`` is of the collection's tokens answered from."""
 
-    read_through: ReadThroughPublic
+    read_through: ReadThroughPublic | None = None
     share: float  # of the document's tokens read, 0..1
-    pages: PageRangePublic  # the whole document's pages
+    pages: PageRangePublic | None = None  # the whole document's pages
+    unread: list[UnreadPublic] | None = None
 
 
 class SegmentAnswerPublic(BaseModel):

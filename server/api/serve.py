@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from pathlib import Path
 
 import uvicorn
 from pydantic import ValidationError
@@ -27,6 +28,8 @@ def main() -> None:
     began = time.monotonic()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from ingest.errors import DataDirUnusable
+    from runtime.models import model_path as embedded_path
+    from runtime.system import memory_available
     from server.api.app import create_app, open_store
     from server.api.listen import CannotListen, bind
     from server.api.protocol import with_header_timeout
@@ -63,7 +66,8 @@ def main() -> None:
         result = selftest.check(settings)
     except selftest.SelfTestFailed as exc:
         sys.exit(str(exc))
-    settings = with_layout(settings, result)
+    path = settings.model_path or embedded_path(settings.model, settings.data_dir)
+    settings = with_layout(settings, result, Path(path), memory_available())
     from runtime.omp import described
 
     logging.getLogger("docqa").info("llama.cpp threads wait with %s (docs/tuning.md)", described())
@@ -86,15 +90,29 @@ def main() -> None:
     GracefulServer(config, app, address(settings.host, settings.port), began).run(sockets=[sock])
 
 
-def with_layout(settings: Settings, result) -> Settings:
+def with_layout(settings: Settings, result, model_path: Path | None = None, available: int | None = None) -> Settings:
     """``settings`` with the self-test's layout (server/engine/selftest.py ``SelfTest``, now or cached)
     where ``DOCQA_CPU_REPACK`` is auto: off after a fallback or where the plain weights won, pair where
-    they read faster and answer slower (server/engine/layout.py); else as they are."""
+    they read faster and answer slower (server/engine/layout.py), unless the reader would take more
+    than half of the ``available`` memory (bytes; server/config/memory.py ``reader_cost`` of
+    ``model_path``): then one instance, as it was; else as they are."""
     if settings.cpu_repack != "auto":
         return settings
     if result.extra_bufts is False:
         return settings.model_copy(update={"cpu_repack": "off"})
     if result.layout is not None and result.layout.pair:
+        if model_path is not None and available is not None:
+            from server.config.memory import reader_cost
+
+            need = sum(reader_cost(settings, model_path))
+            if need > available / 2:
+                logging.getLogger("docqa").warning(
+                    "the reader of plain weights would read faster but needs %.1f GiB, more than half of the "
+                    "%.1f GiB available: reading with the answering weights (DOCQA_CPU_REPACK=pair forces it)",
+                    need / 2**30,
+                    available / 2**30,
+                )
+                return settings
         return settings.model_copy(update={"cpu_repack": "pair"})
     return settings
 

@@ -52,12 +52,18 @@ class Partial:
     """The answer comes from the part of the document read so far (its first reading goes on meanwhile:
     server/engine/partial.py): ``read_through`` ``{"page", "char"}``, the last page reached and the
     characters of the text read; ``share`` of the document's tokens read (0..1); ``pages``
-    ``{"first", "last"}`` of the whole document. Sent once, before the answer."""
+    ``{"first", "last"}`` of the whole document. Sent once, before the answer.
+
+    A collection's answer with documents still being read (server/service/collection.py) has no
+    ``read_through`` nor ``pages``: ``unread`` names those documents, left out of the answer, each
+    ``{"document_id", "document_name", "share"}`` (its share read), and ``share`` is of the
+    collection's tokens that the answer could come from."""
 
     kind: ClassVar[EventKind] = EventKind.PARTIAL
-    read_through: Mapping[str, int]
+    read_through: Mapping[str, int] | None
     share: float
-    pages: Mapping[str, int]
+    pages: Mapping[str, int] | None
+    unread: tuple[Mapping[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +130,9 @@ def read_so_far(partial: Mapping[str, Any]) -> str:
     """The one line that says an answer comes from the part of its document read so far (a Partial
     event's fields: server/engine/events.py), as the CLI and the OpenAI route show it
     (the page words it the same way: web/js/chat.js)."""
+    if unread := partial.get("unread"):
+        names = ", ".join(f"{d['document_name']} ({d['share']:.0%} read)" for d in unread)
+        return f"Not read yet: {names}; this answer comes from the collection's other documents."
     first, last, page = partial["pages"]["first"], partial["pages"]["last"], partial["read_through"]["page"]
     share = f"{partial['share']:.0%}"
     whole = str(last) if first == 1 else f"{first}–{last}"  # a document cut to some pages keeps their numbers

@@ -36,10 +36,12 @@ NOT_FOUND = (
 
 @dataclass(frozen=True, slots=True)
 class CollectionPlan:
-    """The sources to answer from, best first ([]: nothing matched); read by SegmentedAnswer."""
+    """The sources to answer from, best first ([]: nothing matched); read by SegmentedAnswer.
+    ``partial``: the documents left out while they are read (:func:`left_out`; None: none)."""
 
     sources: list[Source]
     not_found: str = NOT_FOUND
+    partial: dict[str, Any] | None = None
 
 
 def members(store: DocStore, collection: CollectionRecord) -> list[DocRecord]:
@@ -58,25 +60,52 @@ def status(docs: list[DocRecord]) -> str:
 
 
 def check_answerable(
-    collection: CollectionRecord, docs: list[DocRecord], progress: dict[str, float], unfit: dict[str, str] | None = None
-) -> None:
+    collection: CollectionRecord,
+    docs: list[DocRecord],
+    progress: dict[str, float],
+    unfit: dict[str, str] | None = None,
+    while_reading: bool = False,
+) -> list[DocRecord]:
     """Raise a 409 naming the document that keeps the collection from being asked (``progress``:
     the engine's prefill progress by document id; ``unfit``: the documents that must be read again,
-    server/service/refit.py), or that it has no documents left."""
+    server/service/refit.py), or that it has no documents left. ``while_reading``
+    (DOCQA_ASK_WHILE_READING): the documents still being read are left out of the answer while at
+    least one is ready, and returned (the answer says so: :func:`left_out`); else [] or a 409."""
     if not docs:
         raise CollectionEmpty(
             f"collection {collection.id} ({collection.name!r}) has no documents left (they were deleted); "
             "delete it, or create a new one"
         )
+    reading: list[DocRecord] = []
     for doc in docs:
         where = f"document {doc.id} ({doc.name!r}) of collection {collection.id}"
-        if doc.status == INGESTING:
-            pct = progress.get(doc.id, 0.0) * 100
-            raise DocumentIngesting(f"{where} is being ingested again ({pct:.0f}%); retry soon")
         if doc.status == FAILED:
             raise DocumentFailed(f"{where} failed to ingest: {doc.error}; upload it again, or delete it")
         if unfit and doc.id in unfit:
             raise refit.refuse(doc.id, f"{unfit[doc.id]} ({where})")
+        if doc.status == INGESTING:
+            reading.append(doc)
+    if reading and (not while_reading or len(reading) == len(docs)):
+        doc = reading[0]
+        pct = progress.get(doc.id, 0.0) * 100
+        where = f"document {doc.id} ({doc.name!r}) of collection {collection.id}"
+        raise DocumentIngesting(f"{where} is still being read ({pct:.0f}%); retry soon")
+    return reading
+
+
+def left_out(docs: list[DocRecord], reading: list[DocRecord], progress: dict[str, float]) -> dict[str, Any] | None:
+    """A Partial event's fields (server/engine/events.py) for a collection's answer that leaves out
+    its documents still being read (``reading``, of ``docs``); None when none is: ``unread`` names
+    them with their share read, ``share`` is of the collection's tokens the answer can come from."""
+    if not reading:
+        return None
+    gone = {d.id for d in reading}
+    total = sum(d.tokens for d in docs)
+    share = sum(d.tokens for d in docs if d.id not in gone) / max(1, total)
+    unread = tuple(
+        {"document_id": d.id, "document_name": d.name, "share": round(progress.get(d.id, 0.0), 4)} for d in reading
+    )
+    return {"read_through": None, "share": round(share, 4), "pages": None, "unread": unread}
 
 
 def plan(

@@ -8,6 +8,7 @@ segmented document or a collection one job per chosen source read as one stream
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -25,6 +26,12 @@ from store.collection_index import MemberDamaged
 from store.docstore import FAILED, INGESTING, DocRecord, DocStore
 
 
+def answers_while_reading(settings: Settings) -> bool:
+    """Questions are answered from what is read so far (DOCQA_ASK_WHILE_READING, which needs
+    DOCQA_PARALLEL_INGEST: the reading goes on in a sequence of its own)."""
+    return settings.ask_while_reading and settings.parallel_ingest
+
+
 def check_answerable(doc: DocRecord, engine: Engine, settings: Settings | None = None) -> bool:
     """Raise a 409 naming the reason when ``doc`` cannot be asked about yet (or at all). True when it
     is in its first reading and is answered from the part read so far (``settings``:
@@ -32,7 +39,7 @@ def check_answerable(doc: DocRecord, engine: Engine, settings: Settings | None =
     if doc.status == INGESTING:
         view = engine.view(doc.id)
         pct = (view.progress or 0.0) * 100
-        if settings is not None and settings.ask_while_reading and settings.parallel_ingest and pct > 0:
+        if settings is not None and answers_while_reading(settings) and pct > 0:
             return True
         raise DocumentIngesting(f"document {doc.id} is still being ingested ({pct:.0f}%); retry soon")
     if doc.status == FAILED:
@@ -93,22 +100,28 @@ async def submit_collection(
     question: str,
     params: AnswerParams,
     history: tuple[tuple[str, str], ...] = (),
+    left_out: list[DocRecord] | None = None,
 ) -> tuple[AnswerStream, int]:
-    """:func:`submit` for a question to a collection whose documents are ``docs`` (all ready): they
-    are ranked as one long document's segments (server/service/collection.py) and the jobs of the best
-    one or two documents (or segments) are read as one stream, each checked against the context
-    first. Returns (stream, jobs waiting ahead of it)."""
-    close = settings.segment_close_ratio
+    """:func:`submit` for a question to a collection whose documents are ``docs``: they are ranked as
+    one long document's segments (server/service/collection.py) and the jobs of the best one or two
+    documents (or segments) are read as one stream, each checked against the context first.
+    ``left_out``: those of ``docs`` still being read (collection.py ``check_answerable``), not
+    answered from; the stream says so first (a Partial event naming them). Returns (stream, jobs
+    waiting ahead of it)."""
+    close, gone = settings.segment_close_ratio, {d.id for d in left_out or ()}
+    ready = [d for d in docs if d.id not in gone]
     try:
         planned, (suffix, n_constrained), earlier = await _tokenized(
             engine,
             question,
             history,
             params,
-            lambda: collection.plan(engine.repairs, collection_id, docs, question, close, history),
+            lambda: collection.plan(engine.repairs, collection_id, ready, question, close, history),
         )
     except MemberDamaged as exc:  # a document's text or segment list, beyond repair
         raise damaged(exc.error, exc.doc_id) from None
+    if left_out:
+        planned = replace(planned, partial=collection.left_out(docs, left_out, engine.reading_ids()))
 
     def member(s: segmented.Source) -> str:
         return f"the document it is answered from ({s.where['label']})"

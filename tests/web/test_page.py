@@ -246,3 +246,19 @@ def test_a_document_longer_than_the_context_offers_its_leading_pages(open_page, 
     assert f"{last} pages" in page.inner_text("#doc-list li.doc.selected .doc-meta")
     assert page.locator("#viewer .page-marker").last.inner_text() == f"Page {last}"
     assert all(re.search(r"\b413\b", line) for line in p.problems), p.problems
+
+
+def test_the_read_so_far_line_is_the_servers(open_page):
+    """The page words an answer from the part read (or a collection's answer that leaves out documents
+    still being read) as the server does for the CLI and the OpenAI route (server/engine/events.py)."""
+    from server.engine.events import read_so_far
+
+    page = open_page().page
+    unread = [{"document_id": "a" * 16, "document_name": "lease.pdf", "share": 0.4}]
+    for partial in (
+        {"read_through": {"page": 12, "char": 40_100}, "share": 0.4, "pages": {"first": 1, "last": 30}},
+        {"read_through": {"page": 1, "char": 900}, "share": 0.25, "pages": {"first": 1, "last": 1}},
+        {"read_through": None, "share": 0.7, "pages": None, "unread": unread},
+    ):
+        shown = page.evaluate("async (p) => (await import('/static/js/chat.js')).readSoFar(p)", partial)
+        assert shown == read_so_far(partial)

@@ -258,6 +258,10 @@ function fillTurn(turn) {
 /** The line an answer from the part of a document read so far gets (the server's words:
  * server/engine/events.py read_so_far). */
 export function readSoFar(p) {
+  if (p.unread && p.unread.length) { // a collection's documents still being read, left out of the answer
+    const names = p.unread.map((d) => `${d.document_name} (${Math.round(d.share * 100)}% read)`).join(', ');
+    return `Not read yet: ${names}; this answer comes from the collection's other documents.`;
+  }
   const { first, last } = p.pages;
   const share = `${Math.round(p.share * 100)}%`;
   const whole = first === 1 ? `${last}` : `${first}–${last}`;

@@ -22,7 +22,7 @@ from server.api.schemas import (
 from server.config.errors import CollectionDocumentsInvalid, CollectionExists, InvalidRequest
 from server.service import collection
 from server.service.collection import status as collection_status
-from server.service.questions import submit_collection
+from server.service.questions import answers_while_reading, submit_collection
 from store.docstore import READY, CollectionRecord, DocRecord, DocumentsMissing, DuplicateCollection, printable
 
 router = APIRouter(prefix="/v1")
@@ -91,9 +91,12 @@ async def answer(
     settings: SettingsDep,
 ):
     docs = await asyncio.to_thread(collection.members, store, found)
-    collection.check_answerable(found, docs, engine.reading_ids(), engine.unfit_ids())
+    reading, unfit = engine.reading_ids(), engine.unfit_ids()
+    left_out = collection.check_answerable(found, docs, reading, unfit, answers_while_reading(settings))
     params = answer_params(req, settings, engine)
-    stream, position = await submit_collection(engine, store, settings, found.id, docs, req.question, params)
+    stream, position = await submit_collection(
+        engine, store, settings, found.id, docs, req.question, params, left_out=left_out
+    )
     return await respond(stream, position, req, request, settings)
 
 

@@ -42,7 +42,7 @@ from server.api.responses import SSE_HEADERS
 from server.config.errors import AmbiguousModel, CollectionNotFound, DocumentNotFound, DocumentRequired, payload
 from server.engine.events import AnswerStream, Citations, Failed, Heartbeat, Partial, Quote, Stats, Token, read_so_far
 from server.service import collection
-from server.service.questions import check_answerable, submit, submit_collection
+from server.service.questions import answers_while_reading, check_answerable, submit, submit_collection
 from store.docstore import CollectionRecord, DocRecord, DocStore
 
 router = APIRouter(prefix="/v1")
@@ -161,8 +161,11 @@ async def chat_completions(
     req: ChatCompletionRequest, request: Request, store: StoreDep, engine: EngineDep, settings: SettingsDep
 ):
     doc, asked = await asyncio.to_thread(_asked, store, req)  # asked: a collection, its documents
+    left_out = []  # a collection's documents still being read, left out of its answer
     if asked is not None:
-        collection.check_answerable(*asked, engine.reading_ids(), engine.unfit_ids())
+        left_out = collection.check_answerable(
+            *asked, engine.reading_ids(), engine.unfit_ids(), answers_while_reading(settings)
+        )
     while_reading = asked is None and check_answerable(doc, engine, settings)
     history, question = conversation(req.messages)
     params = answer_params(answer_request(req, question), settings, engine, stop_adds=True)
@@ -170,7 +173,7 @@ async def chat_completions(
     # the earlier turns go along as history, whichever they were answered from (server/service/segmented.py).
     if asked is not None:
         stream, position = await submit_collection(
-            engine, store, settings, asked[0].id, asked[1], question, params, history
+            engine, store, settings, asked[0].id, asked[1], question, params, history, left_out
         )
     else:
         stream, position = await submit(engine, store, settings, doc, question, params, history, while_reading)

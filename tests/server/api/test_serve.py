@@ -7,6 +7,7 @@ import sys
 
 from store.sqlite_store import SqliteStore
 from testkit.live import ROOT, Live
+from tests.conftest import make_settings
 
 
 def test_a_damaged_database_stops_the_start_with_the_right_advice(tmp_path, gemma_path):
@@ -29,7 +30,6 @@ def test_the_measured_layout_is_served_only_where_the_setting_is_auto(tmp_path):
     from server.api.serve import with_layout
     from server.engine.layout import Choice
     from server.engine.selftest import SelfTest
-    from tests.conftest import make_settings
 
     pair = SelfTest("cached", None, "", Choice(False, None, None, "", pair=True))
     plain = SelfTest("passed", False, "", Choice(True, None, None, ""))
@@ -39,3 +39,16 @@ def test_the_measured_layout_is_served_only_where_the_setting_is_auto(tmp_path):
     assert with_layout(auto, plain).cpu_repack == "off"
     assert with_layout(auto, kept).cpu_repack == "auto"
     assert with_layout(make_settings(tmp_path, tmp_path / "m.gguf", cpu_repack="on"), pair).cpu_repack == "on"
+
+
+def test_the_pair_is_not_chosen_where_its_reader_would_crowd_the_memory(tmp_path, gemma_path):
+    from server.api.serve import with_layout
+    from server.config.memory import reader_cost
+    from server.engine.layout import Choice
+    from server.engine.selftest import SelfTest
+
+    pair = SelfTest("cached", None, "", Choice(False, None, None, "", pair=True))
+    settings = make_settings(tmp_path, gemma_path)
+    need = sum(reader_cost(settings, gemma_path))
+    assert with_layout(settings, pair, gemma_path, 4 * need).cpu_repack == "pair"
+    assert with_layout(settings, pair, gemma_path, need).cpu_repack == "auto", "one instance, as it was"

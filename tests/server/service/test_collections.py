@@ -211,18 +211,36 @@ def test_collection_routes_refuse_what_they_cannot_do(client, town):
     )
     assert r.status_code == 404 and r.json()["error"]["type"] == "collection_not_found"
 
-    # A document being ingested again (its row says so) keeps its collections from being asked,
-    # naming it, and cannot join a new one.
-    store = client.app.state.services.store
+    # A document being read again (its row says so) is left out of its collections' answers, which
+    # name it first (partial.unread), and cannot join a new one; with every member being read, or
+    # asking while reading off, the collection is refused, naming one.
+    store, settings = client.app.state.services.store, client.app.state.settings
     store.set_status(ids[0], "ingesting")
     try:
-        r = client.post(f"/v1/collections/{two['id']}/answers", json={"question": "Hello?"})
-        assert r.status_code == 409 and r.json()["error"]["type"] == "document_ingesting", r.text
-        assert "'lighthouse.txt'" in r.json()["error"]["message"]
+        question = "Copy the sentence about the rye bread of the bakery on Tern Street."
+        answer = ask(client, two["id"], question, max_tokens=8)
+        (unread,) = answer["partial"]["unread"]
+        assert unread["document_id"] == ids[0] and unread["document_name"] == "lighthouse.txt", answer["partial"]
+        assert 0 < answer["partial"]["share"] < 1 and answer["partial"]["read_through"] is None
+        assert {u["document_name"] for u in answer["stats"]["segments"]} == {"shops.epub"}
+        chat = {"model": f"collection:{two['id']}", "messages": [{"role": "user", "content": question}]}
+        r = client.post("/v1/chat/completions", json=chat | {"max_tokens": 8})
+        content = r.json()["choices"][0]["message"]["content"]
+        assert r.status_code == 200 and content.startswith("_Not read yet: lighthouse.txt"), content
         assert client.get(f"/v1/collections/{two['id']}").json()["status"] == "ingesting"
         r = client.post("/v1/collections", json={"name": "busy", "document_ids": ids})
         assert r.status_code == 422 and r.json()["error"]["not_ready"] == [ids[0]], r.text
+        store.set_status(ids[1], "ingesting")
+        r = client.post(f"/v1/collections/{two['id']}/answers", json={"question": "Hello?"})
+        assert r.status_code == 409 and r.json()["error"]["type"] == "document_ingesting", r.text
+        assert "'lighthouse.txt'" in r.json()["error"]["message"]
+        store.set_status(ids[1], "ready")
+        settings.ask_while_reading = False
+        r = client.post(f"/v1/collections/{two['id']}/answers", json={"question": "Hello?"})
+        assert r.status_code == 409 and "'lighthouse.txt'" in r.json()["error"]["message"], r.text
     finally:
+        settings.ask_while_reading = True
+        store.set_status(ids[1], "ready")
         store.set_status(ids[0], "ready")
 
     r = client.delete(f"/v1/collections/{two['id']}")

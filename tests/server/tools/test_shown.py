@@ -51,6 +51,11 @@ def test_an_answer_from_the_part_read_so_far_says_how_far_first(capsys):
     one_page = partial | {"pages": {"first": 1, "last": 1}, "share": 0.25}
     print_answer(_sse(("partial", one_page), ("token", {"text": "Lyon."}), ("stats", STATS)), About())
     assert "[Read so far: 25% of the document;" in capsys.readouterr().err
+    unread = [{"document_id": "a" * 16, "document_name": "lease.pdf", "share": 0.4}]
+    collection = {"read_through": None, "share": 0.7, "pages": None, "unread": unread}
+    print_answer(_sse(("partial", collection), ("token", {"text": "Lyon."}), ("stats", STATS)), About())
+    err = capsys.readouterr().err
+    assert err.startswith("[Not read yet: lease.pdf (40% read); this answer comes from the collection's other")
 
 
 def test_warnings_name_their_pages_one_line_per_message():
