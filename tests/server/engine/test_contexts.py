@@ -1,7 +1,8 @@
-"""The reader of DOCQA_CPU_REPACK=pair (server/engine/contexts.py ``Contexts.reader``, made in loading.py) on the tiny qwen35, a
-hybrid with recurrent state and an MTP head: documents are read by a second instance of the model
-with plain weights, and a finished reading's state is moved into the target exactly; a question asked
-meanwhile gets a copy of the part read, in cells of its own; the MTP head follows the reader."""
+"""The reader of DOCQA_CPU_REPACK=pair (server/engine/contexts.py ``Contexts.reader``, made in
+loading.py) on the tiny qwen35, a hybrid with recurrent state and an MTP head: documents are read by
+a second instance of the model with plain weights, and a finished reading's state is moved into the
+target exactly; a question asked meanwhile gets a copy of the part read, in cells of its own; the MTP
+head follows the reader."""
 
 from __future__ import annotations
 
