@@ -111,8 +111,8 @@ class Admission:
         read = self.partial.of(job.doc_id, work.prefix, work.n_done)
         if read is None:
             return None
-        self.runner.share_reading(work.seq_id, seq_id, read.n_shared)
-        seq = open_sequence(job, read.hot, seq_id, self.loaded, cells, None, None, n_shared=read.n_shared)
+        shared = self.runner.share_reading(work.seq_id, seq_id, read.n_shared)
+        seq = open_sequence(job, read.hot, seq_id, self.loaded, cells, shared, None, n_shared=read.n_shared)
         seq.n_running, seq.document_state, seq.read = n_running, "reading", read
         pages = job.pages or Pages((0,))
         where = {"page": pages.at(max(0, read.chars - 1)), "char": read.chars}

@@ -71,8 +71,14 @@ class Companion(Protocol):
         """Share ``key``'s prefix (``n_tokens``) into question sequence ``seq_id``; False (and
         ``seq_id`` empty) when the document sequence does not hold it."""
 
+    def share_reading(self, source_seq: int, seq_id: int, n_read: int) -> bool:
+        """Share the first ``n_read`` positions of a reading under way in ``source_seq`` (it followed its
+        chunks: :meth:`prefill`) into question sequence ``seq_id``; False (and ``seq_id`` empty) when
+        it does not hold them (server/engine/partial.py)."""
+
     def drafter(self, seq_id: int, n_prefix: int) -> object:
-        """The drafter of question sequence ``seq_id`` (spec/sources.py ``ModelDrafter``), after :meth:`share`."""
+        """The drafter of question sequence ``seq_id`` (spec/sources.py ``ModelDrafter``), after
+        :meth:`share` or :meth:`share_reading`."""
 
     def decoded(self, pieces: list[Piece]) -> tuple[dict[int, Exception], int]:
         """The target just decoded ``pieces`` (in batch order, one call) for question sequences:
@@ -134,6 +140,11 @@ class Companions(tuple):
         """Share ``key``'s prefix (``n_tokens``) into question sequence ``seq_id`` in each companion
         that holds it; their drafters for it, by source name."""
         return {c.name: c.drafter(seq_id, n_tokens) for c in self if c.share(key, seq_id, n_tokens)}
+
+    def share_reading(self, source_seq: int, seq_id: int, n_read: int) -> dict[str, object]:
+        """Share the part read of a reading in ``source_seq`` into ``seq_id`` in each companion that
+        followed it; their drafters for it, by source name."""
+        return {c.name: c.drafter(seq_id, n_read) for c in self if c.share_reading(source_seq, seq_id, n_read)}
 
     def decoded(self, pieces: list[Piece]) -> tuple[dict[int, Exception], int]:
         failed: dict[int, Exception] = {}

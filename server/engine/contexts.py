@@ -64,16 +64,18 @@ class Contexts:
             self.reader.state_into(self.target, seq_id, seq_id)
             self.reader.seq_rm(seq_id, 0)
 
-    def share_reading(self, source_seq: int, seq_id: int, n_read: int) -> None:
-        """Make the target's ``seq_id`` hold the first ``n_read`` tokens of a reading under way in
-        ``source_seq``: shared cells (a recurrent state copy-on-write) when the target reads, a copy of
-        the reader's state (``n_read`` cells of its own) with a reader; the companions have no state
-        at the read position (server/engine/partial.py)."""
+    def share_reading(self, source_seq: int, seq_id: int, n_read: int) -> dict[str, object]:
+        """Make ``seq_id`` hold the first ``n_read`` tokens of a reading under way in ``source_seq``:
+        in the target, shared cells (a recurrent state copy-on-write) when the target reads, a copy
+        of the reader's state (``n_read`` cells of its own) with a reader; in each companion that
+        followed the reading, its cells at the read position. Returns the companions' drafters for
+        ``seq_id``, by source name (server/engine/partial.py)."""
         if self.reader is None:
             self.target.seq_rm(seq_id, 0)
             self.target.seq_cp(source_seq, seq_id, 0, n_read)
         else:
             self.reader.state_into(self.target, source_seq, seq_id)
+        return self.companions.share_reading(source_seq, seq_id, n_read)
 
     def save(self, seq_id: int, tokens: np.ndarray, directory: Path) -> np.ndarray | None:
         """Snapshot the prefilled ``seq_id`` (exactly ``tokens``) into ``directory`` (ingest/snapshot.py,

@@ -135,6 +135,14 @@ class DraftModel:
         self.ctx.seq_cp(self.doc_seq, seq_id, 0, n_tokens)
         return True
 
+    def share_reading(self, source_seq: int, seq_id: int, n_read: int) -> bool:
+        """Share the draft model's cells of a reading's first ``n_read`` positions into ``seq_id``."""
+        self.ctx.seq_rm(seq_id, 0)
+        if source_seq in self._broken or self.ctx.pos_max(source_seq) != n_read - 1:
+            return False
+        self.ctx.seq_cp(source_seq, seq_id, 0, n_read)
+        return True
+
     def drafter(self, seq_id: int, n_prefix: int) -> DraftModelDrafter:
         """The drafter of question sequence ``seq_id``, which holds the prefix (:meth:`share`)."""
         return DraftModelDrafter(self.ctx, seq_id, n_prefix, self.depth)

@@ -103,6 +103,20 @@ class MtpHead:
         self._seqs[seq_id] = drafter
         return True
 
+    def share_reading(self, source_seq: int, seq_id: int, n_read: int) -> bool:
+        """Share the MTP KV of a reading's first ``n_read`` positions and start ``seq_id``'s MTP state
+        at the target's hidden state after them (what the head kept as it followed the reading)."""
+        self.ctx.seq_rm(seq_id, 0)
+        source = self._seqs.get(source_seq)
+        if source is None or self.ctx.pos_max(source_seq) != n_read - 1:
+            self._seqs.pop(seq_id, None)
+            return False
+        self.ctx.seq_cp(source_seq, seq_id, 0, n_read)
+        drafter = self._seqs.get(seq_id) or MtpDrafter(self.target, self.ctx, seq_id, self.depth)
+        drafter.reset(source.pending_h)
+        self._seqs[seq_id] = drafter
+        return True
+
     def drafter(self, seq_id: int, n_prefix: int) -> MtpDrafter:
         return self._seqs[seq_id]
 

@@ -10,9 +10,10 @@ question then decodes the layout's tokens after the document (closing it as the 
 and its own suffix. Its quote index, prompt-lookup index and citations are made from the tokens read
 (:class:`ReadSoFar`), so a question whose answer lies beyond them is refused like any absent fact.
 
-The model drafters (the MTP head, a draft model) follow the reading in their own contexts but have no
-hidden state at its read position: a question answered from the part read drafts with the text
-sources only (prompt lookup, the earlier turns). Engine thread only.
+The model drafters (the MTP head, a draft model) follow the reading in their own contexts, chunk by
+chunk (server/engine/companions.py ``prefill``), so each holds the read position too: a question
+shares their cells there as well (``Companions.share_reading``) and drafts with them as with a
+whole document. Engine thread only.
 """
 
 from __future__ import annotations

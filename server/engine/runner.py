@@ -62,10 +62,10 @@ class Runner:
         self.ctx.seq_cp(self.doc_seq, seq_id, 0, n_prefix)
         return self.companions.share(key, seq_id, n_prefix)
 
-    def share_reading(self, source_seq: int, seq_id: int, n_read: int) -> None:
-        """Make ``seq_id`` hold the first ``n_read`` tokens of a reading in ``source_seq``, in the
-        target only (server/engine/contexts.py ``Contexts.share_reading``)."""
-        self.contexts.share_reading(source_seq, seq_id, n_read)
+    def share_reading(self, source_seq: int, seq_id: int, n_read: int) -> dict[str, Drafter]:
+        """Make ``seq_id`` hold the first ``n_read`` tokens of a reading in ``source_seq``; the
+        companions' drafters for it (server/engine/contexts.py ``Contexts.share_reading``)."""
+        return self.contexts.share_reading(source_seq, seq_id, n_read)
 
     def _decoded(self, pieces: list[tuple[int, np.ndarray, int]]) -> tuple[dict[int, Exception], int]:
         """The companions' catch-up after a target decode of ``pieces`` (seq id, tokens, first position)."""

@@ -1,7 +1,9 @@
 """server/engine/partial.py on the tiny qwen35, a hybrid with recurrent state and an MTP head
 (tests/server/engine/parts.py): a question asked while its document is read shares the part read
 from the reading's sequence, gets the answer a document of exactly that part gets, and the reading
-goes on to the same snapshot as one no question interrupted."""
+goes on to the same snapshot as one no question interrupted; the MTP head, which followed the reading,
+drafts for it from the read position (lossless: the answer is the one of a question drafted by
+prompt lookup alone)."""
 
 from __future__ import annotations
 
@@ -86,7 +88,7 @@ def test_a_question_while_reading_gets_the_answer_of_the_part_read_and_the_readi
     job = _asked(parts, doc, max_tokens=12)
     seq = parts.admit(job)
     assert seq.read is not None and seq.n_prefix == n_read and seq.document_state == "reading"
-    assert set(seq.answer.drafters) == {"lookup"}, "no model drafter has a state at the read position"
+    assert set(seq.answer.drafters) == {"lookup", "mtp"}, "the MTP head followed the reading to its read position"
     (partial,) = [e for e in _events(job) if isinstance(e, Partial)]
     assert 0 < partial.share < 1 and partial.pages == {"first": 1, "last": 2}
     assert 0 < partial.read_through["char"] < len(TEXT) and partial.read_through["page"] in (1, 2)
@@ -133,3 +135,23 @@ def test_a_question_not_asked_while_reading_is_still_refused(parts):
     with pytest.raises(errors.DocumentNotReady, match="being ingested"):
         parts.admit(parts.job(doc))
     assert np.all(parts.contexts.target.pos_max(1) == -1), "nothing was shared"
+
+
+def test_a_draft_model_that_followed_the_reading_drafts_from_the_read_position(tmp_path, gemma_path):
+    """The embedded Gemma drafting for itself (server/engine/draft_model.py): it followed the reading
+    chunk by chunk, so a question asked meanwhile shares its cells at the read position and its drafts
+    are accepted as for a whole document."""
+    parts = Parts(tmp_path / "data", gemma_path, n_ctx=4096, draft_model_path=gemma_path, draft_model_tokens=4)
+    try:
+        doc = _store(parts)
+        work = _reading(parts, doc, share=0.5)
+        seq = parts.admit(_asked(parts, doc, max_tokens=24, sources=("draft",), window=4))
+        assert "draft" in seq.answer.drafters
+        assert parts.loaded.contexts.companions[0].ctx.pos_max(seq.seq_id) == work.n_done - 1
+        _answer(parts, seq)
+        seq.answer.close()
+        stats = seq.answer.stats
+        assert stats.drafted_by_source.get("draft", 0) > 0, stats
+        assert stats.accepted_by_source["draft"] >= 0.7 * stats.drafted_by_source["draft"], stats
+    finally:
+        parts.close()
