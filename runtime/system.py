@@ -35,7 +35,6 @@ def busy() -> str | None:
     return f"load average {load:.1f} on {cores} cores" if load >= cores else None
 
 
-@functools.cache
 def memory_available() -> int | None:
     """Bytes of memory available to a new process now (Linux ``MemAvailable``: free memory plus what
     the page cache can give back); None where /proc/meminfo does not say."""
@@ -49,6 +48,7 @@ def memory_available() -> int | None:
     return None
 
 
+@functools.cache
 def system_info() -> str:
     """``llama_print_system_info()`` of the loaded libllama, one line."""
     return C.llama_print_system_info().decode("utf-8", errors="replace").strip()

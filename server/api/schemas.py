@@ -289,7 +289,7 @@ class PartialPublic(BaseModel):
     ``read_through`` nor ``pages``); its ``share`` is of the collection's tokens answered from."""
 
     read_through: ReadThroughPublic | None = None
-    share: float  # of the document's tokens read, 0..1
+    share: float | None  # of the document's tokens read, 0..1 (a collection's: None while not known)
     pages: PageRangePublic | None = None  # the whole document's pages
     unread: list[UnreadPublic] | None = None
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
@@ -28,8 +29,6 @@ def main() -> None:
     began = time.monotonic()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from ingest.errors import DataDirUnusable
-    from runtime.models import model_path as embedded_path
-    from runtime.system import memory_available
     from server.api.app import create_app, open_store
     from server.api.listen import CannotListen, bind
     from server.api.protocol import with_header_timeout
@@ -66,8 +65,7 @@ def main() -> None:
         result = selftest.check(settings)
     except selftest.SelfTestFailed as exc:
         sys.exit(str(exc))
-    path = settings.model_path or embedded_path(settings.model, settings.data_dir)
-    settings = with_layout(settings, result, Path(path), memory_available())
+    settings = with_layout(settings, result, _reader_room(settings))
     from runtime.omp import described
 
     logging.getLogger("docqa").info("llama.cpp threads wait with %s (docs/tuning.md)", described())
@@ -90,31 +88,51 @@ def main() -> None:
     GracefulServer(config, app, address(settings.host, settings.port), began).run(sockets=[sock])
 
 
-def with_layout(settings: Settings, result, model_path: Path | None = None, available: int | None = None) -> Settings:
+Room = Callable[[], "tuple[int, int] | None"]  # (the reader's bytes, the bytes available), or None: not known
+
+
+def with_layout(settings: Settings, result, reader_room: Room = lambda: None) -> Settings:
     """``settings`` with the self-test's layout (server/engine/selftest.py ``SelfTest``, now or cached)
     where ``DOCQA_CPU_REPACK`` is auto: off after a fallback or where the plain weights won, pair where
     they read faster and answer slower (server/engine/layout.py), unless the reader would take more
-    than half of the ``available`` memory (bytes; server/config/memory.py ``reader_cost`` of
-    ``model_path``): then one instance, as it was; else as they are."""
+    than half of the memory available (``reader_room()``: (the reader's bytes, the bytes available),
+    None: not known); else as they are."""
     if settings.cpu_repack != "auto":
         return settings
     if result.extra_bufts is False:
         return settings.model_copy(update={"cpu_repack": "off"})
-    if result.layout is not None and result.layout.pair:
-        if model_path is not None and available is not None:
-            from server.config.memory import reader_cost
+    if result.layout is None or not result.layout.pair:
+        return settings
+    if (room := reader_room()) is not None and room[0] > room[1] / 2:
+        logging.getLogger("docqa").warning(
+            "the reader of plain weights would read faster but needs %.1f GiB, more than half of the %.1f GiB "
+            "available: reading with the answering weights (DOCQA_CPU_REPACK=pair forces it)",
+            room[0] / 2**30,
+            room[1] / 2**30,
+        )
+        return settings
+    return settings.model_copy(update={"cpu_repack": "pair"})
 
-            need = sum(reader_cost(settings, model_path))
-            if need > available / 2:
-                logging.getLogger("docqa").warning(
-                    "the reader of plain weights would read faster but needs %.1f GiB, more than half of the "
-                    "%.1f GiB available: reading with the answering weights (DOCQA_CPU_REPACK=pair forces it)",
-                    need / 2**30,
-                    available / 2**30,
-                )
-                return settings
-        return settings.model_copy(update={"cpu_repack": "pair"})
-    return settings
+
+def _reader_room(settings: Settings) -> Room:
+    """What the reader of ``settings`` would take, and the memory available now, in bytes; None where
+    either is not known (the model file cannot be found: the engine's load says why)."""
+
+    def room() -> tuple[int, int] | None:
+        from runtime.models import ModelUnavailable
+        from runtime.models import model_path as embedded_path
+        from runtime.system import memory_available
+        from server.config.memory import reader_cost
+
+        available = memory_available()
+        try:
+            path = Path(settings.model_path or embedded_path(settings.model, settings.data_dir))
+            need = sum(reader_cost(settings, path))
+        except (ModelUnavailable, OSError, ValueError):
+            return None
+        return None if available is None else (need, available)
+
+    return room
 
 
 def address(host: str, port: int) -> str:

@@ -2,9 +2,10 @@
 its sequences (server/engine/companions.py: the MTP head, a draft model) and, with
 ``DOCQA_CPU_REPACK=pair`` (server/engine/layout.py), the reader: a context on a second instance of
 the model with plain weights, where documents are read while answers decode with the repacked ones.
-A reading in the reader is moved into the target's sequence of the same id when it ends
-(:meth:`Contexts.take_reading`), and the part read so far copied into a question's sequence when one
-is asked meanwhile (:meth:`Contexts.share_reading`). The document sequence and RAM cache
+A reading in the reader takes no cell of the target: when it ends, its snapshot and RAM state are
+taken from the reader (same cache types, same state layout), and its first question restores it
+into the target as any document kept in RAM; the part read so far is copied into a question's
+sequence when one is asked meanwhile (:meth:`Contexts.share_reading`). The document sequence and RAM cache
 (server/engine/hot.py), the runner and the ingestions are given this one value, and speak to the
 companions and the reader only through it.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ingest import snapshot
-from runtime.llama import Context
+from runtime.llama import Context, DecodeError, LlamaError
 from server.engine.companions import NONE, Companions
 
 #: A sequence's state for the RAM cache: the target's bytes, and each companion's that keeps one, by name.
@@ -56,12 +57,9 @@ class Contexts:
         self.reading.decode(tokens, pos0, seq_id=seq_id, outputs="none")
         self.companions.prefill(tokens, pos0, seq_id, self.reader)
 
-    def take_reading(self, seq_id: int) -> None:
-        """A reading in ``seq_id`` ended: with a reader, move its state into the target's ``seq_id``
-        (replacing what that held) and empty the reader's; nothing without one. Raises LlamaError
-        when the target has no room for it."""
+    def release_reading(self, seq_id: int) -> None:
+        """Empty the reader's ``seq_id`` (a reading there ended or was abandoned; nothing without a reader)."""
         if self.reader is not None:
-            self.reader.state_into(self.target, seq_id, seq_id)
             self.reader.seq_rm(seq_id, 0)
 
     def share_reading(self, source_seq: int, seq_id: int, n_read: int) -> dict[str, object]:
@@ -69,20 +67,26 @@ class Contexts:
         in the target, shared cells (a recurrent state copy-on-write) when the target reads, a copy
         of the reader's state (``n_read`` cells of its own) with a reader; in each companion that
         followed the reading, its cells at the read position. Returns the companions' drafters for
-        ``seq_id``, by source name (server/engine/partial.py)."""
+        ``seq_id``, by source name (server/engine/partial.py). Raises DecodeError (rc 1: the cache is
+        full, retry) when the target has no room for the copy."""
         if self.reader is None:
             self.target.seq_rm(seq_id, 0)
             self.target.seq_cp(source_seq, seq_id, 0, n_read)
         else:
-            self.reader.state_into(self.target, source_seq, seq_id)
+            try:
+                self.reader.state_into(self.target, source_seq, seq_id)
+            except LlamaError as exc:
+                self.target.seq_rm(seq_id, 0)
+                raise DecodeError(1, n_read) from exc
         return self.companions.share_reading(source_seq, seq_id, n_read)
 
     def save(self, seq_id: int, tokens: np.ndarray, directory: Path) -> np.ndarray | None:
-        """Snapshot the prefilled ``seq_id`` (exactly ``tokens``) into ``directory`` (ingest/snapshot.py,
-        with the companion part it carries), then the companions' side states. Returns the target's
-        last hidden state the snapshot kept (None: none). Raises OSError as snapshot.save does."""
+        """Snapshot the prefilled ``seq_id`` (exactly ``tokens``) of the reading context into
+        ``directory`` (ingest/snapshot.py, with the companion part it carries), then the companions'
+        side states. Returns the target's last hidden state the snapshot kept (None: none). Raises
+        OSError as snapshot.save does."""
         part = self.companions.snapshot_part(seq_id)
-        snapshot.save(self.target, seq_id, tokens, directory, *(part or ()))
+        snapshot.save(self.reading, seq_id, tokens, directory, *(part or ()))
         self.companions.save(seq_id, tokens, directory)
         return None if part is None else part[1]
 
@@ -91,13 +95,15 @@ class Contexts:
         part it carries); the target's last hidden state it kept. Raises what snapshot.load raises."""
         return snapshot.load(self.target, seq_id, tokens, directory, self.companions.snapshot_context())
 
-    def ram_state(self, seq_id: int, budget: int) -> RamState | None:
-        """``seq_id``'s state in every context that keeps one in RAM, if it all fits ``budget`` bytes
+    def ram_state(self, seq_id: int, budget: int, reading: bool = False) -> RamState | None:
+        """``seq_id``'s state in every context that keeps one in RAM (the reading context's for the
+        target's part with ``reading``: a reading just ended), if it all fits ``budget`` bytes
         (checked before copying: a 139k-token state of a 27B model is gigabytes); else None."""
+        ctx = self.reading if reading else self.target
         parts = self.companions.ram_states(seq_id)
-        if self.target.state_size(seq_id) + sum(size for size, _ in parts.values()) > budget:
+        if ctx.state_size(seq_id) + sum(size for size, _ in parts.values()) > budget:
             return None
-        return self.target.state_get(seq_id), {name: get() for name, (_, get) in parts.items()}
+        return ctx.state_get(seq_id), {name: get() for name, (_, get) in parts.items()}
 
     def kv_positions(self, n_seqs: int) -> int:
         """Positions the target's KV cache holds, summed over sequences ``0..n_seqs-1`` (a shared

@@ -57,11 +57,11 @@ class Partial:
     A collection's answer with documents still being read (server/service/collection.py) has no
     ``read_through`` nor ``pages``: ``unread`` names those documents, left out of the answer, each
     ``{"document_id", "document_name", "share"}`` (its share read), and ``share`` is of the
-    collection's tokens that the answer could come from."""
+    collection's tokens that the answer could come from (None while one left out has no tokens yet)."""
 
     kind: ClassVar[EventKind] = EventKind.PARTIAL
     read_through: Mapping[str, int] | None
-    share: float
+    share: float | None
     pages: Mapping[str, int] | None
     unread: tuple[Mapping[str, Any], ...] | None = None
 

@@ -168,10 +168,11 @@ class HotDocs:
         contexts.companions.restore(doc_id, hot.prefix, directory, {}, last_hidden)
         return hot, "restored"
 
-    def ram_state(self, seq: int | None = None) -> RamState | None:
+    def ram_state(self, seq: int | None = None, reading: bool = False) -> RamState | None:
         """The state of ``seq`` (default: the document sequence) in every context, if it fits the RAM
-        budget."""
-        return self.contexts.ram_state(self.seq_id if seq is None else seq, self.ram_budget)
+        budget; ``reading``: a reading just ended there, the target's part taken from the reading
+        context (server/engine/contexts.py)."""
+        return self.contexts.ram_state(self.seq_id if seq is None else seq, self.ram_budget, reading)
 
     def holds_prefix(self, n: int) -> bool:
         """The sequence ends at position n - 1 and still holds the cells the next token attends to."""

@@ -97,14 +97,18 @@ class Ingestion:
         with store.holding(self.doc_id) as directory:
             if not directory.is_dir():  # deleted: its files went first, and so does its snapshot
                 return False
-            self.contexts.take_reading(seq)  # read by the reader (DOCQA_CPU_REPACK=pair): into the target
             last_hidden = self.contexts.save(seq, self.prefix, store.state_dir(self.key))
-        docs.remember(self.key, self.prefix, docs.ram_state(seq), last_hidden).prefilled = True
+        docs.remember(self.key, self.prefix, docs.ram_state(seq, reading=True), last_hidden).prefilled = True
+        # Read apart (DOCQA_CPU_REPACK=pair), the target holds none of it: its first question restores
+        # it from the RAM state just kept (or the snapshot), as any document in RAM.
         # A sliding-window cache (without swa_full) still holds every cell the prefill cycled through;
         # shared into a question's sequence by seq_cp, cells of two sequences can never be reused
         # (llama-kv-cache.cpp find_slot), and the window cache fills up. The snapshot holds only the
         # last n_swa cells, so the first question restores it instead.
-        if seq == docs.seq_id:
+        if self.contexts.reader is not None:
+            if seq == docs.seq_id:
+                docs.clear()  # the companions followed the reading there; the target holds nothing
+        elif seq == docs.seq_id:
             docs.hold(self.key, self.n_tokens) if keep else docs.hold(None)
             if keep:
                 self.contexts.companions.adopt(self.key, seq)
@@ -131,9 +135,12 @@ class Ingestion:
         return True
 
     def release(self) -> None:
-        """Free the ingestion's own sequence (the document sequence is left to what it holds)."""
+        """Free the ingestion's own sequence (the document sequence is left to what it holds), and the
+        reader's (DOCQA_CPU_REPACK=pair) in any case."""
         if self.seq_id != self.docs.seq_id:
             self.contexts.release(self.seq_id)
+        else:
+            self.contexts.release_reading(self.seq_id)
 
     def abandon(self) -> None:
         """Stop without a snapshot (the document was deleted, or the server is stopping)."""
@@ -199,7 +206,8 @@ class Ingestions:
                 self.store.set_status(doc.id, READY)
                 self.states.ready(doc.id)
             return None
-        if idle and docs.n_loaded + held + job.n_tokens > self.contexts.target.n_ctx:
+        crowded = docs.n_loaded + held + job.n_tokens > self.contexts.target.n_ctx
+        if idle and crowded and self.contexts.reader is None:  # a reader reads in a cache of its own
             docs.clear()
         counted = (job.tokens_before, job.tokens_total)
         seq = self.seq_id if seq_id is None else seq_id

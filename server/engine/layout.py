@@ -79,8 +79,10 @@ class Choice:
     @classmethod
     def from_dict(cls, d: dict) -> Choice:
         r, p = d.get("repacked"), d.get("plain_rates")
-        rates = (Rates(**r) if r else None, Rates(**p) if p else None)
-        return cls(bool(d["plain"]), *rates, d.get("note", ""), bool(d.get("pair", False)))
+        repacked, plain = Rates(**r) if r else None, Rates(**p) if p else None
+        if "pair" not in d and repacked is not None and plain is not None:
+            return choose(repacked, plain)  # kept before the pair was built: chosen again by its rates
+        return cls(bool(d["plain"]), repacked, plain, d.get("note", ""), bool(d.get("pair", False)))
 
 
 def choose(repacked: Rates, plain: Rates) -> Choice:

@@ -10,6 +10,7 @@ from ingest.prompt import PromptLayout, layout_for
 from runtime.llama import Context, Model
 from runtime.models import ModelUnavailable, model_path
 from runtime.numerics import PROBE_TEXT, TILED_ENV, restore_kernels_env, rows_agree, use_row_invariant_kernels
+from runtime.system import backends
 from server.config.memory import check_fits, context_config, reader_cost
 from server.config.settings import Settings
 from server.engine.calibration import step_costs
@@ -148,6 +149,8 @@ def _reader(s: Settings, path: Path, config, mtp: bool) -> Context | None:
     an MTP head it exports its hidden states, which the head follows while a document is read."""
     if not s.read_plain:
         return None
+    if gpus := backends():  # the extra CPU buffer types are a CPU layout; a GPU would hold the weights twice
+        raise ValueError(f"a layout pair is for CPU builds, and this one runs on {', '.join(gpus)}")
     plain = Model(path, n_gpu_layers=s.n_gpu_layers, extra_bufts=False)
     try:
         reader = Context(plain, config)

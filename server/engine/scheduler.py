@@ -74,9 +74,10 @@ class Scheduler:
         copies_reading: bool = False,
     ) -> None:
         """``pause_seq``: a second ingest sequence (``n_seqs + 2``), so that a reading can be paused
-        in its own while a shorter one is read (only with ``parallel_ingest``); ``copies_reading``: a
-        question asked while a document is read gets a copy of the part read, in cells of its own,
-        since the reading is in another context (server/engine/contexts.py ``Contexts.share_reading``)."""
+        in its own while a shorter one is read (only with ``parallel_ingest``); ``copies_reading``: the
+        readings are in a context of their own (a reader, server/engine/contexts.py): they take no
+        cell of this cache, the reader's ``n_ctx`` cells bound them, and a question asked while a
+        document is read gets a copy of the part read in cells of its own (``Contexts.share_reading``)."""
         self.copies_reading = copies_reading
         self.n_seqs, self.n_ctx = n_seqs, n_ctx
         self.answer_reserve, self.max_window = answer_reserve, max_window
@@ -285,6 +286,8 @@ class Scheduler:
         lefts = self._lefts()
         if lefts[job.doc_id] >= PREEMPT_SHARE * lefts[work.doc_id]:
             return False
+        if self.copies_reading:  # both readings in the reader's cache
+            return self._read_cells() + job.n_tokens <= self.n_ctx
         return n_loaded + self.cells_in_use() + job.n_tokens <= self.n_ctx
 
     # -- a sequence's life ----------------------------------------------------------------------------
@@ -359,13 +362,20 @@ class Scheduler:
         return sum(held.values())
 
     def cells_reading(self) -> int:
-        """Cells reserved by the ingestions in sequences of their own (the one reading, the paused one)."""
+        """Cells of this cache reserved by the ingestions in sequences of their own (the one reading,
+        the paused one); none when they read in a context of their own (``copies_reading``)."""
+        return 0 if self.copies_reading else self._read_cells()
+
+    def _read_cells(self) -> int:
+        """Cells the readings in sequences of their own hold by their end, wherever they read."""
         works = (self._ingesting, self._paused)
         return sum(w.n_tokens for w in works if w is not None and w.seq_id != DOC_SEQ)
 
     def _ingest_fits(self, job: IngestJob, n_loaded: int) -> bool:
-        if not self._running:  # the document sequence may be cleared to make room, not a paused reading's
-            return self._paused is None or self.cells_reading() + job.n_tokens <= self.n_ctx
+        # Alone, or in a reader of its own: the document sequence may be cleared to make room (here),
+        # not a paused reading's cells.
+        if not self._running or (self.copies_reading and self.parallel_ingest):
+            return self._paused is None or self._read_cells() + job.n_tokens <= self.n_ctx
         return self.parallel_ingest and n_loaded + self.cells_in_use() + job.n_tokens <= self.n_ctx
 
     def _question_fits(self, job: AnswerJob, loaded: str | None, n_loaded: int = 0) -> bool:

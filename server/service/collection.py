@@ -96,16 +96,18 @@ def check_answerable(
 def left_out(docs: list[DocRecord], reading: list[DocRecord], progress: dict[str, float]) -> dict[str, Any] | None:
     """A Partial event's fields (server/engine/events.py) for a collection's answer that leaves out
     its documents still being read (``reading``, of ``docs``); None when none is: ``unread`` names
-    them with their share read, ``share`` is of the collection's tokens the answer can come from."""
+    them with their share read, ``share`` is of the collection's tokens the answer can come from (None
+    while a document left out has no tokens yet: its text is still being extracted or read by OCR)."""
     if not reading:
         return None
     gone = {d.id for d in reading}
     total = sum(d.tokens for d in docs)
-    share = sum(d.tokens for d in docs if d.id not in gone) / max(1, total)
+    known = all(d.tokens > 0 for d in reading)  # one still in extraction or OCR has no tokens yet
+    share = sum(d.tokens for d in docs if d.id not in gone) / max(1, total) if known else None
     unread = tuple(
         {"document_id": d.id, "document_name": d.name, "share": round(progress.get(d.id, 0.0), 4)} for d in reading
     )
-    return {"read_through": None, "share": round(share, 4), "pages": None, "unread": unread}
+    return {"read_through": None, "share": None if share is None else round(share, 4), "pages": None, "unread": unread}
 
 
 def plan(

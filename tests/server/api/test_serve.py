@@ -50,5 +50,6 @@ def test_the_pair_is_not_chosen_where_its_reader_would_crowd_the_memory(tmp_path
     pair = SelfTest("cached", None, "", Choice(False, None, None, "", pair=True))
     settings = make_settings(tmp_path, gemma_path)
     need = sum(reader_cost(settings, gemma_path))
-    assert with_layout(settings, pair, gemma_path, 4 * need).cpu_repack == "pair"
-    assert with_layout(settings, pair, gemma_path, need).cpu_repack == "auto", "one instance, as it was"
+    assert with_layout(settings, pair, lambda: (need, 4 * need)).cpu_repack == "pair"
+    assert with_layout(settings, pair, lambda: (need, need)).cpu_repack == "auto", "one instance, as it was"
+    assert with_layout(settings, pair, lambda: None).cpu_repack == "pair", "not known: the measurement decides"

@@ -1,8 +1,8 @@
 """The reader of DOCQA_CPU_REPACK=pair (server/engine/contexts.py ``Contexts.reader``, made in
 loading.py) on the tiny qwen35, a hybrid with recurrent state and an MTP head: documents are read by
-a second instance of the model with plain weights, and a finished reading's state is moved into the
-target exactly; a question asked meanwhile gets a copy of the part read, in cells of its own; the MTP
-head follows the reader."""
+a second instance of the model with plain weights; a finished reading is kept (in RAM and on disk)
+from the reader, byte for byte, without a cell of the target; a question asked meanwhile gets a copy
+of the part read, in cells of its own; the MTP head follows the reader."""
 
 from __future__ import annotations
 
@@ -28,21 +28,25 @@ def test_the_reader_is_a_plain_instance_and_says_what_it_costs(parts):
     assert "second instance" in parts.loaded.reader and "MiB" in parts.loaded.reader
 
 
-def test_a_finished_reading_is_the_readers_state_moved_into_the_target(parts):
+def test_a_finished_reading_takes_no_cell_of_the_target_and_answers_from_its_ram_state(parts):
     doc = parts.ingest_document(TEXT)
     assert doc.status == "ready"
     reader, target = parts.contexts.reader, parts.contexts.target
-    moved = target.state_get(parts.docs.seq_id)
-    assert target.pos_max(parts.docs.seq_id) == doc.tokens - 1
     assert all(reader.pos_max(s) == -1 for s in range(4)), "the reader keeps nothing of a finished reading"
+    assert all(target.pos_max(s) == -1 for s in range(4)) and parts.docs.loaded is None, "nor does the target"
+    kept = parts.docs.get(doc.id)
+    assert kept.state is not None and "mtp" in kept.parts
 
-    # The same prefix read again in the reader, in the same chunks and sequence: the bytes the target holds.
-    prefix, again = parts.store.read_prefix(doc.id), parts.docs.seq_id
+    # The same prefix read again in the reader, in the same chunks and sequence: the bytes kept.
+    prefix, again = parts.store.read_prefix(doc.id), parts.scheduler.ingest_seq
     for at in range(0, len(prefix), N_UBATCH):
         reader.decode(prefix[at : at + N_UBATCH], at, seq_id=again, outputs="none")
-    assert reader.state_get(again) == moved
+    assert reader.state_get(again) == kept.state
+    reader.seq_rm(again, 0)
 
     seq = parts.admit(parts.job(doc, "what did the fox do"))
+    assert seq.document_state != "restored", "from RAM, not from disk"
+    assert target.pos_max(parts.docs.seq_id) == doc.tokens - 1
     assert "mtp" in seq.answer.drafters, "the MTP head followed the reader's hidden states"
     assert _answer(parts, seq)
 

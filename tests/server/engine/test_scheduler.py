@@ -356,3 +356,27 @@ def test_another_document_s_reading_is_not_held_for_the_questions_at_a_boundary(
     s.add(question("b", n_prefix=1800))
     s.end_ingest()
     assert s.next_job(None, 0) is other, "not the same document's next segment: FIFO as before"
+
+
+def test_readings_in_a_reader_of_their_own_take_no_cell_of_the_answers_cache():
+    """DOCQA_CPU_REPACK=pair (server/engine/contexts.py): a segment that fills the reader's cache
+    leaves the answering cache free, so a question about a finished segment starts at once; a second
+    reading that would overflow the reader waits, and a question asked while reading reserves its copy
+    of the part read."""
+    s = Scheduler(4, 2048, RESERVE, WINDOW, True, pause_seq=True, copies_reading=True)
+    segments = ingest_jobs("long", 5400, [SimpleNamespace(n_tokens=1800, index=i) for i in range(3)])
+    s.add(segments[0])
+    begin(s, s.next_job(None, 0), n_done=1800)
+    s.end_ingest()
+    s.add(segments[1])
+    work = begin(s, s.next_job(None, 0), n_done=900)
+    asked = question("long", n_prefix=1800, segment=0)
+    s.add(asked)
+    assert s.cells_reading() == 0 and s.next_job(None, 0) is asked, "beside the segment being read"
+    running(s, asked)
+    s.add(IngestJob("other", 400))
+    assert s.next_job("long/0", 1800) is None, "the reader's cache holds one segment, not both"
+    s.release(s._running[1])
+    whole = question("long", n_prefix=1800)
+    whole.while_reading, whole.n_closing = True, 3
+    assert s.cells_needed(whole) > work.n_done, "no shared cells: a copy"

@@ -117,6 +117,17 @@ def test_the_weight_layout_is_chosen_by_its_rates():
     assert not slower.plain and not slower.pair and not zen3.pair
 
 
+def test_a_layout_kept_before_the_pair_existed_is_chosen_again_by_its_rates():
+    from server.engine.layout import Choice, Rates
+
+    old = {"plain": False, "repacked": vars_of(Rates(100, 49, 366)), "plain_rates": vars_of(Rates(131, 64, 409))}
+    assert Choice.from_dict(old).pair and not Choice.from_dict({**old, "pair": False}).pair
+
+
+def vars_of(rates) -> dict:
+    return {"read": rates.read, "decode_ms": rates.decode_ms, "verify_ms": rates.verify_ms}
+
+
 def test_a_measured_pair_is_cached_and_read_back(tmp_path, gemma_path):
     """The pair (read with the plain weights, answer with the repacked ones) is kept with the self-test
     and read back at a restart, where server/api/serve.py turns it into DOCQA_CPU_REPACK=pair."""
