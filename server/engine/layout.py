@@ -17,9 +17,10 @@ served model and settings, rather than assumed:
 Where the plain weights read at least ``GAIN`` times faster but answer slower (an AMD Zen 4: AVX-512
 without AMX), the pair is chosen instead: documents are read by a second instance of the model with
 the plain weights, and answers decoded with the repacked ones; the two share only a finished
-reading's state, moved from one context to the other (server/engine/contexts.py). Its memory cost:
-the model file mapped a second time (page cache, shared with the first instance's plain tensors) and
-a second KV cache of ``n_ctx`` cells for the reading. The result is kept with the self-test's
+reading's state, saved from the reader and restored into the answering context
+(server/engine/contexts.py). Its memory cost: the model file mapped a second time (page cache,
+shared with the first instance's plain tensors) and a second KV cache of ``n_ctx`` cells for the
+reading. The result is kept with the self-test's
 (``DATA_DIR/selftest.json``, keyed by the model, the llama.cpp build and its CPU features, and the
 settings), shown in /health and logged at start-up. Off unless ``DOCQA_CPU_REPACK=auto``, the model
 runs on the CPU, and the build has repacking kernels at all.
