@@ -86,12 +86,13 @@ def ask(live: Live, doc_id: str, question: str) -> dict:
     return out
 
 
-def run(model: Path, text: str, threads: int, asked: bool, mode: str, n_ctx: int = 24576, at: float = 0.3) -> dict:
+def run(model: Path, text: str, threads: int, asked: bool, mode: str, n_ctx=24576, at=0.3, repack="auto") -> dict:
     data = Path(tempfile.mkdtemp(prefix="docqa-ask-reading-"))
     # n_ctx room for the whole document in one piece (the served default on this machine may be smaller,
     # which reads it in segments: bench/long.py measures those)
     # and the default model's served answer form (auto is "direct" for a GGUF named by its path, as Live names it)
     env = {"DOCQA_N_THREADS": str(threads), "DOCQA_N_CTX": str(n_ctx), "DOCQA_ANSWER_MODE": mode}
+    env["DOCQA_CPU_REPACK"] = repack  # pair: a reader of plain weights (server/engine/layout.py)
     live = Live(data / "data", model, **env)
     live.start(timeout=900)
     try:
@@ -121,14 +122,15 @@ def main() -> None:
     p.add_argument("--chars", type=int, default=80_000, help="the document's length (about 4 characters a token)")
     p.add_argument("--n-ctx", type=int, default=24576, help="smaller than the document: read in segments")
     p.add_argument("--at", type=float, default=0.3, help="the share read when the questions are asked")
+    p.add_argument("--repack", default="auto", help="DOCQA_CPU_REPACK (the server starts without its self-test)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "ask-while-reading")
     args = p.parse_args()
     path = model_path(args.model, Path(tempfile.gettempdir()) / "docqa-models")
     text = document(args.chars)
     load0 = os.getloadavg()
     mode = ModelSettings(model=args.model).answer_mode_for_model()
-    alone = run(path, text, args.threads, asked=False, mode=mode, n_ctx=args.n_ctx)
-    asked = run(path, text, args.threads, asked=True, mode=mode, n_ctx=args.n_ctx, at=args.at)
+    alone = run(path, text, args.threads, asked=False, mode=mode, n_ctx=args.n_ctx, repack=args.repack)
+    asked = run(path, text, args.threads, asked=True, mode=mode, n_ctx=args.n_ctx, at=args.at, repack=args.repack)
     m = {**machine(), "load_before": load0, "load_after": os.getloadavg(), "system_info": system_info()}
     results = {"model": args.model, "mode": mode, "alone": alone, "asked": asked, "machine": m}
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -138,7 +140,8 @@ def main() -> None:
         "",
         f"{m['cpu']}, {m['cores']} cores, {args.threads} threads; load before/after {m['load_before']} / "
         f"{m['load_after']}. A {asked['tokens']:,}-token document read in "
-        f"{'one piece' if asked['segments'] == 1 else str(asked['segments']) + ' segments'} (n_ctx {args.n_ctx}): "
+        f"{'one piece' if asked['segments'] == 1 else str(asked['segments']) + ' segments'} (n_ctx {args.n_ctx}, "
+        f"DOCQA_CPU_REPACK={args.repack}): "
         f"alone in {alone['read_s']:.0f} s, with five questions asked at {args.at:.0%} in {asked['read_s']:.0f} s "
         f"({asked['read_s'] / alone['read_s']:.2f}x).",
         "",

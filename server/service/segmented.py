@@ -36,6 +36,7 @@ from ingest import snapshot
 from ingest.segments import Segment
 from ingest.segments import key as segment_key
 from server.config.errors import DocumentNotReady
+from server.engine.citations import not_read_yet
 from server.engine.events import Answers, Citations, Done, Event, Failed, Partial, Quote, Stats, Token
 from server.engine.events import Segment as SegmentEvent
 from server.engine.jobs import AnswerJob
@@ -256,6 +257,10 @@ class SegmentedAnswer:
             put(Token(f"\n\n{note}"))
         quotes = [p["quote"] for p in parts if p["quote"] is not None]
         quote = next((q for q in quotes if q["verified"]), quotes[0] if quotes else None)
+        read = getattr(self.plan, "partial", None)
+        if quote is not None and not quote["verified"] and read and read.get("share") and not read.get("unread"):
+            # refused from the segments read so far: the rest of the document is not read yet
+            quote = {**quote, "reason": not_read_yet(quote["reason"] or "", read["share"])}
         put(Citations([c for p in parts for c in p["citations"]], quote))
         if many:
             put(Answers(parts))

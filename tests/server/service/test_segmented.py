@@ -113,3 +113,17 @@ def test_an_error_in_one_segment_ends_the_stream_and_cancels_the_others():
 def test_no_matching_segment_answers_not_found_without_a_job():
     events = asyncio.run(read(SegmentedAnswer([], Plan([], []))))
     assert events[0].text == NOT_FOUND and events[-2].values["finish_reason"] == "not_found"
+
+
+def test_a_refusal_from_the_segments_read_so_far_says_the_rest_is_not_read_yet():
+    refused = {"text": "x", "verified": False, "citation": None, "passage": None, "support": 0.1}
+    refused["reason"] = "No passage of the document answers the question."
+    job = Job(Token("The document does not say."), Citations([], refused), Stats(dict(STATS)), Done())
+    read_so_far = {"read_through": {"page": 3, "char": 900}, "share": 0.36, "pages": {"first": 1, "last": 9}}
+    plan = Plan([segment(0, [1, 3])], [1.0], partial=read_so_far)
+    events = asyncio.run(read(SegmentedAnswer([job], plan)))
+    (cited,) = [e for e in events if isinstance(e, Citations)]
+    assert cited.quote["reason"] == (
+        "No passage of the document answers the question; only 36% of the document is read so far; "
+        "the rest is not read yet."
+    )
