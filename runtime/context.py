@@ -224,12 +224,16 @@ class Context:
 
     def state_get(self, seq_id: int = 0) -> bytes:
         """The whole state of ``seq_id`` (KV cells, recurrent state) as bytes."""
+        return bytes(self._state_buffer(seq_id))
+
+    def _state_buffer(self, seq_id: int) -> ctypes.Array:
+        """``seq_id``'s state in a ctypes buffer of its exact size (llama_state_seq_get_data)."""
         size = C.llama_state_seq_get_size(self.ptr, seq_id)
         buf = (ctypes.c_uint8 * size)()
         written = C.llama_state_seq_get_data(self.ptr, buf, size, seq_id)
         if written != size:
             raise LlamaError(f"llama_state_seq_get_data wrote {written} of {size} bytes")
-        return bytes(buf)
+        return buf
 
     def state_set(self, data: bytes, seq_id: int = 0) -> None:
         """Replace ``seq_id``'s state with ``data`` from :meth:`state_get`."""
@@ -243,11 +247,8 @@ class Context:
         same model, with the same cache types), through one buffer: :meth:`state_get` then
         :meth:`state_set` without the ``bytes`` copy between them. ``dst_seq`` is emptied first.
         Returns the bytes copied. Raises LlamaError when ``other`` refuses them (no free KV cells)."""
-        size = C.llama_state_seq_get_size(self.ptr, seq_id)
-        buf = (ctypes.c_uint8 * size)()
-        written = C.llama_state_seq_get_data(self.ptr, buf, size, seq_id)
-        if written != size:
-            raise LlamaError(f"llama_state_seq_get_data wrote {written} of {size} bytes")
+        buf = self._state_buffer(seq_id)
+        size = len(buf)
         C.llama_memory_seq_rm(other.mem, dst_seq, 0, -1)
         read = C.llama_state_seq_set_data(other.ptr, buf, size, dst_seq)
         if read != size:

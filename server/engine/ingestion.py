@@ -101,13 +101,13 @@ class Ingestion:
         docs.remember(self.key, self.prefix, docs.ram_state(seq, reading=True), last_hidden).prefilled = True
         # Read apart (DOCQA_CPU_REPACK=pair), the target holds none of it: its first question restores
         # it from the RAM state just kept (or the snapshot), as any document in RAM.
+        if self.contexts.reader is not None:
+            if seq == docs.seq_id:
+                docs.clear()  # the companions followed the reading there; the target holds nothing
         # A sliding-window cache (without swa_full) still holds every cell the prefill cycled through;
         # shared into a question's sequence by seq_cp, cells of two sequences can never be reused
         # (llama-kv-cache.cpp find_slot), and the window cache fills up. The snapshot holds only the
         # last n_swa cells, so the first question restores it instead.
-        if self.contexts.reader is not None:
-            if seq == docs.seq_id:
-                docs.clear()  # the companions followed the reading there; the target holds nothing
         elif seq == docs.seq_id:
             docs.hold(self.key, self.n_tokens) if keep else docs.hold(None)
             if keep:
