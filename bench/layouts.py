@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.prefill import TEXT, cpu_flags, resolve
+from bench.prefill import cpu_flags, read_text, resolve
 
 QUESTIONS = [
     "What did Alice find when she looked into the bottle?",
@@ -46,17 +46,13 @@ def run(model: Path, layout: str, threads: int, chars: int, questions: list[str]
     live.start(timeout=900)
     started = time.perf_counter() - t0
     try:
-        text = TEXT.read_text(encoding="utf-8")[5000 : 5000 + chars]
-        t0 = time.perf_counter()
-        _, created = live.upload("alice.txt", text.encode())
-        info = live.wait_ready(created["id"], timeout=3600)
-        seconds = time.perf_counter() - t0
+        doc_id, info, seconds = read_text(live, chars)
         assert info["status"] == "ready", info
         rates: dict[str, list[float]] = {"direct": [], "served": []}
         for q in questions:
             for form, extra in (("direct", {"mode": "direct"}), ("served", {})):
                 status, answer = live.post_json(
-                    f"/v1/documents/{created['id']}/answers", {"question": q, "max_tokens": 64, **extra}, 600
+                    f"/v1/documents/{doc_id}/answers", {"question": q, "max_tokens": 64, **extra}, 600
                 )
                 assert status == 200, answer
                 if answer["stats"]["completion_tokens"] > 1:

@@ -106,14 +106,20 @@ def run_docqa(path: Path, lib: str, threads: int, ubatch: int, flash_attn: str, 
     live = Live(data / "data", path, **env)
     live.start(timeout=900)
     try:
-        text = TEXT.read_text(encoding="utf-8")[5000 : 5000 + TEXT_CHARS]
-        t0 = time.perf_counter()
-        _, created = live.upload("alice.txt", text.encode())
-        info = live.wait_ready(created["id"], timeout=1800)
-        seconds = time.perf_counter() - t0
+        _, info, seconds = read_text(live, TEXT_CHARS)
     finally:
         live.stop()
     return {"tokens": info["tokens"], "seconds": seconds, "ingest_tps": info["tokens"] / seconds}
+
+
+def read_text(live, chars: int, timeout: float = 3600) -> tuple[str, dict, float]:
+    """Upload ``chars`` characters of the text to ``live`` and wait until it is read: (its id, the
+    document as the API shows it then, seconds from upload to ready)."""
+    text = TEXT.read_text(encoding="utf-8")[5000 : 5000 + chars]
+    t0 = time.perf_counter()
+    _, created = live.upload("alice.txt", text.encode())
+    info = live.wait_ready(created["id"], timeout=timeout)
+    return created["id"], info, time.perf_counter() - t0
 
 
 def cpu_flags() -> str:
