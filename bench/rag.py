@@ -20,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.answer_first import AnswerThenQuote, quote_after
 from bench.demos import make_demos, render
 from ingest.prompt import DEFAULT, NOT_SAID, QUOTE_JUDGE, PromptLayout, Wording, layout_for, single_turn
 from runtime.llama import Model
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats
-from spec.quote import PASSAGES, THRESHOLD, AnswerThenQuote, QuoteConstraint, QuoteIndex, QuoteParams, QuoteTokens
+from spec.quote import PASSAGES, THRESHOLD, QuoteConstraint, QuoteIndex, QuoteParams, QuoteTokens
 from spec.sampling import SamplingParams
 from spec.support import Judgment
 from store import index
@@ -56,7 +57,7 @@ JUDGE_ANSWER = "\n\nDoes the passage give this answer to the question? Reply wit
 #: Ways of answering (the ``mode`` of :meth:`Reader.answer`): the answer alone; quote-first (spec/quote.py)
 #: as served; ``quote:t=0.7/k=5/n=0``: with another threshold (``t=none``: not judged), number of passages
 #: the quote may start in (``k=all``: anywhere), without the number check (``n=0``, spec/support.py), or
-#: answering first and quoting after (``a=1``, spec/quote.py ``AnswerThenQuote``; ``a=2``: the judgment
+#: answering first and quoting after (``a=1``, bench/answer_first.py; ``a=2``: the judgment
 #: reads the answer too).
 MODES: dict[str, QuoteParams | None] = {"direct": None, "quote": QuoteParams()}
 
@@ -70,8 +71,12 @@ def mode_params(mode: str) -> QuoteParams | None:
     return QuoteParams(
         threshold=THRESHOLD if t is None else None if t == "none" else float(t),
         passages=PASSAGES if k is None else None if k == "all" else int(k),
-        answer_first=knobs.get("a") in ("1", "2"),
     )
+
+
+def answers_first(mode: str) -> bool:
+    """``mode`` answers first and quotes after (``a=1`` or ``a=2``, bench/answer_first.py)."""
+    return mode.startswith("quote:") and any(kv in ("a=1", "a=2") for kv in mode.split(":", 1)[1].split("/"))
 
 
 class Reader:
@@ -97,7 +102,7 @@ class Reader:
         too), prefill the suffix, answer greedily (``mode``: :func:`mode_params`; ``text``: the
         document's text in the prefix, whose tokens a quote is found in)."""
         qp = mode_params(mode)
-        suffix = self.layout.question_suffix(self.model, question, quote=qp is not None and not qp.answer_first)
+        suffix = self.layout.question_suffix(self.model, question, quote=qp is not None and not answers_first(mode))
         ctx = self.ctx
         ctx.clear()
         if state is None:
@@ -118,14 +123,14 @@ class Reader:
                 if qp.judged
                 else None,
             )
-            if qp.answer_first:
+            if answers_first(mode):
                 q = AnswerThenQuote(
                     index,
                     self.quote_tokens,
                     qp,
                     self.model.piece,
                     NOT_SAID,
-                    then_quote=self.layout.quote_after(self.model),
+                    then_quote=quote_after(self.layout, self.model),
                     ends=self.model.is_eog,
                     max_answer=max_tokens,
                     locate=lambda answer: self._region(index, f"{question} {answer}", qp.passages),

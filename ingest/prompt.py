@@ -123,11 +123,6 @@ QUOTE_JUDGE_HEAD = "Read only this passage, not the rest of the document.\n\nPas
 QUOTE_JUDGE_QUESTION = "\n\nQuestion:"
 QUOTE_JUDGE = "\n\nDoes the passage answer the question? Reply with yes or no."
 QUOTE_AFTER_JUDGE = "Now answer the question, from the quote."
-#: Answer-first (spec/quote.py ``AnswerThenQuote``): after the direct answer, the quote it rests on.
-QUOTE_AFTER_ANSWER = (
-    "Copy, word for word, the sentence of the document that your answer rests on. If no sentence of the "
-    'document gives it, write "none".'
-)
 QUOTE_INSTRUCTION = (
     "\n\nFirst copy, word for word, the sentence of the document that answers the question, after "
     '"Quote:". Then give the answer after "Answer:". If no sentence of the document answers it, write '
@@ -277,15 +272,6 @@ class PromptLayout:
             tok.tokenize(QUOTE_JUDGE + (self.tail if chat else " (yes or no):"), parse_special=True),
         ]
         return np.concatenate(parts).astype(np.int32)
-
-    def quote_after(self, tok: Tokenizer) -> np.ndarray:
-        """Token ids decoded after an answer-first answer (where the model ended it): a turn asking for
-        the sentence the answer rests on, then ``Quote:`` (:data:`QUOTE_AFTER_ANSWER`). int32 shape [n]."""
-        if self.next_turn is not None and self.kind == "chat":
-            text = self.next_turn + QUOTE_AFTER_ANSWER + self.tail + QUOTE_LEAD
-        else:
-            text = "\n" + QUOTE_AFTER_ANSWER + "\n" + QUOTE_LEAD
-        return tok.tokenize(text, parse_special=True).astype(np.int32)
 
     def quote_answer(self, tok: Tokenizer, judged: bool = True) -> np.ndarray:
         """Token ids decoded before the answer of a quote-first answer: after the judgment's reply

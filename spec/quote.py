@@ -243,13 +243,11 @@ class QuoteParams:
     ``threshold``: the model is asked whether its quote answers the question, and the quote supports
     an answer when its probability of yes is at least this (spec/support.py); None: not asked, every
     quote stands. ``passages``: the quote starts in one of the document's passages that best match the
-    question (BM25, store/passages.py), this many; None: anywhere. ``answer_first``: the model answers
-    first, as it would directly, and then quotes the passage its answer rests on (:class:`AnswerThenQuote`)."""
+    question (BM25, store/passages.py), this many; None: anywhere."""
 
     max_tokens: int = 64
     threshold: float | None = THRESHOLD
     passages: int | None = PASSAGES
-    answer_first: bool = False
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -305,7 +303,7 @@ class Verdict:
 #: A quote and the model's probability that it answers the question -> the verdict (spec/support.py).
 Support = Callable[["QuoteConstraint", float], Verdict]
 
-ANSWERING, QUOTING, JUDGING, SCAFFOLD, DONE = "answering", "quoting", "judging", "scaffold", "done"
+QUOTING, JUDGING, SCAFFOLD, DONE = "quoting", "judging", "scaffold", "done"
 
 
 class QuoteConstraint:
@@ -553,68 +551,3 @@ class QuoteConstraint:
         head = self.index.text(header[0], min(header[1], header[0] + self.MAX_HEADER)).strip() if header else ""
         return (head + "\n" if head else "") + self.index.text(*span).strip()
 
-
-class AnswerThenQuote(QuoteConstraint):
-    """Answer first, then the quote it rests on, then the judgment (bench/results/quality.md: the answer
-    written after a quote was right half as often as the direct one on held-out SQuAD questions).
-
-    The answer is the model's own free choice, token for token the direct answer (the question's suffix
-    is the direct one), and is held, not shown: where the model ends it (``ends``: an end-of-generation
-    token; or at ``max_answer`` tokens), ``then_quote`` is forced (a turn asking for the sentence the
-    answer rests on, then ``Quote:``), the quote is written as in :class:`QuoteConstraint` (its start
-    among the passages ``locate`` ranks best for the question and the answer together; None: where
-    ``region`` says), and judged. A quote judged to answer the question shows the quote, then the held
-    answer, and ends the answer; otherwise the answer is the refusal. An answer that is the refusal
-    itself (``refusal``) is given at once, unquoted.
-    """
-
-    def __init__(
-        self,
-        *args,
-        then_quote: Sequence[int],
-        ends: Callable[[int], bool],
-        max_answer: int,
-        locate: Callable[[str], np.ndarray | None] | None = None,
-        **kwargs,
-    ) -> None:
-        super().__init__(*args, answer=(), **kwargs)
-        if not len(then_quote):
-            raise ValueError("an answer-first quote needs the scaffolding that asks for the quote")
-        self.phase = ANSWERING
-        self._then = [int(t) for t in then_quote]
-        self._ends, self._max_answer, self._locate = ends, max(1, max_answer), locate
-        self._ending = False  # the answer's end was chosen: the next token pushed is the scaffolding's first
-        self.answer_ids: list[int] = []
-
-    def choose(self, sampler: Sampler, row: np.ndarray) -> int:
-        if self.phase != ANSWERING:
-            return super().choose(sampler, row)
-        token = sampler.choose(row)
-        if self._ends(token) or len(self.answer_ids) >= self._max_answer:
-            self._ending, self._forced = True, self._then[1:]  # forced already: the first may end a turn
-            return self._then[0]
-        return token
-
-    def push(self, token: int) -> list[TokenEvent]:
-        if self.phase != ANSWERING:
-            return super().push(token)
-        if not self._ending:
-            self.answer_ids.append(int(token))
-            return []
-        text = self.answer_text()
-        if not text or text.rstrip(".") == self.refusal.rstrip("."):
-            self.verdict, self._forced = Verdict(False, ""), []
-            return self._refuse()
-        if self._locate is not None:
-            self.region = self._locate(text)
-        self.phase = QUOTING
-        return []
-
-    def answer_text(self) -> str:
-        """The held answer (UTF-8, invalid bytes replaced, surrounding whitespace stripped)."""
-        return b"".join(self.piece(t) for t in self.answer_ids).decode("utf-8", errors="replace").strip()
-
-    def _stands(self) -> list[TokenEvent]:
-        self.phase, self.finish = DONE, "stop"
-        quote = TokenEvent(self.sentence_text() or self.quote_text(), tuple(self.ids), 0, part="quote")
-        return [quote, TokenEvent(self.answer_text(), tuple(self.answer_ids), 0)]

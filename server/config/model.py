@@ -216,14 +216,6 @@ class ModelSettings(BaseSettings):
             "say.' Higher refuses more, lower answers more (bench/results/quality.md measures both kinds)."
         ),
     )
-    quote_answer_first: bool = Field(
-        default=False,
-        description=(
-            "Quote-first answers: the model answers first, as it would directly, then quotes the sentence its "
-            "answer rests on and judges it; the answer is shown with the quote once judged (held until then). "
-            "Off: the quote first, then the answer written from it (bench/results/quality.md compares them)."
-        ),
-    )
     answer_history: bool = Field(
         default=True,
         description=(

@@ -12,7 +12,7 @@ import numpy as np
 
 from ingest.prompt import NOT_SAID
 from server.engine.jobs import AnswerJob
-from spec.quote import AnswerThenQuote, QuoteConstraint, QuoteIndex
+from spec.quote import QuoteConstraint, QuoteIndex
 from spec.support import Judgment
 from store.passages import PassageRanks
 
@@ -70,19 +70,6 @@ def constraint(job: AnswerJob, hot, loaded) -> QuoteConstraint | None:
         judge=(lambda passage: layout.quote_judge(model, job.question, passage)) if params.judged else None,
         support=Judgment(job.question, params.threshold) if params.judged else None,
     )
-    if params.answer_first:
-        return AnswerThenQuote(
-            quotes.index,
-            loaded.quote_tokens,
-            params,
-            model.piece,
-            NOT_SAID,
-            then_quote=layout.quote_after(model),
-            ends=model.is_eog,
-            max_answer=job.params.max_tokens,
-            locate=lambda answer: quotes.region(f"{job.question} {answer}", params.passages),
-            **judged,
-        )
     return QuoteConstraint(
         quotes.index,
         loaded.quote_tokens,

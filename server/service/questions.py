@@ -144,10 +144,10 @@ def _suffix(engine: Engine, question: str, history, params: AnswerParams) -> tup
     its quote, the judgment (the question and the passage again, ingest/prompt.py ``quote_judge``, and
     the reply) and the scaffolding (``quote_answer``)."""
     quote, layout, model = params.quote, engine.layout, engine.model
-    suffix = layout.question_suffix(model, question, history, quote=quote is not None and not quote.answer_first)
+    suffix = layout.question_suffix(model, question, history, quote=quote is not None)
     if quote is None:
         return suffix, 0
-    scaffold = layout.quote_after(model) if quote.answer_first else layout.quote_answer(model, quote.judged)
+    scaffold = layout.quote_answer(model, quote.judged)
     n = QuoteConstraint.MAX_LEAD + quote.max_tokens + 1 + len(scaffold)
     if quote.judged:  # the passage: a header row, the quote and up to 40 tokens of its sentence on each side
         passage = QuoteConstraint.MAX_HEADER + quote.max_tokens + 80

@@ -31,11 +31,9 @@ def _stream(client, doc_id: str, question: str) -> list[tuple[str, dict]]:
         return sse_events(r)
 
 
-@pytest.mark.parametrize("answer_first", [False, True])
-def test_a_quote_that_stands_is_shown_before_the_answer_and_cited(server, smollm_path, guide, answer_first):
-    """Answer first (DOCQA_QUOTE_ANSWER_FIRST): the answer is held until its quote is judged, then shown
-    after it, the same events in the same order."""
-    with server(model_path=smollm_path, quote_support=0.0, quote_answer_first=answer_first) as client:
+def test_a_quote_that_stands_is_shown_before_the_answer_and_cited(server, smollm_path, guide):
+    """The quote comes before the answer's tokens, and the citations event carries it, verified."""
+    with server(model_path=smollm_path, quote_support=0.0) as client:
         doc = upload(client, guide)
         events = _stream(client, doc["id"], QUESTION)
         kinds = [k for k, _ in events]
