@@ -37,6 +37,7 @@ from bench.run import RESULTS
 from runtime.embedded import embedded_model_path
 from runtime.system import system_info
 from server.api.app import create_app
+from server.api.deps import services_of
 from server.config.settings import Settings
 from testkit.live import LOCAL
 
@@ -91,7 +92,7 @@ def history_part(threads: int) -> dict:
         _ask(client, doc, "Who is the author?", max_tokens=4)  # warm: the cost model's first one-row calls
         for (question, paraphrase), fresh in zip(QUESTIONS, FRESH, strict=True):
             first = _ask(client, doc, question)
-            client.app.state.services.engine.histories.flush()
+            services_of(client.app).engine.histories.flush()
             without = _ask(client, doc, question, draft_source="lookup")
             again = _ask(client, doc, question)
             para_without = _ask(client, doc, paraphrase, draft_source="lookup")
@@ -173,7 +174,7 @@ def draft_part(target: Path, draft: Path, threads: int, repeats: int) -> dict:
             }
         out["costs"] = {}
         for m, c in clients.items():
-            costs = c.app.state.services.engine.loaded.costs
+            costs = services_of(c.app).engine.loaded.costs
             out["costs"][m] = {"rows_s": [costs.rows(n) for n in range(1, 18)], "draft_s": costs.draft_step("draft")}
     finally:
         for client in apps:

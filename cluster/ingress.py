@@ -75,14 +75,12 @@ def _error_frame(path: str) -> bytes:
 
 def build_app(settings: Settings) -> FastAPI:
     app = FastAPI(title="docqa (cluster)", version="0.1.0")
-    app.state.settings = settings
-    metrics = app.state.metrics = Metrics()
+    metrics = Metrics()
     handlers.install(app)
 
     @app.get("/metrics", include_in_schema=False)
     async def prometheus() -> Response:
-        data_dir = app.state.settings.data_dir
-        return Response(gather(data_dir, own=metrics.render()), media_type=CONTENT_TYPE)
+        return Response(gather(settings.data_dir, own=metrics.render()), media_type=CONTENT_TYPE)
 
     add_page_and_guards(app, settings, metrics)
     return app
@@ -111,10 +109,11 @@ app = build_app(Settings())
 class Ingress:
     def __init__(self, reader: DeploymentHandle) -> None:
         self.reader = reader.options(stream=True)
-        # This replica's environment (the config's runtime_env), read now: the module may have been
-        # imported, and the app pickled, in another process (the driver of `serve.run`). The
-        # middleware keeps the settings of the import; the routing and /metrics use these.
-        app.state.settings = Settings()
+        # This replica's environment (the config's runtime_env), read now for the routing: the module
+        # may have been imported, and the app pickled, in another process (the driver of `serve.run`).
+        # The app (its middleware and /metrics) keeps the settings of the import: `serve.ingress`
+        # serves a copy of it made at decoration, which nothing here reaches.
+        self.settings = Settings()
 
     @app.api_route("/{path:path}", methods=METHODS, include_in_schema=False)
     async def proxy(self, path: str, request: Request) -> Response:
@@ -126,7 +125,7 @@ class Ingress:
             headers=[(k, v) for k, v in request.headers.items() if k not in _DROP] + [("host", "127.0.0.1")],
             body=body,
         )
-        doc_id = document_of(req.path, body) if app.state.settings.debug_cluster_routing == "document" else None
+        doc_id = document_of(req.path, body) if self.settings.debug_cluster_routing == "document" else None
         handle = self.reader.options(multiplexed_model_id=doc_id) if doc_id else self.reader
         parts = handle.forward.remote(req)
         try:

@@ -26,6 +26,7 @@ from ray import serve
 from cluster.asgi import ProxiedRequest, call
 from cluster.metrics import Publisher
 from server.api.app import create_app
+from server.api.deps import metrics_of, services_of
 from server.config.settings import Settings
 
 log = logging.getLogger("docqa.cluster")
@@ -73,13 +74,13 @@ class Reader:
         self.app = create_app(settings)
         self._life = self.app.router.lifespan_context(self.app)
         await self._life.__aenter__()  # opens the store, loads the model, starts the engine thread
-        self._metrics = Publisher(settings.data_dir, self.name, self.app.state.metrics.render)
+        self._metrics = Publisher(settings.data_dir, self.name, metrics_of(self.app).render)
         self._metrics.start()
         log.info("reader %s ready (%d hot documents)", self.name, HOT_DOCS)
 
     @serve.multiplexed(max_num_models_per_replica=HOT_DOCS)
     async def hold(self, doc_id: str) -> HeldDocument:
-        return HeldDocument(doc_id, self.app.state.services.engine)
+        return HeldDocument(doc_id, services_of(self.app).engine)
 
     async def forward(self, req: ProxiedRequest) -> AsyncIterator[dict | bytes]:
         """The request through this replica's app: ``{"status", "headers"}``, then body chunks."""

@@ -1,6 +1,7 @@
 """Typed dependencies, the only reads of ``app.state``: the settings, the service room's one value
-(server/service/__init__.py ``Services``, made in the lifespan) and what it holds, the watched
-folders, and the document or collection a request's path names.
+(server/service/__init__.py ``Services``, made in the lifespan) and what it holds, the metrics, the
+watched folders, and the document or collection a request's path names. Code holding an app rather
+than a request (the cluster's replicas, the benches) reads it through the ``*_of`` functions.
 
 The document and collection dependencies are sync functions: FastAPI runs a sync dependency in its
 thread pool, so their row reads never run on the event loop (with PostgreSQL each is a network
@@ -14,6 +15,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from ingest.worker import ExtractionWorker
+from server.api.metrics import Metrics
 from server.config.errors import CollectionNotFound, DocumentNotFound, EngineUnavailable
 from server.config.settings import Settings
 from server.engine.engine import Engine
@@ -34,6 +36,11 @@ def services_of(app) -> Services | None:
 
 def settings_of(app) -> Settings:
     return app.state.settings
+
+
+def metrics_of(app) -> Metrics:
+    """The app's Prometheus metrics (made with the app, before the lifespan)."""
+    return app.state.metrics
 
 
 def selftest_of(app) -> SelfTest | None:
