@@ -14,11 +14,12 @@ lock and the prefill queue, repairs or rebuilds it (server/engine/ingestion.py
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ingest import snapshot
 from ingest.errors import PrefixDamaged
 from server.config import errors
+from server.engine.drafters import LookupIndexes
 from server.engine.events import Partial
 from server.engine.hot import HotDoc, HotDocs
 from server.engine.jobs import AnswerJob, DocStates, Pages
@@ -45,8 +46,9 @@ def deleted(doc_id: str) -> errors.DocumentNotFound:
 @dataclass(slots=True)
 class Admission:
     """What an admission reads: what the engine knows of each document (``states``), the document
-    sequence, the runner (to share the prefix), the loaded model and contexts, and each document's
-    answer history (``history(hot)``: server/engine/history.py ``AnswerHistories.of``)."""
+    sequence, the runner (to share the prefix), the loaded model and contexts, each document's answer
+    history (``history(hot)``: server/engine/history.py ``AnswerHistories.of``) and its lookup index
+    (``lookups``: server/engine/drafters.py)."""
 
     states: DocStates
     docs: HotDocs
@@ -55,6 +57,7 @@ class Admission:
     history: Callable[[HotDoc], AnswerHistory | None] = lambda hot: None
     reading: Callable[[str], Reading | None] = lambda doc_id: None
     partial: PartialReads | None = None
+    lookups: LookupIndexes = field(default_factory=LookupIndexes)
 
     def admit(self, job: AnswerJob, seq_id: int, cells: int, n_running: int) -> Sequence:
         """The Sequence for ``job`` in ``seq_id`` (``cells``: its KV reservation; ``n_running``: the
@@ -98,7 +101,7 @@ class Admission:
                 f"exceeds n_ctx {n_ctx}"
             )
         shared = self.runner.share_prefix(seq_id, job.key, len(hot.prefix))
-        seq = open_sequence(job, hot, seq_id, self.loaded, cells, shared, self.history(hot))
+        seq = open_sequence(job, hot, seq_id, self.loaded, cells, shared, self.history(hot), index=self.lookups.of(hot))
         seq.n_running = n_running  # the concurrency it was admitted into (server/engine/traffic.py)
         seq.document_state = source
         return seq
@@ -112,7 +115,10 @@ class Admission:
         if read is None:
             return None
         shared = self.runner.share_reading(work.seq_id, seq_id, read.n_shared)
-        seq = open_sequence(job, read.hot, seq_id, self.loaded, cells, shared, None, n_shared=read.n_shared)
+        index = self.lookups.of(read.hot)
+        seq = open_sequence(
+            job, read.hot, seq_id, self.loaded, cells, shared, None, n_shared=read.n_shared, index=index
+        )
         seq.n_running, seq.document_state, seq.read = n_running, "reading", read
         pages = job.pages or Pages((0,))
         where = {"page": pages.at(max(0, read.chars - 1)), "char": read.chars}

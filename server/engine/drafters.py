@@ -7,11 +7,15 @@ setting can turn it off (:data:`OFF`). A model source drafts from a context of i
 the target's sequences, a companion (server/engine/companions.py): its loader
 (:data:`MODEL_SOURCES`) makes it at start-up or says why it cannot, and its drafter for a question
 comes from the companion when the question's sequence shares the prefix.
+
+The lookup source's n-gram index of each document is kept here too (:class:`LookupIndexes`), keyed
+weakly by the document's cache entry, as the other features keep what they build for a document.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from weakref import WeakKeyDictionary
 
 from runtime.llama import Context, ContextConfig, Model
 from server.config.settings import Settings
@@ -22,6 +26,7 @@ from server.engine.jobs import AnswerJob
 from server.engine.mtp import MtpHead
 from spec import sources
 from spec.history import AnswerHistory
+from spec.lookup import NgramIndex
 from spec.sources import Drafter, DraftInputs, text_drafters
 
 #: Text sources a setting turns off: why, given the settings (None: on).
@@ -85,11 +90,37 @@ def why_off(s: Settings, models_off: dict[str, str]) -> dict[str, str | None]:
     return reasons
 
 
+class LookupIndexes:
+    """The n-gram index (spec/lookup.py, sizes ``min_ngram..max_ngram``) of each document, segment or
+    part read so far that questions are asked about, keyed weakly by its cache entry (a HotDoc: it goes
+    with the entry). Engine thread only."""
+
+    def __init__(self, min_ngram: int = 2, max_ngram: int = 4) -> None:
+        self.min_ngram, self.max_ngram = min_ngram, max_ngram
+        self._of: WeakKeyDictionary = WeakKeyDictionary()  # HotDoc -> its NgramIndex
+
+    def attach(self, key: str, hot: HotDoc) -> None:
+        """Index the new cache entry ``hot`` (HotDocs' ``on_new``): O(n_prefix) when the document comes
+        into RAM (an ingestion's end, a restore), not at its first question."""
+        self.of(hot)
+
+    def of(self, hot: HotDoc) -> NgramIndex:
+        """``hot``'s index, made now if it has none yet (a part read so far: server/engine/partial.py)."""
+        if (index := self._of.get(hot)) is None:
+            index = self._of[hot] = NgramIndex(hot.prefix, self.min_ngram, self.max_ngram)
+        return index
+
+
 def for_sequence(
-    job: AnswerJob, hot: HotDoc, model: Model, shared: dict[str, Drafter], history: AnswerHistory | None = None
+    job: AnswerJob,
+    index: NgramIndex,
+    model: Model,
+    shared: dict[str, Drafter],
+    history: AnswerHistory | None = None,
 ) -> dict[str, Drafter]:
-    """The drafters of question ``job``'s sequence: each text source's, made from its document ``hot``
-    and the turns the request brings, and the model sources' (``shared``: by the companions that
-    share its prefix, Runner.share_prefix); ``history``: the earlier answers about it (None: none)."""
-    inputs = DraftInputs(hot.index, model.piece, model.unspaced, history, job.earlier)
+    """The drafters of question ``job``'s sequence: each text source's, made from its document's
+    n-gram ``index`` and the turns the request brings, and the model sources' (``shared``: by the
+    companions that share its prefix, Runner.share_prefix); ``history``: the earlier answers about it
+    (None: none)."""
+    inputs = DraftInputs(index, model.piece, model.unspaced, history, job.earlier)
     return {**text_drafters(inputs), **shared}

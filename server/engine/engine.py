@@ -31,6 +31,7 @@ from server.config.settings import Settings
 from server.engine.admission import Admission, Unusable
 from server.engine.citations import Citations
 from server.engine.cores import CoreShare
+from server.engine.drafters import LookupIndexes
 from server.engine.events import Quote, Token
 from server.engine.finish import Finisher, Observer
 from server.engine.history import AnswerHistories
@@ -240,12 +241,16 @@ class Engine:
             copies_reading=loaded.contexts.reader is not None,
         )
         self.histories = AnswerHistories(store, s.answer_history, s.answer_history_tokens, s.min_ngram, s.max_ngram)
-        ram = dict(min_ngram=s.min_ngram, max_ngram=s.max_ngram, ram_bytes=s.snapshot_ram_bytes, hot_docs=s.hot_docs)
-        self.docs = HotDocs(loaded.contexts, store, loaded.model, DOC_SEQ, on_new=self.histories.attach, **ram)
+        lookups = LookupIndexes(s.min_ngram, s.max_ngram)
+        ram = dict(ram_bytes=s.snapshot_ram_bytes, hot_docs=s.hot_docs)
+        on_new = (lookups.attach, self.histories.attach)
+        self.docs = HotDocs(loaded.contexts, store, loaded.model, DOC_SEQ, on_new=on_new, **ram)
         self.runner = Runner(loaded.contexts, DOC_SEQ, loaded.max_rows, loaded.costs)
-        partial = PartialReads(loaded.model, loaded.layout, s.min_ngram, s.max_ngram) if s.ask_while_reading else None
+        partial = PartialReads(loaded.model, loaded.layout) if s.ask_while_reading else None
         reading = self.scheduler.reading_of
-        self.admission = Admission(self.states, self.docs, self.runner, loaded, self.histories.of, reading, partial)
+        self.admission = Admission(
+            self.states, self.docs, self.runner, loaded, self.histories.of, reading, partial, lookups
+        )
         self.citations = Citations(store, loaded.model, loaded.layout, repairs)
         self.finisher = Finisher(self.citations, self.histories, self.docs, self.replica, self.observer, self.traffic)
         keep = loaded.model.n_swa == 0 or s.swa_full  # server/engine/ingestion.py Ingestion.finish

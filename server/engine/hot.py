@@ -12,8 +12,9 @@ decoded into by a question; questions share it by ``seq_cp``. It is filled by an
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from weakref import WeakSet
 
 import numpy as np
 
@@ -21,22 +22,19 @@ from ingest import snapshot
 from ingest.segments import parse_key
 from runtime.llama import Model
 from server.engine.contexts import Contexts, RamState
-from spec.lookup import NgramIndex
 from store.docstore import DocStore
 
 
 @dataclass(slots=True, eq=False, weakref_slot=True)
 class HotDoc:
-    """A document kept in RAM: prefix ids, lookup index, and (budget allowing) its state bytes. What
-    features build for it (the citation index, the quote index, the answer history) they keep
+    """A document kept in RAM: prefix ids and (budget allowing) its state bytes. What features build
+    for it (the lookup index, the citation index, the quote index, the answer history) they keep
     themselves, keyed weakly by this entry, so it goes when the entry goes."""
 
     prefix: np.ndarray  # int32 [n_prefix]
-    index: NgramIndex
     state: bytes | None  # the target's state of the document sequence (None: not kept in RAM)
     parts: dict[str, bytes] = field(default_factory=dict)  # the companions' states, by name (with ``state``)
     last_hidden: np.ndarray | None = None  # the target's hidden state after the last prefix token [n_embd]
-    prefilled: bool = False  # made by an ingestion here and not yet asked about
 
     @property
     def ram_bytes(self) -> int:
@@ -46,9 +44,8 @@ class HotDoc:
 class HotDocs:
     """The document sequence and the RAM cache. Engine thread only.
 
-    ``min_ngram``/``max_ngram``: the lookup index's n-gram sizes; ``ram_bytes``: the RAM cache's
-    budget of state bytes (DOCQA_SNAPSHOT_RAM_BYTES); ``hot_docs``: the most documents kept (None:
-    :data:`MAX_ENTRIES`)."""
+    ``ram_bytes``: the RAM cache's budget of state bytes (DOCQA_SNAPSHOT_RAM_BYTES); ``hot_docs``: the
+    most documents kept (None: :data:`MAX_ENTRIES`)."""
 
     MAX_ENTRIES = 64
 
@@ -59,19 +56,19 @@ class HotDocs:
         model: Model,
         seq_id: int,
         *,
-        min_ngram: int = 2,
-        max_ngram: int = 4,
         ram_bytes: int = 0,
         hot_docs: int | None = None,
-        on_new: Callable[[str, HotDoc], None] = lambda key, hot: None,
+        on_new: Sequence[Callable[[str, HotDoc], None]] = (),
     ) -> None:
-        """``on_new(key, hot)``: called when an entry is made (the answer histories attach theirs)."""
+        """``on_new``: each called as ``(key, hot)`` when an entry is made (the features that keep
+        something per entry attach theirs: the lookup index, the answer history)."""
         self.contexts, self.store, self.model, self.seq_id = contexts, store, model, seq_id
-        self.min_ngram, self.max_ngram, self.ram_budget, self.hot_docs = min_ngram, max_ngram, ram_bytes, hot_docs
+        self.ram_budget, self.hot_docs = ram_bytes, hot_docs
         self.on_new = on_new
         self.loaded: str | None = None  # the document whose prefix the sequence holds, exactly (see hold())
         self.n_loaded = 0  # its prefix tokens (0: none)
         self._hot: OrderedDict[str, HotDoc] = OrderedDict()
+        self._prefilled: WeakSet[HotDoc] = WeakSet()  # made by an ingestion here and not yet asked about
 
     def hold(self, key: str | None, n_tokens: int = 0) -> None:
         """Record what the document sequence now holds: ``key``'s prefix of ``n_tokens`` (None: nothing
@@ -110,13 +107,22 @@ class HotDocs:
             del self._hot[key]
 
     def remember(
-        self, doc_id: str, prefix: np.ndarray, ram: RamState | None = None, last_hidden: np.ndarray | None = None
+        self,
+        doc_id: str,
+        prefix: np.ndarray,
+        ram: RamState | None = None,
+        last_hidden: np.ndarray | None = None,
+        prefilled: bool = False,
     ) -> HotDoc:
-        """Put a document in the RAM cache (LRU by state bytes, the newest kept)."""
+        """Put a document in the RAM cache (LRU by state bytes, the newest kept); ``prefilled``: by an
+        ingestion here, so its first question finds it "prefilled" (:meth:`restore`)."""
         hot = self._hot.pop(doc_id, None)
         if hot is None or not np.array_equal(hot.prefix, prefix):  # new, or re-ingested with new tokens
-            hot = HotDoc(prefix=prefix, index=NgramIndex(prefix, self.min_ngram, self.max_ngram), state=None)
-            self.on_new(doc_id, hot)
+            hot = HotDoc(prefix=prefix, state=None)
+            for attach in self.on_new:
+                attach(doc_id, hot)
+        if prefilled:
+            self._prefilled.add(hot)
         if ram is not None:
             hot.state, hot.parts = ram
         if last_hidden is not None:
@@ -146,8 +152,9 @@ class HotDocs:
             hot = self.remember(doc_id, self.store.read_prefix(doc_id))
         else:
             self._hot.move_to_end(doc_id)
-            if hot.prefilled:
-                source, hot.prefilled = "prefilled", False
+            if hot in self._prefilled:
+                source = "prefilled"
+                self._prefilled.discard(hot)
         if self.loaded == doc_id:
             return hot, source
         n = len(hot.prefix)

@@ -98,7 +98,7 @@ class Ingestion:
             if not directory.is_dir():  # deleted: its files went first, and so does its snapshot
                 return False
             last_hidden = self.contexts.save(seq, self.prefix, store.state_dir(self.key))
-        docs.remember(self.key, self.prefix, docs.ram_state(seq, reading=True), last_hidden).prefilled = True
+        docs.remember(self.key, self.prefix, docs.ram_state(seq, reading=True), last_hidden, prefilled=True)
         # Read apart (DOCQA_CPU_REPACK=pair), the target holds none of it: its first question restores
         # it from the RAM state just kept (or the snapshot), as any document in RAM.
         if self.contexts.reader is not None:

@@ -26,7 +26,6 @@ import numpy as np
 from ingest.prompt import PromptLayout
 from runtime.llama import Model
 from server.engine.hot import HotDoc
-from spec.lookup import NgramIndex
 
 
 class Reading(Protocol):
@@ -62,9 +61,8 @@ class PartialReads:
     made is kept, so the questions asked at one read position share its quote and lookup indexes
     (O(tokens read) to make; nothing per answer step)."""
 
-    def __init__(self, model: Model, layout: PromptLayout, min_ngram: int = 2, max_ngram: int = 4) -> None:
+    def __init__(self, model: Model, layout: PromptLayout) -> None:
         self.model, self.layout = model, layout
-        self.min_ngram, self.max_ngram = min_ngram, max_ngram
         self._last: ReadSoFar | None = None
 
     def of(self, doc_id: str, prefix: np.ndarray, n_done: int) -> ReadSoFar | None:
@@ -83,7 +81,7 @@ class PartialReads:
             return last
         closing = prefix[max(n_done, n_head + n_doc) :]
         tokens = np.concatenate([prefix[:n_done], closing]).astype(np.int32)
-        hot = HotDoc(prefix=tokens, index=NgramIndex(tokens, self.min_ngram, self.max_ngram), state=None)
+        hot = HotDoc(prefix=tokens, state=None)  # its lookup index: server/engine/drafters.py LookupIndexes
         text = b"".join(self.model.piece(int(t)) for t in prefix[n_head : n_head + n_read])
         chars = len(text.decode("utf-8", errors="replace").lstrip(" "))
         self._last = ReadSoFar(doc_id, hot, n_done, chars, n_read / max(1, n_doc))

@@ -11,7 +11,7 @@ from server.engine.hot import HotDoc
 from server.engine.jobs import AnswerJob
 from server.engine.partial import ReadSoFar
 from spec.history import AnswerHistory
-from spec.lookup import LookupDrafter
+from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import Answer, AnswerRun, AnswerStats
 from spec.sources import Drafter
 
@@ -30,7 +30,7 @@ class Sequence:
 
     job: AnswerJob
     seq_id: int
-    hot: HotDoc  # the document: prefix ids, lookup index, citation index
+    hot: HotDoc  # the document's cache entry: its prefix ids, and the key of what features keep for it
     n_prefix: int  # the document prefix's tokens, shared from the document sequence (or a reading's)
     suffix: np.ndarray  # int32 [n_suffix]: the ids after the shared prefix (any closing ones, then job.suffix)
     answer: Answer
@@ -65,17 +65,20 @@ def open_sequence(
     shared: dict[str, Drafter] | None = None,
     history: AnswerHistory | None = None,
     n_shared: int | None = None,
+    *,
+    index: NgramIndex,
 ) -> Sequence:
     """The Sequence of question ``job`` in ``seq_id``, which holds ``hot``'s prefix; its suffix is
     still to be prefilled. ``loaded``: the engine's model and contexts (server/engine/loading.py);
     ``shared``: the model sources' drafters, from the companions that shared the prefix
     (server/engine/runner.py ``Runner.share_prefix``); ``n_shared``: of ``hot.prefix``'s tokens, those
     the sequence holds (default all); the rest are prefilled before the question's suffix (a document
-    read so far: server/engine/partial.py)."""
+    read so far: server/engine/partial.py); ``index``: ``hot``'s n-gram index, for the lookup drafter
+    (server/engine/drafters.py ``LookupIndexes``)."""
     model = loaded.model
     n_shared = len(hot.prefix) if n_shared is None else n_shared
     stats = AnswerStats(prompt_tokens=len(job.suffix), cached_tokens=n_shared)
-    made = drafters.for_sequence(job, hot, model, shared or {}, history)
+    made = drafters.for_sequence(job, index, model, shared or {}, history)
     n_past = len(hot.prefix) + len(job.suffix)
     run = AnswerRun(
         loaded.ctx,

@@ -12,7 +12,6 @@ import pytest
 
 from server.config.settings import Settings
 from server.engine import drafters
-from server.engine.hot import HotDoc
 from spec import sources
 from spec.lookup import NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats
@@ -64,8 +63,7 @@ def echo():
 
 def test_a_text_source_registered_in_one_line_is_made_for_a_sequence_and_drafts(echo, gemma, tmp_path):
     prefix, suffix = prompt_tokens(gemma, DOCUMENT, "Copy the sentence about the parrot, word for word.")
-    hot = HotDoc(prefix, NgramIndex(prefix, 2, 4), state=None)
-    made = drafters.for_sequence(SimpleNamespace(earlier=()), hot, gemma, shared={})
+    made = drafters.for_sequence(SimpleNamespace(earlier=()), NgramIndex(prefix, 2, 4), gemma, shared={})
     assert isinstance(made["echo"], Echo) and "lookup" in made, "the engine's table made it without an entry"
     assert drafters.why_off(Settings(data_dir=tmp_path), {})["echo"] is None, "and says it is on"
 

@@ -32,10 +32,11 @@ def test_no_module_outside_the_engine_reaches_into_its_document_state():
 
 
 def test_a_hot_doc_is_the_cache_entry_only():
-    """The citation index, the quote index and the answer history are kept by their features
-    (server/engine/citations.py, quotes.py, history.py), keyed weakly by the entry."""
+    """The lookup index, the citation index, the quote index and the answer history are kept by their
+    features (server/engine/drafters.py, citations.py, quotes.py, history.py), keyed weakly by the
+    entry; whether an ingestion here made it and no question came yet, by the cache (HotDocs)."""
     fields = {f.name for f in dataclasses.fields(HotDoc)}
-    assert fields == {"prefix", "index", "state", "parts", "last_hidden", "prefilled"}
+    assert fields == {"prefix", "state", "parts", "last_hidden"}
     assert "__weakref__" in HotDoc.__slots__ and HotDoc.__hash__ is object.__hash__
 
 

@@ -100,7 +100,10 @@ def test_a_question_while_reading_gets_the_answer_of_the_part_read_and_the_readi
     ctx, other = parts.contexts.target, 2
     for at in range(0, n_read, N_UBATCH):
         ctx.decode(work.prefix[at : min(at + N_UBATCH, n_read)], at, seq_id=other, outputs="none")
-    scratch = open_sequence(_asked(parts, doc, max_tokens=12), seq.read.hot, other, parts.loaded, 0, n_shared=n_read)
+    index = parts.admission.lookups.of(seq.read.hot)
+    scratch = open_sequence(
+        _asked(parts, doc, max_tokens=12), seq.read.hot, other, parts.loaded, 0, n_shared=n_read, index=index
+    )
     assert _answer(parts, scratch) == answered
 
     again = parts.admission.admit(_asked(parts, doc), 2, 0, 1)
@@ -119,7 +122,7 @@ def test_the_quote_index_and_lookup_cover_only_the_part_read(parts):
     found = quotes.document_quotes(seq.hot, parts.loaded)
     assert len(found.index.tokens) == work.n_done - n_head, "what is not read cannot be quoted"
     closing = parts.loaded.layout.n_between(parts.model)
-    assert len(seq.hot.index.tokens) == len(seq.hot.prefix) == work.n_done + closing, "nor drafted by lookup"
+    assert len(seq.lookup.index.tokens) == len(seq.hot.prefix) == work.n_done + closing, "nor drafted by lookup"
 
 
 def test_nothing_read_yet_is_a_409_that_says_so(parts):
