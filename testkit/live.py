@@ -17,7 +17,7 @@ from pathlib import Path
 from server.tools.candidate import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Base URL of in-process TestClients: a loopback Host, which the server answers to (server/api/hosts.py).
+#: Base URL of in-process TestClients: a loopback Host, which the server answers to (server/api/guard.py).
 LOCAL = "http://127.0.0.1"
 
 
@@ -38,7 +38,7 @@ class Live:
         # Lossless), which tests that compare repeated answers must not meet by chance.
         # No start-up self-test either: it loads the model in a child process and decodes once per new
         # data directory, a model process more per server; tests/server/engine/test_selftest.py tests
-        # it, and tests/server/api/test_listen.py starts a server with it.
+        # it, and tests/server/api/test_serve.py starts a server with it.
         defaults = {
             "DOCQA_N_CTX": "8192", "DOCQA_N_THREADS": "2", "DOCQA_ANSWER_HISTORY": "false", "DOCQA_SELFTEST": "false",
         }  # fmt: skip

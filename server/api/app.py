@@ -1,9 +1,9 @@
 """create_app(settings): FastAPI app whose lifespan opens the store (sweeping what no row owns) and
 starts and stops the engine thread.
 
-Middleware, outermost first: request metrics; the Host check (server/api/hosts.py); CORS, when
-configured; the guard (request id, Origin, API key, body size and timeout: server/api/guard.py), all
-before routing and body parsing; HEAD as GET (server/api/head.py).
+Middleware, outermost first: request metrics; the Host check (server/api/guard.py ``TrustedHosts``);
+CORS, when configured; the guard (request id, Origin, API key, body size and timeout: ``Guard``, same
+module), all before routing and body parsing; HEAD as GET (server/api/head.py).
 """
 
 from __future__ import annotations
@@ -23,13 +23,12 @@ from starlette.routing import Route
 from ingest.errors import DataDirUnusable
 from ingest.worker import ExtractionWorker
 from server.api import handlers
-from server.api.guard import Guard
+from server.api.guard import Guard, TrustedHosts
 from server.api.head import HeadAsGet
-from server.api.hosts import TrustedHosts
 from server.api.mcp_http import PATH as MCP_PATH
 from server.api.mcp_http import McpEndpoint
 from server.api.metrics import CONTENT_TYPE, Metrics, RequestMetrics
-from server.api.routes import answers, collections, documents, health, openai
+from server.api.routes import collections, documents, health, openai
 from server.config.memory import snapshot_estimate, with_preset
 from server.config.settings import Settings
 from server.engine.engine import Engine
@@ -119,7 +118,6 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
     handlers.install(app)
     app.include_router(health.router)
     app.include_router(documents.router)
-    app.include_router(answers.router)
     app.include_router(collections.router)
     app.include_router(openai.router)
     mcp = app.state.mcp = McpEndpoint(app, settings.api_key) if settings.mcp_http else None

@@ -1,5 +1,6 @@
-"""What every request passes before routing and body parsing (pure ASGI): a request id, the Origin
-check, the API key, the body size and the body read timeouts.
+"""What every request passes before routing and body parsing (pure ASGI): the Host check
+(:class:`TrustedHosts`), then (:class:`Guard`) a request id, the Origin check, the API key, the body
+size and the body read timeouts.
 
 FastAPI reads and parses a body before a route's dependencies run, so a key checked there came
 after an unauthenticated 57 MB JSON body had been parsed. Here nothing of the body is read until
@@ -22,6 +23,14 @@ away.
   credentials and pass.
 * **Request id.** Every response carries ``X-Request-ID``; a 500's body names it, and so does the
   log line with the trace (server/config/errors.py).
+* **Host** (the DNS-rebinding guard). A page on ``rebind.attacker.example`` can make its name resolve
+  to 127.0.0.1 after it has loaded; the browser then sends the page's requests to this server as
+  same-origin, with that name in the ``Host`` header. Bound to a loopback address, the server
+  therefore answers only to loopback names (``127.0.0.1``, ``localhost``, ``[::1]``) and to
+  DOCQA_ALLOWED_HOSTS. Bound to another address, it answers to DOCQA_ALLOWED_HOSTS when set, else to
+  any name (it cannot know the names it is reached by). The matching is Starlette's
+  TrustedHostMiddleware (its ``*.example.org`` wildcards and IPv6 parsing); its plain-text 400 is
+  replaced by this API's JSON 403, ``host_not_allowed``.
 """
 
 from __future__ import annotations
@@ -34,12 +43,14 @@ import uuid
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.api.handlers import REQUEST_ID
 from server.config.errors import (
     ApiError,
     BodyTimeout,
+    HostNotAllowed,
     OriginNotAllowed,
     Unauthorized,
     UploadTooLarge,
@@ -53,6 +64,8 @@ UPLOAD_PATHS = ("/v1/documents",)  # multipart uploads: DOCQA_MAX_UPLOAD_BYTES; 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 PUBLIC_PATHS = frozenset({"/", "/health", "/v1/formats"})
 PUBLIC_PREFIXES = ("/static/",)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+_PASSED = "docqa.host_allowed"
 
 
 class _Refused(Exception):
@@ -214,3 +227,42 @@ async def refuse(send: Send, error: ApiError) -> None:
     headers += [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
     await send({"type": "http.response.start", "status": status_of(error)[0], "headers": headers})
     await send({"type": "http.response.body", "body": data})
+
+
+def allowed_hosts(settings: Settings) -> list[str]:
+    """The Host names (without ports) the server answers to; ``["*"]``: any."""
+    if settings.loopback:
+        return [*LOOPBACK_HOSTS, *settings.allowed_hosts]
+    return list(settings.allowed_hosts) or ["*"]
+
+
+class TrustedHosts:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.hosts = allowed_hosts(settings)
+        self.check = TrustedHostMiddleware(_mark, allowed_hosts=self.hosts, www_redirect=False)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or "*" in self.hosts:
+            await self.app(scope, receive, send)
+            return
+
+        async def swallow(_message) -> None:  # Starlette's own refusal; ours follows
+            pass
+
+        await self.check(scope, receive, swallow)
+        if scope.pop(_PASSED, False):
+            await self.app(scope, receive, send)
+            return
+        host = Headers(scope=scope).get("host", "")[:200]
+        await refuse(
+            send,
+            HostNotAllowed(
+                f"this server does not answer to the host name {host!r} (a DNS-rebinding page?); it answers to "
+                f"{', '.join(self.hosts)}: add a name to DOCQA_ALLOWED_HOSTS to serve it"
+            ),
+        )
+
+
+async def _mark(scope: Scope, _receive: Receive, _send: Send) -> None:
+    scope[_PASSED] = True

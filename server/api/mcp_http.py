@@ -48,7 +48,7 @@ class McpEndpoint:
                 transport=httpx.ASGITransport(app=self.app), base_url="http://127.0.0.1", headers=headers, timeout=None
             )
             server = build(DocqaApi(self._client, "this server"), read_paths=False)
-            security = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # ours: server/api/hosts.py
+            security = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # ours: server/api/guard.py
             asgi = server.streamable_http_app(streamable_http_path=PATH, transport_security=security)
             started = asyncio.Event()
 

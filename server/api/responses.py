@@ -49,7 +49,7 @@ async def respond(
     stream: AnswerStream, position: int, req: AnswerRequest, request: Request, settings: Settings
 ) -> StreamingResponse | AnswerResponse:
     """A queued answer as the response ``req`` asks for: Server-Sent Events, or the whole answer as
-    JSON (a document's question, server/api/routes/answers.py, and a collection's,
+    JSON (a document's question, server/api/routes/documents.py, and a collection's,
     server/api/routes/collections.py)."""
     if req.stream:  # headers and a first event go out now, however long the queue
         frames = sse_frames(stream, position, settings.sse_heartbeat_s)

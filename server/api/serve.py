@@ -5,22 +5,40 @@ The address is logged ("serving on http://127.0.0.1:8000") only once the port ac
 after the model is loaded and the verify costs are measured (a minute on a loaded 2-core machine),
 when uvicorn listens; the line before the load says that it follows.
 
+The port is bound before the self-test and the model load (:func:`bind`), so that a port in use is
+one line naming the port and the settings that choose it, not a uvicorn traceback after a minute of
+loading; the socket is then handed to uvicorn (``uvicorn.Server.run(sockets=[...])``): nothing can
+take the port between the check and the serving.
+
+uvicorn serves with h11 and a time limit on request headers (:func:`with_header_timeout`): it times
+out only idle keep-alive connections, and only until their first byte, so a client that sends part of
+a request line and then nothing held its connection (and a task) forever, and a few hundred such
+clients exhausted the server. A connection must deliver a request's complete headers within
+DOCQA_HEADER_TIMEOUT_S of opening, or of its previous response; otherwise it gets a 408 and is
+closed. (The size of the headers is bounded by uvicorn's h11_max_incomplete_event_size; the body's
+timeout and size are server/api/guard.py's.)
+
 Start-up fails with one line and exit status 1, before the model is loaded, on invalid settings, an
-unusable data directory, a port in use (server/api/listen.py) or a self-test crash. A shutdown asked
-for by a signal (Ctrl-C, SIGTERM) that completes is a clean exit, status 0, with nothing printed after
-the log: not a KeyboardInterrupt traceback, and not a death by the signal that ``make`` reports as
-"Interrupt" or "Terminated"."""
+unusable data directory, a port in use or a self-test crash. A shutdown asked for by a signal (Ctrl-C,
+SIGTERM) that completes is a clean exit, status 0, with nothing printed after the log: not a
+KeyboardInterrupt traceback, and not a death by the signal that ``make`` reports as "Interrupt" or
+"Terminated"."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import logging
+import socket
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import h11
 import uvicorn
 from pydantic import ValidationError
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from server.config.settings import Settings, deprecated_in
 
@@ -30,8 +48,6 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from ingest.errors import DataDirUnusable
     from server.api.app import create_app, open_store
-    from server.api.listen import CannotListen, bind
-    from server.api.protocol import with_header_timeout
     from server.config.memory import with_preset
     from server.config.tuned import SETTINGS_FILE, describe
     from server.engine import selftest
@@ -174,3 +190,94 @@ class GracefulServer(uvicorn.Server):
         if services is not None and not self.should_exit:
             services.engine.begin_shutdown(services.settings.shutdown_timeout_s)
         super().handle_exit(sig, frame)
+
+
+#: Where the port comes from, named in the message (README "Port and start-up").
+PORT_SETTINGS = "DOCQA_PORT=..., `docqa serve --port ...` or `make serve PORT=...`"
+HOST_SETTINGS = "DOCQA_HOST=..., `docqa serve --host ...` or `make serve HOST=...`"
+
+
+class CannotListen(Exception):
+    """The address cannot be bound; the message is the one line the server exits with."""
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` (not yet listening: uvicorn calls listen), like uvicorn's
+    own (``SO_REUSEADDR``, IPv6 for an address with a colon). Raises CannotListen: the port is in use,
+    the address is not this machine's, or binding it is not allowed (a port below 1024 as a user)."""
+    plain = host.strip("[]")
+    family = socket.AF_INET6 if ":" in plain else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((plain, port))
+    except OSError as exc:
+        sock.close()
+        raise CannotListen(_cannot_listen(exc, host, port)) from None
+    return sock
+
+
+def _cannot_listen(exc: OSError, host: str, port: int) -> str:
+    where = f"{host}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"docqa: port {port} is already in use on {host} (another docqa, or another program); "
+            f"stop it, or choose another port with {PORT_SETTINGS}"
+        )
+    if exc.errno == errno.EACCES:
+        return (
+            f"docqa: not allowed to listen on {where} ({exc.strerror}); choose a port above 1023 with {PORT_SETTINGS}"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
+        return (
+            f"docqa: cannot listen on {where}: {host!r} is not an address of this machine "
+            f"({exc.strerror or exc}); choose another with {HOST_SETTINGS}"
+        )
+    return f"docqa: cannot listen on {where} ({exc.strerror or exc}); check {HOST_SETTINGS} and {PORT_SETTINGS}"
+
+
+_TIMEOUT_RESPONSE = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
+
+
+def with_header_timeout(seconds: float) -> type[H11Protocol]:
+    """An H11Protocol class (uvicorn.Config's ``http``) that closes connections slower than ``seconds``
+    to send a request's headers."""
+
+    class HeaderTimeoutProtocol(H11Protocol):
+        header_timeout_s = seconds
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            self._header_timer: asyncio.TimerHandle | None = None
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:  # a whole request line and headers are in
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()  # the next request's headers get the same time
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_timer = self.loop.call_later(self.header_timeout_s, self._expire)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _expire(self) -> None:
+            self._header_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.write(_TIMEOUT_RESPONSE)
+                self.transport.close()
+
+    return HeaderTimeoutProtocol

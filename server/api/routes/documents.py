@@ -1,5 +1,6 @@
 """Document routes: upload and re-ingest (the pipeline of ingest/pipeline.py, then the engine's
-prefill), list, get, text, the stored file, delete."""
+prefill), list, get, text, the stored file, delete, and a question to a document (JSON, or
+Server-Sent Events when ``stream`` is true)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ from ingest.errors import DocumentFilesDamaged, TextDamaged
 from ingest.locate import printed_label
 from ingest.reingest import reextract_async
 from runtime.system import busy
+from server.api.answering import answer_params
 from server.api.deps import DocumentDep, EngineDep, ExtractorDep, ServicesDep, SettingsDep, StoreDep, WatchDep
+from server.api.responses import respond
 from server.api.schemas import (
+    AnswerRequest,
+    AnswerResponse,
     DocumentCreated,
     DocumentList,
     DocumentPublic,
@@ -33,6 +38,7 @@ from server.config.errors import DocumentFailed, DocumentIngesting, ReingestRunn
 from server.engine.engine import Engine
 from server.engine.reading import DocView
 from server.service import Services, background, segmented, uploads
+from server.service.questions import check_answerable, submit
 from store import writes
 from store.docstore import FAILED, INGESTING, READY, DocRecord
 
@@ -298,3 +304,13 @@ async def _reingest(state, doc: DocRecord, store, engine, settings, extractor, p
 
     await uploads.run(engine, store, settings, state.snapshot_bytes, extract, 0, store_doc, doc.id)
     return DocumentCreated(id=doc.id, name=doc.name, status=INGESTING, note=notes[0])
+
+
+@router.post("/documents/{doc_id}/answers", response_model=AnswerResponse)
+async def answer(
+    doc: DocumentDep, req: AnswerRequest, request: Request, store: StoreDep, engine: EngineDep, settings: SettingsDep
+):
+    while_reading = check_answerable(doc, engine, settings)
+    params = answer_params(req, settings, engine)
+    stream, position = await submit(engine, store, settings, doc, req.question, params, while_reading=while_reading)
+    return await respond(stream, position, req, request, settings)

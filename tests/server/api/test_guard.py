@@ -1,5 +1,5 @@
-"""What a request passes before routing (server/api/guard.py, server/api/hosts.py): the Host check against DNS
-rebinding, the Origin check against cross-site posts, the API key on every non-public path, the JSON
+"""What a request passes before routing (server/api/guard.py): the Host check against DNS rebinding,
+the Origin check against cross-site posts, the API key on every non-public path, the JSON
 body limit, and request ids on 500s.
 
 Most tests need no model: an app whose lifespan has not run answers 503 ``engine_unavailable`` from

@@ -1,12 +1,24 @@
-"""``python -m server`` as an operator starts it (server/api/serve.py): what it says when it cannot start."""
+"""``python -m server`` as an operator starts it (server/api/serve.py): what it says when it cannot start
+(a port in use is one line naming the port and its settings, before the model loads); `make serve
+PORT= HOST=` binds there; Ctrl-C and SIGTERM stop the server cleanly (exit 0, nothing from make after
+the log)."""
 
 from __future__ import annotations
 
+import os
+import pty
+import select
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
+import pytest
+
+from server.api.serve import CannotListen, bind
 from store.sqlite_store import SqliteStore
-from testkit.live import ROOT, Live
+from testkit.live import ROOT, Live, free_port
 from tests.conftest import make_settings
 
 
@@ -53,3 +65,152 @@ def test_the_pair_is_not_chosen_where_its_reader_would_crowd_the_memory(tmp_path
     assert with_layout(settings, pair, lambda: (need, 4 * need)).cpu_repack == "pair"
     assert with_layout(settings, pair, lambda: (need, need)).cpu_repack == "auto", "one instance, as it was"
     assert with_layout(settings, pair, lambda: None).cpu_repack == "pair", "not known: the measurement decides"
+
+
+STAMP = ".venv/.docqa-installed"  # `make -o`: never reinstall into the venv from a test
+
+
+def _holder(port: int) -> subprocess.Popen:
+    """Another program listening on 127.0.0.1:``port`` (a real process, as a user would meet it)."""
+    code = (
+        "import socket, sys, time; s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); "
+        "print('listening', flush=True); time.sleep(120)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(port)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "listening"
+    return proc
+
+
+def test_bind_names_the_port_and_its_settings():
+    port = free_port()
+    holder = _holder(port)
+    try:
+        with pytest.raises(CannotListen) as info:
+            bind("127.0.0.1", port)
+        message = str(info.value)
+        assert f"port {port} is already in use on 127.0.0.1" in message
+        assert "DOCQA_PORT=" in message and "--port" in message and "make serve PORT=" in message
+        assert "\n" not in message
+    finally:
+        holder.kill()
+        holder.wait()
+    sock = bind("127.0.0.1", port)  # free again: bound, not yet listening (uvicorn listens)
+    sock.close()
+    with pytest.raises(CannotListen, match=r"'192\.0\.2\.1' is not an address of this machine.*DOCQA_HOST="):
+        bind("192.0.2.1", port)
+
+
+def test_a_port_in_use_is_one_line_and_exit_1_before_the_model_loads(tmp_path, gemma_path):
+    port = free_port()
+    holder = _holder(port)
+    env = {**os.environ, "DOCQA_DATA_DIR": str(tmp_path), "DOCQA_MODEL_PATH": str(gemma_path)}
+    env.update(DOCQA_PORT=str(port), DOCQA_SELFTEST="true", DOCQA_N_THREADS="1")
+    try:
+        t0 = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "server"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+        took = time.monotonic() - t0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"docqa: port {port} is already in use"), done.stderr
+    assert "DOCQA_PORT=" in lines[-1] and "make serve PORT=" in lines[-1]
+    # Nothing of the model: no self-test (a child process that loads it) and no traceback.
+    assert "self-test" not in done.stderr and "Traceback" not in done.stderr and "llama" not in done.stderr.lower()
+    print(f"refused in {took:.1f} s")
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    """One data directory for the servers below, one after the other: the second start reuses the
+    first one's self-test and calibration caches (a minute each on a loaded 2-core machine)."""
+    return tmp_path_factory.mktemp("listen") / "data"
+
+
+def _log_until(server: Live, line: bytes, timeout: float) -> bytes:
+    """The server's log once it holds ``line`` (the log is read as it grows, every 50 ms)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log = server.log.read_bytes() if server.log.exists() else b""
+        if line in log or server.proc.poll() is not None:
+            return log
+        time.sleep(0.05)
+    return server.log.read_bytes()
+
+
+def test_the_address_is_logged_once_it_accepts_connections_and_sigterm_exits_0(data_dir, gemma_path):
+    """Issue 39 item 3: the address was logged 45-60 s before the port answered (the model loaded and
+    the verify costs were measured after it), and a user who opened it then was refused. Now a
+    connection made the moment the line appears is answered, and no earlier line names the address."""
+    server = Live(data_dir, gemma_path, DOCQA_N_THREADS="1")
+    address = f"http://127.0.0.1:{server.port}".encode()
+    server.proc = subprocess.Popen(server.argv, cwd=server.root, env=server.env, stdout=server.log.open("ab"),
+                                   stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        log = _log_until(server, b"serving on " + address, 600)
+        assert b"serving on " + address in log, log.decode(errors="replace")[-3000:]
+        status, health = server.get("/health")  # at once: no retry, no wait
+        assert status == 200 and health["status"] == "ok"
+        before = log[: log.index(b"serving on " + address)]
+        assert address not in before and b"loading the model (its address is logged once" in before
+    except Exception:
+        server.stop()  # leave nothing running
+        raise
+    proc = server.proc
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 0  # a graceful shutdown, not a death by the signal
+    log = server.log.read_text()
+    assert "Application shutdown complete" in log and "Traceback" not in log and "KeyboardInterrupt" not in log
+
+
+def _read_until(fd: int, done, timeout: float) -> bytes:
+    out = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not done(out):
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # the other side closed
+                break
+            if not chunk:
+                break
+            out += chunk
+    return out
+
+
+@pytest.mark.slow  # one of the longest in make test (2 cores); its check stays in make test-slow
+def test_make_serve_port_host_and_ctrl_c(tmp_path, data_dir, gemma_path):
+    """`make serve PORT= HOST=` in a terminal (a pty), then Ctrl-C typed there: the server stops, and
+    neither make nor Python prints anything after the server's own shutdown lines."""
+    port = free_port()
+    env = {**os.environ, "DOCQA_DATA_DIR": str(data_dir), "DOCQA_MODEL_PATH": str(gemma_path)}
+    env.update(DOCQA_PORT=str(free_port()), DOCQA_HOST="192.0.2.1", DOCQA_N_THREADS="1")  # PORT= HOST= win
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: make in the terminal
+        os.chdir(ROOT)
+        os.execvpe("make", ["make", "-o", STAMP, "serve", f"PORT={port}", "HOST=127.0.0.1"], env)
+    try:
+        out = _read_until(fd, lambda o: b"serving on" in o, 600)
+        assert f"serving on http://127.0.0.1:{port}".encode() in out, out.decode(errors="replace")[-3000:]
+        probe = Live(Path(tmp_path / "probe"), gemma_path)
+        probe.port = port
+        assert probe.get("/health")[1]["status"] == "ok"  # the address is logged once it accepts
+        os.write(fd, b"\x03")  # Ctrl-C: the terminal sends SIGINT to make and the server
+        rest = _read_until(fd, lambda o: False, 60)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        try:  # make and the server share the terminal's process group (pty.fork: make leads it)
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(fd)
+    text = rest.decode(errors="replace")
+    assert "Application shutdown complete" in text, text
+    assert "make: ***" not in text and "Terminated" not in text and "Interrupt" not in text, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    # make itself got the SIGINT too and stops by it, silently, as Ctrl-C should leave a shell.
+    assert os.waitstatus_to_exitcode(status) in (0, -signal.SIGINT), status

@@ -181,7 +181,7 @@ def _chunk_seconds(server: Live, cases) -> float:
     return 512 * (time.monotonic() - t0) / info["tokens"]
 
 
-@pytest.mark.slow  # ~17-22 s; test_listen.py checks a graceful SIGTERM, the fault loop a restart mid-answer
+@pytest.mark.slow  # ~17-22 s; test_serve.py checks a graceful SIGTERM, the fault loop a restart mid-answer
 def test_sigterm_ends_answers_with_an_error_and_does_not_wait_for_slow_readers(live, cases, tmp_path):
     server = live(DOCQA_SSE_HEARTBEAT_S="0.5", DOCQA_SHUTDOWN_TIMEOUT_S="2")
     doc_id, _ = _ready(server, cases, CRAZY)
