@@ -73,9 +73,7 @@ def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_a
             window=window,
             stops=tuple(req.stop) if req.stop is not None else layout_stops,
             sources=sources.NAMES if req.draft_source in ("all", "both") else (req.draft_source,),
-            quote=QuoteParams(threshold=settings.quote_support)
-            if answer_mode(req, settings) == "quote"
-            else None,
+            quote=QuoteParams(threshold=settings.quote_support) if answer_mode(req, settings) == "quote" else None,
             reject_drafts=settings.debug_reject_drafts,
             accept_drafts=settings.debug_accept_drafts,
         )
