@@ -22,13 +22,24 @@ import numpy as np
 
 from bench.answer_first import AnswerThenQuote, quote_after
 from bench.demos import make_demos, render
-from ingest.prompt import DEFAULT, NOT_SAID, QUOTE_JUDGE, PromptLayout, Wording, layout_for, single_turn
-from runtime.llama import Model
+from ingest.prompt import (
+    DEFAULT,
+    NOT_SAID,
+    QUOTE_JUDGE,
+    PromptLayout,
+    Wording,
+    layout_for,
+    passage_judge,
+    single_turn,
+)
+from runtime.llama import Context, Model
+from server.config.memory import judging_config
+from server.config.settings import Settings
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats
 from spec.quote import PASSAGES, THRESHOLD, QuoteConstraint, QuoteIndex, QuoteParams, QuoteTokens
 from spec.sampling import SamplingParams
-from spec.support import Judgment
+from spec.support import Judgment, PassageJudge, judge_passages
 from store import index
 from store.passages import PassageRanks
 from testkit.harness import generate, open_ctx
@@ -58,7 +69,8 @@ JUDGE_ANSWER = "\n\nDoes the passage give this answer to the question? Reply wit
 #: as served; ``quote:t=0.7/k=5/n=0``: with another threshold (``t=none``: not judged), number of passages
 #: the quote may start in (``k=all``: anywhere), without the number check (``n=0``, spec/support.py), or
 #: answering first and quoting after (``a=1``, bench/answer_first.py; ``a=2``: the judgment
-#: reads the answer too).
+#: reads the answer too), or judged after the quote in the answer's own turn (``j=after``; served: the
+#: passages judged before it, spec/support.py ``judge_passages``).
 MODES: dict[str, QuoteParams | None] = {"direct": None, "quote": QuoteParams()}
 
 
@@ -87,6 +99,7 @@ class Reader:
         self.ctx = open_ctx(self.model, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads)
         self.layout: PromptLayout = layout_for(self.model, wording)
         self.quote_tokens = QuoteTokens.of(lambda text: self.model.tokenize(text, parse_special=False))
+        self.judging: Context | None = None  # made at the first question judged before its quote
 
     def answer(
         self,
@@ -138,6 +151,8 @@ class Reader:
                 )
                 if qp.judged and "a=2" in mode:  # the judgment reads the held answer too (tried, not kept)
                     q._judge = self._judge_answer(question, q)
+            elif qp.threshold and qp.passages is not None and "j=after" not in mode:
+                q = self._judged_first(index, qp, question, mode)
             else:
                 q = QuoteConstraint(
                     index,
@@ -185,6 +200,31 @@ class Reader:
 
         return judge
 
+    def _judged_first(self, index: QuoteIndex, qp: QuoteParams, question: str, mode: str) -> QuoteConstraint:
+        """The served quote-first constraint (server/engine/quotes.py ``constraint``): the ``qp.passages``
+        passages that best match ``question`` judged first, in a judging context of their own, and the
+        quote started only in the one chosen. The p(yes) of every passage is kept (``self.judged_all``)."""
+        if self.judging is None:
+            self.judging = Context(self.model, judging_config(Settings(n_threads=self.ctx.config.n_threads), PASSAGES))
+        self._region(index, question, qp.passages)  # the ranks of this index
+        spans = [self._spans[i] for i in self._ranks.best(question, qp.passages)]
+        judge = PassageJudge(self.judging, self.quote_tokens)
+        support = Judgment(question, qp.threshold, numbers="n=0" not in mode)
+        prompt = lambda passage: passage_judge(self.model, question, passage)  # noqa: E731
+        judged = judge_passages(judge, support, index, spans, prompt)
+        self.judged_all = judge.last
+        chosen = [spans[judged.best]] if judged.best is not None and judged.verdict.supported else []
+        return QuoteConstraint(
+            index,
+            self.quote_tokens,
+            qp,
+            self.model.piece,
+            NOT_SAID,
+            answer=self.layout.quote_answer(self.model, judged=False),
+            region=index.region(chosen),
+            judged=judged,
+        )
+
     def _region(self, index: QuoteIndex, question: str, k: int | None) -> np.ndarray | None:
         """Where a quote may start: the ``k`` passages that best match ``question`` (None: anywhere)."""
         if k is None:
@@ -221,6 +261,8 @@ class Reader:
         return self.model.detokenize(out)
 
     def close(self) -> None:
+        if self.judging is not None:
+            self.judging.close()
         self.ctx.close()
         self.model.close()
 

@@ -111,10 +111,11 @@ WORDINGS = {w.name: w for w in (V1, GROUNDED, SYSTEM_ONLY, GUARDED)}
 DEFAULT = GROUNDED
 INSTRUCTION = DEFAULT.instruction
 
-#: Quote-first answers (spec/quote.py): the answer starts with the passage of the document that
-#: answers, copied after ``Quote:``; the model is then asked whether the passage the quote is in answers
-#: the question, restated (QUOTE_JUDGE_*), and after its yes, asked for the answer (QUOTE_AFTER_JUDGE,
-#: then ``Answer:``). The
+#: Quote-first answers (spec/quote.py): before the answer, the model is asked of each passage that best
+#: matches the question whether it answers it, each in a prompt of its own (:func:`passage_judge`:
+#: QUOTE_JUDGE_*); the answer starts with the passage chosen, copied after ``Quote:``, then ``Answer:``
+#: and the answer. (Asked after the quote instead, in the answer's own turn, the judgment is
+#: :meth:`PromptLayout.quote_judge`, measured in bench/.) The
 #: instruction follows the question (chat layouts: in the suffix, so a document's saved prefix serves
 #: both ways of answering); ``Quote:`` ends the suffix, and the rest is decoded as scaffolding.
 QUOTE_LEAD = "Quote:"
@@ -393,6 +394,35 @@ def single_turn(model, text: str) -> str:
         except Exception as exc:  # an exotic template: the plain text, as layout_for falls back
             log.warning("chat template unusable (%s); using plain text", exc)
     return text
+
+
+#: The most tokens of a passage and of a question a passage judgment reads (the rest is cut): with the
+#: scaffolding, within server/config/memory.py JUDGE_TOKENS.
+JUDGE_PASSAGE_TOKENS = 448
+JUDGE_QUESTION_TOKENS = 192
+
+
+def passage_judge(model, question: str, passage: str) -> np.ndarray:
+    """Token ids of a prompt of its own asking whether ``passage`` (a document's sentence, after its
+    table's header row) answers ``question`` (QUOTE_JUDGE_*), as one user turn of the model's chat
+    template ready for its reply, or plain lines ending ``Answer:`` for a model without one. The
+    passage and the question are tokenized as text (special tokens not parsed; at most
+    :data:`JUDGE_PASSAGE_TOKENS` and :data:`JUDGE_QUESTION_TOKENS` of them), the rest with special
+    tokens. int32 shape [n]; ``model``: a runtime.llama.Model."""
+    mark = "\x00docqa-judged\x00"
+    rendered = single_turn(model, mark) if model.chat_template else mark
+    before, after = rendered.split(mark, 1) if rendered.count(mark) == 1 and rendered != mark else ("", "\nAnswer:")
+    bos = model.token_text(model.bos)
+    lead = [np.array([model.bos], np.int32)] if model.add_bos and not (bos and before.startswith(bos)) else []
+    parts = [
+        *lead,
+        model.tokenize(before + QUOTE_JUDGE_HEAD, parse_special=True),
+        model.tokenize(" " + passage, parse_special=False)[:JUDGE_PASSAGE_TOKENS],
+        model.tokenize(QUOTE_JUDGE_QUESTION, parse_special=True),
+        model.tokenize(" " + question, parse_special=False)[:JUDGE_QUESTION_TOKENS],
+        model.tokenize(QUOTE_JUDGE + after, parse_special=True),
+    ]
+    return np.concatenate(parts).astype(np.int32)
 
 
 def layout_for(model, wording: Wording = DEFAULT) -> PromptLayout:

@@ -80,7 +80,7 @@ def word_key(piece: bytes) -> bytes:
     return piece.strip().decode("utf-8", errors="replace").casefold().encode()
 
 
-def _mass(row: np.ndarray, ids: np.ndarray) -> float:
+def mass(row: np.ndarray, ids: np.ndarray) -> float:
     """The softmax probability of ``ids`` together under logits ``row`` (float32 [n_vocab])."""
     if not len(ids):
         return 0.0
@@ -225,6 +225,13 @@ class QuoteIndex:
             self._numbers = frozenset(str(int(n)) for n in re.findall(r"\d+", text))
         return self._numbers
 
+    def reading(self, a: int, b: int, max_header: int = 128) -> str:
+        """Positions ``[a, b)`` as a judgment reads them: their text, after the header row of the table
+        they are in (:meth:`header`, at most ``max_header`` tokens of it), stripped."""
+        header = self.header(a)
+        head = self.text(header[0], min(header[1], header[0] + max_header)).strip() if header else ""
+        return (head + "\n" if head else "") + self.text(a, b).strip()
+
     def text(self, a: int, b: int) -> str:
         """The document's text of token positions ``[a, b)`` (UTF-8, invalid bytes replaced)."""
         return b"".join(self.piece(int(t)) for t in self.tokens[a:b]).decode("utf-8", errors="replace")
@@ -234,7 +241,7 @@ class QuoteIndex:
 #: which the quote supports an answer (chosen on SQuAD 2.0's "Normans" article: bench/results/quality.md).
 THRESHOLD = 0.75
 #: The passages that best match the question which a quote may start in (bench/results/quality.md).
-PASSAGES = 3
+PASSAGES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,10 +307,21 @@ class Verdict:
     reason: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A question's candidate passages judged before the quote (spec/support.py ``PassageJudge``):
+    ``best`` (the index of the one chosen among them; None when none was judged), the model's
+    probability of yes for it (``p_yes``), and the :class:`Verdict`."""
+
+    best: int | None
+    p_yes: float | None
+    verdict: Verdict
+
+
 #: A quote and the model's probability that it answers the question -> the verdict (spec/support.py).
 Support = Callable[["QuoteConstraint", float], Verdict]
 
-QUOTING, JUDGING, SCAFFOLD, DONE = "quoting", "judging", "scaffold", "done"
+QUOTING, JUDGING, SCAFFOLD, REFUSING, DONE = "quoting", "judging", "scaffold", "refusing", "done"
 
 
 class QuoteConstraint:
@@ -316,7 +334,10 @@ class QuoteConstraint:
     restates the passage and the question; None: not asked); ``answer``: the tokens forced before the
     answer (``Answer:``); ``support`` decides from the reply (needed when ``judge`` is given);
     ``refusal``: the answer when no quote supports one; ``region``: the token positions the quote may
-    start at (the passages that best match the question, server/engine/sequence.py), None: anywhere.
+    start at (the passages that best match the question, server/engine/sequence.py), None: anywhere;
+    ``judged``: the passages were judged before the quote (spec/support.py ``PassageJudge``; ``region``
+    is then the chosen passage): a refusal is the answer at once, nothing quoted, and a quote that
+    stands needs no judgment after it.
     """
 
     def __init__(
@@ -330,6 +351,7 @@ class QuoteConstraint:
         judge: Callable[[str], Sequence[int]] | None = None,
         support: Support | None = None,
         region: np.ndarray | None = None,
+        judged: Judged | None = None,
     ) -> None:
         if judge is not None and support is None:
             raise ValueError("a judged quote needs a support function")
@@ -349,6 +371,10 @@ class QuoteConstraint:
         self.p_none: float | None = None  # the probability of "none" as the quote's first token
         self.p_yes: float | None = None  # the judgment's probability of yes (against yes and no)
         self.verdict: Verdict | None = None
+        if judged is not None:
+            self.p_yes = judged.p_yes
+            if not judged.verdict.supported:
+                self.phase, self.verdict = REFUSING, judged.verdict
 
     # -- the Constraint protocol --------------------------------------------------------------------
     @property
@@ -361,10 +387,12 @@ class QuoteConstraint:
     def choose(self, sampler: Sampler, row: np.ndarray) -> int:
         if self.phase == JUDGING:
             return self._judge_reply(row)
+        if self.phase == REFUSING:  # the token is never shown: its push ends the answer with the refusal
+            return sampler.choose(row)
         first = self.matches is None
         if first and not self.ids:
             if self.p_none is None:
-                self.p_none = _mass(row, self.tokens.none)
+                self.p_none = mass(row, self.tokens.none)
             token = sampler.choose(row)
             if token in self.tokens.none or self._leads(token) or len(self._starts(token)):
                 return token
@@ -384,6 +412,8 @@ class QuoteConstraint:
             return []
         if self.phase == JUDGING:
             return self._judged()
+        if self.phase == REFUSING:
+            return self._refuse()
         if self._push_quote(token):
             return self._quoted()
         return []
@@ -483,7 +513,7 @@ class QuoteConstraint:
     def _judge_reply(self, row: np.ndarray) -> int:
         """The reply to the judgment from logits ``row``: its probability of yes decides (:attr:`support`);
         the reply is the most likely token of the decided side, so the answer follows a yes."""
-        yes, no = _mass(row, self.tokens.yes), _mass(row, self.tokens.no)
+        yes, no = mass(row, self.tokens.yes), mass(row, self.tokens.no)
         self.p_yes = yes / (yes + no) if yes + no > 0 else 0.0
         self.verdict = self.support(self, self.p_yes)
         side = self.tokens.yes if self.verdict.supported else self.tokens.no
@@ -545,9 +575,4 @@ class QuoteConstraint:
         when it is a table row (:meth:`QuoteIndex.header`, at most :data:`MAX_HEADER` tokens of it).
         At most MAX_HEADER + max_tokens + 80 tokens (QuoteIndex.sentence reaches 40 each way)."""
         span = self.sentence()
-        if span is None:
-            return ""
-        header = self.index.header(span[0])
-        head = self.index.text(header[0], min(header[1], header[0] + self.MAX_HEADER)).strip() if header else ""
-        return (head + "\n" if head else "") + self.index.text(*span).strip()
-
+        return "" if span is None else self.index.reading(*span, max_header=self.MAX_HEADER)

@@ -73,6 +73,30 @@ def context_config(settings: Settings, recurrent: bool) -> ContextConfig:
     )
 
 
+#: Tokens of one passage judgment's prompt (ingest/prompt.py ``passage_judge``: the scaffolding, a table's
+#: header row, the passage and the question, each cut to fit).
+JUDGE_TOKENS = 768
+
+
+def judging_config(settings: Settings, passages: int) -> ContextConfig:
+    """The small context where a quote-first question's ``passages`` best passages are judged, one
+    sequence each (spec/support.py ``PassageJudge``): :data:`JUDGE_TOKENS` cells per sequence, the
+    target's cache types and threads, no rollback (a judgment is decoded once and cleared)."""
+    s = settings
+    n_ctx = passages * JUDGE_TOKENS
+    return ContextConfig(
+        n_ctx=n_ctx,
+        n_batch=n_ctx,
+        n_ubatch=min(s.n_ubatch, n_ctx),
+        n_threads=s.n_threads,
+        n_threads_batch=s.n_threads_batch or s.n_threads,
+        type_k=s.type_k,
+        type_v=s.type_v,
+        flash_attn=s.flash_attn,
+        n_seq_max=passages,
+    )
+
+
 def plan_config(settings: Settings, shape: ModelShape) -> PlanConfig:
     """The contexts server/engine/engine.py creates for ``settings`` on this model, as a PlanConfig: one
     sequence holds the document, each of ``n_seq_max`` concurrent questions gets its own, and with

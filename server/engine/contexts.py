@@ -5,7 +5,9 @@ the model with plain weights, where documents are read while answers decode with
 A reading in the reader takes no cell of the target: when it ends, its snapshot and RAM state are
 taken from the reader (same cache types, same state layout), and its first question restores it
 into the target as any document kept in RAM; the part read so far is copied into a question's
-sequence when one is asked meanwhile (:meth:`Contexts.share_reading`). The document sequence and RAM cache
+sequence when one is asked meanwhile (:meth:`Contexts.share_reading`). The judging context is a small
+one on the target's model where a quote-first question's best passages are judged before its quote
+(spec/support.py ``PassageJudge``), one sequence each, emptied after every question. The document sequence and RAM cache
 (server/engine/hot.py), the runner and the ingestions are given this one value, and speak to the
 companions and the reader only through it.
 """
@@ -30,6 +32,7 @@ class Contexts:
     target: Context
     companions: Companions = NONE
     reader: Context | None = None  # documents are read here (its own model instance), answers in the target
+    judging: Context | None = None  # quote-first passages are judged here (None: judged after the quote)
 
     @property
     def reading(self) -> Context:
@@ -41,8 +44,9 @@ class Contexts:
         (server/engine/cores.py)."""
         self.target.set_threads(n_threads, n_threads_batch)
         self.companions.set_threads(n_threads, n_threads_batch)
-        if self.reader is not None:
-            self.reader.set_threads(n_threads, n_threads_batch)
+        for ctx in (self.reader, self.judging):
+            if ctx is not None:
+                ctx.set_threads(n_threads, n_threads_batch)
 
     def release(self, seq_id: int) -> None:
         """Empty ``seq_id`` in every context."""
@@ -123,6 +127,8 @@ class Contexts:
     def close(self) -> None:
         self.companions.close()
         self.target.close()
+        if self.judging is not None:
+            self.judging.close()
         if self.reader is not None:
             self.reader.close()
             self.reader.model.close()  # the reader's own instance (server/engine/loading.py)

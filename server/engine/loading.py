@@ -11,7 +11,7 @@ from runtime.llama import Context, Model
 from runtime.models import ModelUnavailable, model_path
 from runtime.numerics import PROBE_TEXT, TILED_ENV, restore_kernels_env, rows_agree, use_row_invariant_kernels
 from runtime.system import backends
-from server.config.memory import check_fits, context_config, reader_cost
+from server.config.memory import check_fits, context_config, judging_config, reader_cost
 from server.config.settings import Settings
 from server.engine.calibration import step_costs
 from server.engine.contexts import Contexts
@@ -19,7 +19,7 @@ from server.engine.draft_model import DraftModelError
 from server.engine.drafters import load_companions, why_off
 from spec.cost import CostModel
 from spec.limits import INVARIANT_MAX_ROWS, MAX_WINDOW
-from spec.quote import QuoteTokens
+from spec.quote import PASSAGES, QuoteTokens
 
 log = logging.getLogger("docqa.engine")
 
@@ -125,7 +125,17 @@ def _load(s: Settings, path: Path, doc_seq: int) -> Loaded:
         model.close()
         why = f"the reader of DOCQA_CPU_REPACK=pair could not be loaded ({exc}); set DOCQA_CPU_REPACK=on"
         raise LoadError(why) from None
-    contexts = Contexts(ctx, companions, reader)
+    try:
+        judging = Context(model, judging_config(s, PASSAGES))
+    except Exception as exc:
+        companions.close()
+        ctx.close()
+        model.close()
+        if reader is not None:
+            reader.close()
+            reader.model.close()
+        raise LoadError(f"the context where quote-first passages are judged could not be made ({exc})") from None
+    contexts = Contexts(ctx, companions, reader, judging)
     costs = CostModel(step_costs(contexts, model, s.calibration_file or s.data_dir / "calibration.json", doc_seq))
     off = why_off(s, models_off)
     loaded = Loaded(model, contexts, max_window, max_rows, costs, layout_for(model), off)

@@ -10,10 +10,10 @@ from weakref import WeakKeyDictionary
 
 import numpy as np
 
-from ingest.prompt import NOT_SAID
+from ingest.prompt import NOT_SAID, passage_judge
 from server.engine.jobs import AnswerJob
 from spec.quote import QuoteConstraint, QuoteIndex
-from spec.support import Judgment
+from spec.support import Judgment, PassageJudge, judge_passages
 from store.passages import PassageRanks
 
 
@@ -60,23 +60,35 @@ def document_at(hot) -> int:
 
 
 def constraint(job: AnswerJob, hot, loaded) -> QuoteConstraint | None:
-    """The quote-first constraint of ``job`` (None when it is answered directly)."""
+    """The quote-first constraint of ``job`` (None when it is answered directly). Judged (the served
+    way): the passages that best match the question are judged first, in the judging context, and the
+    quote may start only in the one chosen; an answer refused there quotes nothing. At threshold 0
+    (every quote stands) nothing is judged, and the quote may start in any of those passages."""
     params = job.params.quote
     if params is None:
         return None
     quotes = document_quotes(hot, loaded)
-    model, layout = loaded.model, loaded.layout
-    judged = dict(
-        judge=(lambda passage: layout.quote_judge(model, job.question, passage)) if params.judged else None,
-        support=Judgment(job.question, params.threshold) if params.judged else None,
-    )
+    model, layout, judging = loaded.model, loaded.layout, loaded.contexts.judging
+    common = (quotes.index, loaded.quote_tokens, params, model.piece, NOT_SAID)
+    if not params.threshold:  # None or 0: every quote stands, unasked
+        region = quotes.region(job.question, params.passages)
+        return QuoteConstraint(*common, answer=layout.quote_answer(model, judged=False), region=region)
+    if params.passages is not None and judging is not None:
+        spans = [quotes.passages[i] for i in quotes.ranks.best(job.question, params.passages)]
+        judged = judge_passages(
+            PassageJudge(judging, loaded.quote_tokens),
+            Judgment(job.question, params.threshold),
+            quotes.index,
+            spans,
+            lambda passage: passage_judge(model, job.question, passage),
+        )
+        chosen = [spans[judged.best]] if judged.best is not None and judged.verdict.supported else []
+        region = quotes.index.region(chosen)
+        return QuoteConstraint(*common, answer=layout.quote_answer(model, judged=False), region=region, judged=judged)
     return QuoteConstraint(
-        quotes.index,
-        loaded.quote_tokens,
-        params,
-        model.piece,
-        NOT_SAID,
+        *common,
         answer=layout.quote_answer(model, judged=params.judged),
         region=quotes.region(job.question, params.passages),
-        **judged,
+        judge=(lambda passage: layout.quote_judge(model, job.question, passage)) if params.judged else None,
+        support=Judgment(job.question, params.threshold) if params.judged else None,
     )

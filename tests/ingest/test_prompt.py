@@ -157,3 +157,21 @@ def test_the_quote_judgment_restates_the_passage_and_the_question(gemma, smollm)
         assert text.rstrip().endswith(("Reply with yes or no.", "(yes or no):")) or "assistant" in text[-20:]
         fixed = layout.quote_judge(model, "", "")
         assert len(_controls(model, ids)) == len(_controls(model, fixed))  # none from the user's text
+
+
+def test_a_passage_judgment_is_a_prompt_of_its_own(gemma, smollm):
+    """Before the quote, each passage is judged in a prompt of its own: the model's chat turn (SmolLM2)
+    or plain lines (Gemma, a base model), the passage before the question, neither parsed for control
+    tokens, each cut to its share of the judging context."""
+    from ingest.prompt import JUDGE_PASSAGE_TOKENS, JUDGE_QUESTION_TOKENS, passage_judge
+    from server.config.memory import JUDGE_TOKENS
+
+    for model in (smollm, gemma):
+        ids = passage_judge(model, "When does the ferry leave? " + INJECTION, "The ferry leaves at 07:40.")
+        text = model.detokenize(ids.tolist())
+        assert text.index("The ferry leaves at 07:40.") < text.index("When does the ferry leave?")
+        assert len(_controls(model, ids)) == len(_controls(model, passage_judge(model, "", "")))
+        long = passage_judge(model, "why? " * 400, "word " * 2000)
+        assert len(long) <= JUDGE_TOKENS and JUDGE_PASSAGE_TOKENS + JUDGE_QUESTION_TOKENS < JUDGE_TOKENS
+    assert "assistant" in smollm.detokenize(passage_judge(smollm, "Q?", "P.").tolist())[-20:]
+    assert gemma.detokenize(passage_judge(gemma, "Q?", "P.").tolist()).rstrip().endswith("Answer:")

@@ -15,7 +15,7 @@ import pytest
 from runtime.llama import Model
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats
-from spec.quote import QuoteConstraint, QuoteIndex, QuoteParams, QuoteTokens, word_key
+from spec.quote import Judged, QuoteConstraint, QuoteIndex, QuoteParams, QuoteTokens, Verdict, word_key
 from spec.sampling import Sampler, SamplingParams
 from spec.support import Judgment
 from testkit.harness import generate, open_ctx
@@ -129,6 +129,32 @@ def test_the_judgment_refuses_below_its_threshold_and_otherwise_lets_the_answer_
         assert reply == 12 and q.refused and q.finish == "stop" and q.done
         assert [e.text for e in events] == ["The document does not say."] and q.reason
         assert q.span == (5, 8)
+
+
+def test_passages_judged_before_the_quote_refuse_at_once_or_bound_where_it_starts():
+    """Served: the passages are judged before the quote (spec/support.py). A refusal is the answer at
+    once, nothing quoted; a supported passage is where the quote starts, and it stands with no turn after
+    it, "A:" forced."""
+
+    def judged_quote(verdict: Verdict, region: list[int]) -> QuoteConstraint:
+        judged = Judged(0 if region else None, 0.4 if not verdict.supported else 0.9, verdict)
+        return QuoteConstraint(
+            QuoteIndex(DOC, piece), TOKENS, QuoteParams(threshold=0.5), piece, "The document does not say.",
+            answer=[14], region=np.array(region, np.int64), judged=judged,
+        )  # fmt: skip
+
+    q = judged_quote(Verdict(False, "The passages closest to the question do not answer it."), [])
+    assert q.refused and q.p_yes == 0.4
+    events = q.push(q.choose(GREEDY, row([1])))
+    assert [e.text for e in events] == ["The document does not say."] and q.done and q.finish == "stop"
+    assert q.ids == [] and q.span is None and q.reason.startswith("The passages closest")
+    q = judged_quote(Verdict(True), [4, 5, 6, 7])  # " the dog ran.": only there may the quote start
+    assert q.choose(GREEDY, row([2, 7, 1])) == 1  # not " cat" (outside the passage): its " the"
+    shown = []
+    for t in (1, 6, 9, 4):
+        shown += q.push(t)
+    assert q.span == (4, 8) and not q.refused and q.p_yes == 0.9
+    assert [e.part for e in shown] == ["quote"] and q.forced() == [14]
 
 
 def test_forced_tokens_longer_than_a_step_are_never_chosen_over():
