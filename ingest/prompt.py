@@ -13,6 +13,7 @@ tokenized with it off, so ``<|im_start|>`` written inside a document stays plain
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -402,27 +403,43 @@ JUDGE_PASSAGE_TOKENS = 448
 JUDGE_QUESTION_TOKENS = 192
 
 
-def passage_judge(model, question: str, passage: str) -> np.ndarray:
+def passage_judge(model, question: str, passage: str, limit: int | None = None) -> np.ndarray:
     """Token ids of a prompt of its own asking whether ``passage`` (a document's sentence, after its
     table's header row) answers ``question`` (QUOTE_JUDGE_*), as one user turn of the model's chat
     template ready for its reply, or plain lines ending ``Answer:`` for a model without one. The
     passage and the question are tokenized as text (special tokens not parsed; at most
-    :data:`JUDGE_PASSAGE_TOKENS` and :data:`JUDGE_QUESTION_TOKENS` of them), the rest with special
-    tokens. int32 shape [n]; ``model``: a runtime.llama.Model."""
+    :data:`JUDGE_QUESTION_TOKENS` of the question, and of the passage at most
+    :data:`JUDGE_PASSAGE_TOKENS` and what keeps the whole within ``limit`` tokens), the rest with
+    special tokens. int32 shape [n] (n <= ``limit``); ``model``: a runtime.llama.Model."""
+    head, ask = _judge_frame(model)
+    asked = model.tokenize(" " + question, parse_special=False)[:JUDGE_QUESTION_TOKENS]
+    room = JUDGE_PASSAGE_TOKENS
+    if limit is not None:
+        room = min(room, limit - len(head) - len(asked) - len(ask[0]) - len(ask[1]))
+        if room < 1:
+            raise ValueError(f"a passage judgment needs more than {limit} tokens")
+    said = model.tokenize(" " + passage, parse_special=False)[:room]
+    return np.concatenate([head, said, ask[0], asked, ask[1]]).astype(np.int32)
+
+
+_FRAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> _judge_frame's tokens
+
+
+def _judge_frame(model) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """The fixed tokens of :func:`passage_judge` for ``model``: before the passage; between the passage
+    and the question, and after the question (the template rendered once per model)."""
+    if (frame := _FRAMES.get(model)) is not None:
+        return frame
     mark = "\x00docqa-judged\x00"
     rendered = single_turn(model, mark) if model.chat_template else mark
     before, after = rendered.split(mark, 1) if rendered.count(mark) == 1 and rendered != mark else ("", "\nAnswer:")
     bos = model.token_text(model.bos)
-    lead = [np.array([model.bos], np.int32)] if model.add_bos and not (bos and before.startswith(bos)) else []
-    parts = [
-        *lead,
-        model.tokenize(before + QUOTE_JUDGE_HEAD, parse_special=True),
-        model.tokenize(" " + passage, parse_special=False)[:JUDGE_PASSAGE_TOKENS],
-        model.tokenize(QUOTE_JUDGE_QUESTION, parse_special=True),
-        model.tokenize(" " + question, parse_special=False)[:JUDGE_QUESTION_TOKENS],
-        model.tokenize(QUOTE_JUDGE + after, parse_special=True),
-    ]
-    return np.concatenate(parts).astype(np.int32)
+    lead = np.array([model.bos] if model.add_bos and not (bos and before.startswith(bos)) else [], np.int32)
+    head = np.concatenate([lead, model.tokenize(before + QUOTE_JUDGE_HEAD, parse_special=True)]).astype(np.int32)
+    between = np.asarray(model.tokenize(QUOTE_JUDGE_QUESTION, parse_special=True), np.int32)
+    ask = np.asarray(model.tokenize(QUOTE_JUDGE + after, parse_special=True), np.int32)
+    frame = _FRAMES[model] = head, (between, ask)
+    return frame
 
 
 def layout_for(model, wording: Wording = DEFAULT) -> PromptLayout:

@@ -387,8 +387,8 @@ class QuoteConstraint:
     def choose(self, sampler: Sampler, row: np.ndarray) -> int:
         if self.phase == JUDGING:
             return self._judge_reply(row)
-        if self.phase == REFUSING:  # the token is never shown: its push ends the answer with the refusal
-            return sampler.choose(row)
+        if self.phase == REFUSING:  # never shown (its push ends the answer with the refusal), never an end
+            return int(self.tokens.none[0]) if len(self.tokens.none) else int(self.tokens.breaks[0])
         first = self.matches is None
         if first and not self.ids:
             if self.p_none is None:

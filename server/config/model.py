@@ -201,7 +201,7 @@ class ModelSettings(BaseSettings):
         default="auto",
         description=(
             "How answers are written when a request names no mode: quote (the passage of the document that "
-            "answers, copied from it; the model judges whether it answers the question, then answers; no "
+            "answers, copied from it once the model has judged that it answers the question, then the answer; no "
             "such passage: 'The document does not say.'), direct (the answer alone), or auto: the better of "
             "the two for the model, by bench/results/quality.md."
         ),
@@ -211,9 +211,11 @@ class ModelSettings(BaseSettings):
         ge=0.0,
         le=1.0,
         description=(
-            "Quote-first answers: the model's probability that its quote answers the question (asked after "
-            "the quote) at or above which the answer is given; below it the answer is 'The document does not "
-            "say.' Higher refuses more, lower answers more (bench/results/quality.md measures both kinds)."
+            "Quote-first answers: before the quote the model is asked of each of the passages that best match "
+            "the question whether it answers it; the quote starts in the one with the highest probability of "
+            "yes when that is at or above this, else the answer is 'The document does not say.' with the "
+            "reason. Higher refuses more of both kinds of question; 0 asks nothing and lets every quote stand "
+            "(bench/results/quality.md measures both kinds)."
         ),
     )
     answer_history: bool = Field(

@@ -74,6 +74,24 @@ def load(settings: Settings, doc_seq: int) -> Loaded:
         restore_kernels_env(previous)  # latched by the probe's decodes
 
 
+def _judging(s: Settings, model: Model) -> Context | None:
+    """The small context where quote-first passages are judged before their quote (spec/support.py), made
+    where the server answers quote first by default (DOCQA_ANSWER_MODE) with a threshold above 0; None
+    elsewhere, or where it cannot be made (memory: on a full GPU), with a warning: a quote-first answer
+    is then judged after its quote, in its own turn."""
+    if s.answer_mode_for_model() != "quote" or not s.quote_support:
+        return None
+    try:
+        return Context(model, judging_config(s, PASSAGES))
+    except Exception as exc:
+        log.warning(
+            "the context where quote-first passages are judged could not be made (%s): quote-first answers are "
+            "judged after their quote instead",
+            exc,
+        )
+        return None
+
+
 def _load(s: Settings, path: Path, doc_seq: int) -> Loaded:
     model = Model(path, n_gpu_layers=s.n_gpu_layers, load_mtp=s.mtp != "off", extra_bufts=s.extra_bufts)
     if s.mtp == "on" and not model.mtp_loaded:
@@ -125,16 +143,7 @@ def _load(s: Settings, path: Path, doc_seq: int) -> Loaded:
         model.close()
         why = f"the reader of DOCQA_CPU_REPACK=pair could not be loaded ({exc}); set DOCQA_CPU_REPACK=on"
         raise LoadError(why) from None
-    try:
-        judging = Context(model, judging_config(s, PASSAGES))
-    except Exception as exc:
-        companions.close()
-        ctx.close()
-        model.close()
-        if reader is not None:
-            reader.close()
-            reader.model.close()
-        raise LoadError(f"the context where quote-first passages are judged could not be made ({exc})") from None
+    judging = _judging(s, model)
     contexts = Contexts(ctx, companions, reader, judging)
     costs = CostModel(step_costs(contexts, model, s.calibration_file or s.data_dir / "calibration.json", doc_seq))
     off = why_off(s, models_off)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ingest.prompt import NOT_SAID, passage_judge
 from server.engine.jobs import AnswerJob
-from spec.quote import QuoteConstraint, QuoteIndex
+from spec.quote import QuoteConstraint, QuoteIndex, QuoteParams
 from spec.support import Judgment, PassageJudge, judge_passages
 from store.passages import PassageRanks
 
@@ -59,6 +59,12 @@ def document_at(hot) -> int:
     return _BUILT[hot].at
 
 
+def judged_after(params: QuoteParams, loaded) -> bool:
+    """A judged quote-first answer is judged after its quote, in its own turn (measured in bench/, the
+    way left where no judging context could be made or the quote may start anywhere), not before it."""
+    return bool(params.threshold) and (params.passages is None or loaded.contexts.judging is None)
+
+
 def constraint(job: AnswerJob, hot, loaded) -> QuoteConstraint | None:
     """The quote-first constraint of ``job`` (None when it is answered directly). Judged (the served
     way): the passages that best match the question are judged first, in the judging context, and the
@@ -73,14 +79,15 @@ def constraint(job: AnswerJob, hot, loaded) -> QuoteConstraint | None:
     if not params.threshold:  # None or 0: every quote stands, unasked
         region = quotes.region(job.question, params.passages)
         return QuoteConstraint(*common, answer=layout.quote_answer(model, judged=False), region=region)
-    if params.passages is not None and judging is not None:
+    if not judged_after(params, loaded):
         spans = [quotes.passages[i] for i in quotes.ranks.best(job.question, params.passages)]
+        judge = PassageJudge(judging, loaded.quote_tokens)
         judged = judge_passages(
-            PassageJudge(judging, loaded.quote_tokens),
+            judge,
             Judgment(job.question, params.threshold),
             quotes.index,
             spans,
-            lambda passage: passage_judge(model, job.question, passage),
+            lambda passage: passage_judge(model, job.question, passage, limit=judge.capacity[1]),
         )
         chosen = [spans[judged.best]] if judged.best is not None and judged.verdict.supported else []
         region = quotes.index.region(chosen)

@@ -19,6 +19,7 @@ from server.config.settings import Settings
 from server.engine.engine import Engine
 from server.engine.events import AnswerStream
 from server.engine.jobs import AnswerJob, Pages
+from server.engine.quotes import judged_after
 from server.service import collection, refit, segmented
 from spec.loop import AnswerParams
 from spec.quote import QuoteConstraint
@@ -141,15 +142,17 @@ async def _tokenized(engine: Engine, question: str, history, params: AnswerParam
 
 def _suffix(engine: Engine, question: str, history, params: AnswerParams) -> tuple[np.ndarray, int]:
     """The question's suffix ids, and the most tokens a quote-first answer decodes before its answer:
-    its quote, the judgment (the question and the passage again, ingest/prompt.py ``quote_judge``, and
-    the reply) and the scaffolding (``quote_answer``)."""
+    its quote, the scaffolding (``quote_answer``) and, where it is judged after its quote (server/engine/
+    quotes.py ``judged_after``), the judgment's turn (the question and the passage again,
+    ingest/prompt.py ``quote_judge``, and the reply). A judgment before the quote takes no cell here."""
     quote, layout, model = params.quote, engine.layout, engine.model
     suffix = layout.question_suffix(model, question, history, quote=quote is not None)
     if quote is None:
         return suffix, 0
-    scaffold = layout.quote_answer(model, quote.judged)
+    after = judged_after(quote, engine.loaded)
+    scaffold = layout.quote_answer(model, after)
     n = QuoteConstraint.MAX_LEAD + quote.max_tokens + 1 + len(scaffold)
-    if quote.judged:  # the passage: a header row, the quote and up to 40 tokens of its sentence on each side
+    if after:  # the passage: a header row, the quote and up to 40 tokens of its sentence on each side
         passage = QuoteConstraint.MAX_HEADER + quote.max_tokens + 80
         n += len(layout.quote_judge(model, question, "")) + passage + 1
     return suffix, n

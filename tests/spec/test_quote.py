@@ -145,7 +145,9 @@ def test_passages_judged_before_the_quote_refuse_at_once_or_bound_where_it_start
 
     q = judged_quote(Verdict(False, "The passages closest to the question do not answer it."), [])
     assert q.refused and q.p_yes == 0.4
-    events = q.push(q.choose(GREEDY, row([1])))
+    token = q.choose(GREEDY, row([0, 1]))
+    assert token == 8  # not the model's choice (it might end the answer before the refusal is said)
+    events = q.push(token)
     assert [e.text for e in events] == ["The document does not say."] and q.done and q.finish == "stop"
     assert q.ids == [] and q.span is None and q.reason.startswith("The passages closest")
     q = judged_quote(Verdict(True), [4, 5, 6, 7])  # " the dog ran.": only there may the quote start

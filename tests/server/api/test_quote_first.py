@@ -50,7 +50,7 @@ def test_a_quote_that_stands_is_shown_before_the_answer_and_cited(server, smollm
 
 
 def test_a_refused_answer_shows_no_quote_and_says_why(server, smollm_path, guide):
-    with server(model_path=smollm_path, quote_support=1.0) as client:
+    with server(model_path=smollm_path, quote_support=1.0, answer_mode="quote") as client:
         doc = upload(client, guide)
         events = _stream(client, doc["id"], QUESTION)
         kinds = [k for k, _ in events]
@@ -60,6 +60,7 @@ def test_a_refused_answer_shows_no_quote_and_says_why(server, smollm_path, guide
         quote = cited["quote"]
         assert cited["citations"] == [] and not quote["verified"] and quote["citation"] is None
         assert quote["reason"] and "\n" not in quote["reason"]
+        assert 0.0 <= quote["support"] < 1.0  # the best passage, judged before any quote: below 1, refused
         if quote["passage"] is not None:  # where the passage that came closest is: no citation, a place
             text = client.get(f"/v1/documents/{doc['id']}/text").json()["text"]
             p = quote["passage"]
