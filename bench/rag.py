@@ -210,7 +210,7 @@ class Reader:
         spans = [self._spans[i] for i in self._ranks.best(question, qp.passages)]
         judge = PassageJudge(self.judging, self.quote_tokens)
         support = Judgment(question, qp.threshold, numbers="n=0" not in mode)
-        prompt = lambda passage: passage_judge(self.model, question, passage)  # noqa: E731
+        prompt = lambda passage: passage_judge(self.model, question, passage, limit=judge.capacity[1])  # noqa: E731
         judged = judge_passages(judge, support, index, spans, prompt)
         self.judged_all = judge.last
         chosen = [spans[judged.best]] if judged.best is not None and judged.verdict.supported else []
