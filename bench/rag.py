@@ -213,7 +213,8 @@ class Reader:
         prompt = lambda passage: passage_judge(self.model, question, passage, limit=judge.capacity[1])  # noqa: E731
         judged = judge_passages(judge, support, index, spans, prompt)
         self.judged_all = judge.last
-        chosen = [spans[judged.best]] if judged.best is not None and judged.verdict.supported else []
+        best = spans[judged.best] if judged.best is not None else None
+        chosen = [best] if best is not None and judged.verdict.supported else []
         return QuoteConstraint(
             index,
             self.quote_tokens,
@@ -223,6 +224,7 @@ class Reader:
             answer=self.layout.quote_answer(self.model, judged=False),
             region=index.region(chosen),
             judged=judged,
+            closest=best,
         )
 
     def _region(self, index: QuoteIndex, question: str, k: int | None) -> np.ndarray | None:

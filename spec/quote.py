@@ -337,7 +337,8 @@ class QuoteConstraint:
     start at (the passages that best match the question, server/engine/sequence.py), None: anywhere;
     ``judged``: the passages were judged before the quote (spec/support.py ``PassageJudge``; ``region``
     is then the chosen passage): a refusal is the answer at once, nothing quoted, and a quote that
-    stands needs no judgment after it.
+    stands needs no judgment after it; ``closest``: then, the passage judged likeliest (document token
+    positions), which a refusal names as the passage that came closest (:meth:`sentence`).
     """
 
     def __init__(
@@ -352,6 +353,7 @@ class QuoteConstraint:
         support: Support | None = None,
         region: np.ndarray | None = None,
         judged: Judged | None = None,
+        closest: tuple[int, int] | None = None,
     ) -> None:
         if judge is not None and support is None:
             raise ValueError("a judged quote needs a support function")
@@ -371,6 +373,7 @@ class QuoteConstraint:
         self.p_none: float | None = None  # the probability of "none" as the quote's first token
         self.p_yes: float | None = None  # the judgment's probability of yes (against yes and no)
         self.verdict: Verdict | None = None
+        self.closest = closest
         if judged is not None:
             self.p_yes = judged.p_yes
             if not judged.verdict.supported:
@@ -559,9 +562,12 @@ class QuoteConstraint:
         return raw.decode("utf-8", errors="replace").strip()
 
     def sentence(self) -> tuple[int, int] | None:
-        """The document token positions of the whole sentence(s) the quote is in (:meth:`QuoteIndex.sentence`)."""
+        """The document token positions of the whole sentence(s) the quote is in (:meth:`QuoteIndex.sentence`);
+        for an answer refused before its quote, the passage that came closest (None when none did)."""
         span = self.span
-        return None if span is None else self.index.sentence(*span)
+        if span is None:
+            return self.closest if self.refused else None
+        return self.index.sentence(*span)
 
     def sentence_text(self) -> str:
         """The document's text of :meth:`sentence` ("" when there is no quote)."""

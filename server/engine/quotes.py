@@ -89,9 +89,10 @@ def constraint(job: AnswerJob, hot, loaded) -> QuoteConstraint | None:
             spans,
             lambda passage: passage_judge(model, job.question, passage, limit=judge.capacity[1]),
         )
-        chosen = [spans[judged.best]] if judged.best is not None and judged.verdict.supported else []
-        region = quotes.index.region(chosen)
-        return QuoteConstraint(*common, answer=layout.quote_answer(model, judged=False), region=region, judged=judged)
+        best = spans[judged.best] if judged.best is not None else None
+        region = quotes.index.region([best] if best is not None and judged.verdict.supported else [])
+        answer = layout.quote_answer(model, judged=False)
+        return QuoteConstraint(*common, answer=answer, region=region, judged=judged, closest=best)
     return QuoteConstraint(
         *common,
         answer=layout.quote_answer(model, judged=params.judged),

@@ -137,10 +137,10 @@ def test_passages_judged_before_the_quote_refuse_at_once_or_bound_where_it_start
     it, "A:" forced."""
 
     def judged_quote(verdict: Verdict, region: list[int]) -> QuoteConstraint:
-        judged = Judged(0 if region else None, 0.4 if not verdict.supported else 0.9, verdict)
+        judged = Judged(0, 0.4 if not verdict.supported else 0.9, verdict)
         return QuoteConstraint(
             QuoteIndex(DOC, piece), TOKENS, QuoteParams(threshold=0.5), piece, "The document does not say.",
-            answer=[14], region=np.array(region, np.int64), judged=judged,
+            answer=[14], region=np.array(region, np.int64), judged=judged, closest=(4, 8),
         )  # fmt: skip
 
     q = judged_quote(Verdict(False, "The passages closest to the question do not answer it."), [])
@@ -150,6 +150,7 @@ def test_passages_judged_before_the_quote_refuse_at_once_or_bound_where_it_start
     events = q.push(token)
     assert [e.text for e in events] == ["The document does not say."] and q.done and q.finish == "stop"
     assert q.ids == [] and q.span is None and q.reason.startswith("The passages closest")
+    assert q.sentence_text() == "the dog ran."  # named as the passage that came closest, not quoted
     q = judged_quote(Verdict(True), [4, 5, 6, 7])  # " the dog ran.": only there may the quote start
     assert q.choose(GREEDY, row([2, 7, 1])) == 1  # not " cat" (outside the passage): its " the"
     shown = []
