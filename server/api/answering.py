@@ -101,10 +101,11 @@ class Collected:
     said: list[tuple[str, str]] = field(default_factory=list)
 
 
-async def collect(stream: AnswerStream, request: Request) -> Collected:
+async def collect(stream: AnswerStream, request: Request | None) -> Collected:
     """Read a queued answer's events to the end: the whole answer, its citations and stats; an engine
     error is raised. The job is cancelled if the client disconnects meanwhile, queued or not, and
-    ClientGone (499, which nobody reads) is raised."""
+    ClientGone (499, which nobody reads) is raised. ``request`` None (an MCP tool in-process,
+    server/api/mcp_local.py): no disconnect is watched for; the job is cancelled when its caller is."""
     parts: list[str] = []
     citations: list[CitationPublic] = []
     stats: AnswerStatsPublic | None = None
@@ -112,7 +113,7 @@ async def collect(stream: AnswerStream, request: Request) -> Collected:
     quote: QuotePublic | None = None
     said: list[tuple[str, str]] = []
     partial: PartialPublic | None = None
-    watcher = asyncio.create_task(cancel_on_disconnect(request, stream))
+    watcher = asyncio.create_task(cancel_on_disconnect(request, stream)) if request is not None else None
     try:
         while True:
             match await stream.events.get():
@@ -136,7 +137,8 @@ async def collect(stream: AnswerStream, request: Request) -> Collected:
                 case Done():
                     break
     finally:
-        watcher.cancel()
+        if watcher is not None:
+            watcher.cancel()
         stream.cancel()
     if stats is None:
         raise GenerationFailed("the engine finished without stats")

@@ -120,7 +120,7 @@ def create_app(settings: Settings | None = None, selftest: SelfTest | None = Non
     app.include_router(documents.router)
     app.include_router(collections.router)
     app.include_router(openai.router)
-    mcp = app.state.mcp = McpEndpoint(app, settings.api_key) if settings.mcp_http else None
+    mcp = app.state.mcp = McpEndpoint(app) if settings.mcp_http else None
     if mcp is not None:  # MCP over streamable HTTP (server/api/mcp_http.py), behind the same middleware
         app.router.routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False))
 

@@ -1,6 +1,7 @@
 """MCP over streamable HTTP at ``/mcp`` on the running server (DOCQA_MCP_HTTP, on by default): the tools
-of server/api/mcp_tools.py, calling this app in-process (httpx's ASGI transport, with the server's
-own key), so a tool does exactly what the same HTTP request would.
+of server/api/mcp_tools.py, calling this app's service layer in-process (server/api/mcp_local.py: the
+functions the routes call), so a tool does what the same HTTP request would, without a second pass
+through the middleware and the request metrics.
 
 The route sits behind the middleware of every route (server/api/app.py): the Host check, the API key
 (``Authorization: Bearer``), the Origin check and the body limits (DOCQA_MAX_JSON_BYTES bounds a
@@ -13,22 +14,20 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
 from starlette.types import Receive, Scope, Send
 
 PATH = "/mcp"
 
 
 class McpEndpoint:
-    """The ASGI app of ``/mcp`` for ``app`` (whose routes the tools call) with ``api_key``."""
+    """The ASGI app of ``/mcp`` for ``app`` (whose services the tools call)."""
 
-    def __init__(self, app, api_key: str | None) -> None:
-        self.app, self.api_key = app, api_key
+    def __init__(self, app) -> None:
+        self.app = app
         self._asgi = None
         self._lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self._client: httpx.AsyncClient | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._asgi is None:
@@ -41,13 +40,10 @@ class McpEndpoint:
                 return
             from mcp.server.transport_security import TransportSecuritySettings
 
-            from server.api.mcp_tools import DocqaApi, build
+            from server.api.mcp_local import LocalApi
+            from server.api.mcp_tools import build
 
-            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            self._client = httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=self.app), base_url="http://127.0.0.1", headers=headers, timeout=None
-            )
-            server = build(DocqaApi(self._client, "this server"), read_paths=False)
+            server = build(LocalApi(self.app), read_paths=False)
             security = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # ours: server/api/guard.py
             asgi = server.streamable_http_app(streamable_http_path=PATH, transport_security=security)
             started = asyncio.Event()
@@ -66,5 +62,3 @@ class McpEndpoint:
         self._stop.set()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
-        if self._client is not None:
-            await self._client.aclose()

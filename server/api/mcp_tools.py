@@ -4,8 +4,12 @@ implementation:
 
 * ``docqa mcp`` (server/tools/cli.py) runs them over stdio, as desktop assistants and editors start an
   MCP server, calling the docqa server at ``--url`` / DOCQA_URL with its API key;
-* the running server serves them itself at ``/mcp`` (streamable HTTP, server/api/mcp_http.py), calling
-  its own app in-process (an ASGI transport), behind the same API key as every route.
+* the running server serves them itself at ``/mcp`` (streamable HTTP, server/api/mcp_http.py), behind
+  the same API key as every route, calling its own service layer in-process (server/api/mcp_local.py:
+  the functions the routes call, not HTTP again).
+
+The tools see docqa through the few calls of :class:`DocqaApi` (its documents, a document and its text,
+the collections, a question, an upload), which both backends answer with the routes' JSON.
 
 Tools: ``list_documents``, ``list_collections``, ``ingest_file`` (a path over stdio, where the
 assistant and the file are on one machine; the file's bytes as base64 over HTTP, where a path would
@@ -26,7 +30,9 @@ import asyncio
 import base64
 import binascii
 import re
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import httpx
 from mcp.server.mcpserver import MCPServer
@@ -45,6 +51,7 @@ CONTEXT_CHARS = 200  # get_passage: characters of the text before and after the 
 #: A document or collection id as docqa makes them (16 hex digits), with room for other stores' ids; an
 #: argument that is not one never reaches a URL path (a newline or "../" in it did).
 ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+T = TypeVar("T")
 REF = re.compile(r"(?P<id>[A-Za-z0-9_-]{1,64}):(?P<start>[0-9]{1,12})-(?P<end>[0-9]{1,12})")
 
 
@@ -132,8 +139,21 @@ def in_tool_words(message: str) -> str:
     return message
 
 
+class Api(Protocol):
+    """What the tools call: each returns what its route returns (its JSON), or raises :class:`ApiError`."""
+
+    async def documents(self) -> list[dict]: ...
+    async def document(self, doc_id: str) -> dict: ...
+    async def text(self, doc_id: str) -> dict: ...
+    async def collections(self) -> list[dict]: ...
+    async def ask(self, question: str, max_tokens: int, document_id: str | None, collection_id: str | None) -> dict: ...
+    async def upload(self, name: str, data: bytes) -> dict: ...
+
+
 class DocqaApi:
-    """docqa's HTTP API for the tools: ``client`` has the server's base URL and its key."""
+    """docqa's HTTP API for the tools: ``client`` has the server's base URL and its key. Each call
+    returns what the route returns (its JSON), or raises :class:`ApiError` (``type: message``);
+    server/api/mcp_local.py answers the same calls in-process."""
 
     def __init__(self, client: httpx.AsyncClient, where: str) -> None:
         self.client, self.where = client, where
@@ -156,9 +176,32 @@ class DocqaApi:
                 raise ApiError(f"HTTP {r.status_code}: {r.text[:300]}") from None
         return r.json() if r.content else {}
 
+    async def documents(self) -> list[dict]:
+        return (await self.call("GET", "/v1/documents"))["documents"]
 
-def build(api: DocqaApi, read_paths: bool) -> MCPServer:
-    """The MCP server over ``api`` (over HTTP to a docqa server, or the app itself in-process).
+    async def document(self, doc_id: str) -> dict:
+        return await self.call("GET", f"/v1/documents/{doc_id}")
+
+    async def text(self, doc_id: str) -> dict:
+        """The document's text and its page map (``text``, ``pages``)."""
+        return await self.call("GET", f"/v1/documents/{doc_id}/text")
+
+    async def collections(self) -> list[dict]:
+        return (await self.call("GET", "/v1/collections"))["collections"]
+
+    async def ask(self, question: str, max_tokens: int, document_id: str | None, collection_id: str | None) -> dict:
+        """A question to a document (``document_id``) or else a collection, answered whole."""
+        path = f"/v1/documents/{document_id}" if document_id else f"/v1/collections/{collection_id}"
+        return await self.call("POST", f"{path}/answers", json={"question": question, "max_tokens": max_tokens})
+
+    async def upload(self, name: str, data: bytes) -> dict:
+        """The file uploaded: the document's ``id``, ``name``, ``status``."""
+        return await self.call("POST", "/v1/documents", files={"file": (name, data)})
+
+
+def build(api: Api, read_paths: bool) -> MCPServer:
+    """The MCP server over ``api`` (over HTTP to a docqa server, or the app's services in-process:
+    server/api/mcp_local.py).
     ``read_paths``: ``ingest_file`` may read a path (stdio: the assistant's own machine)."""
 
     class DocqaMCP(MCPServer):
@@ -166,7 +209,7 @@ def build(api: DocqaApi, read_paths: bool) -> MCPServer:
             """The static resources, and every ready document (its text)."""
             listed = await super().list_resources()
             try:
-                docs = (await api.call("GET", "/v1/documents"))["documents"]
+                docs = await api.documents()
             except ApiError:
                 return listed
             return listed + [
@@ -189,20 +232,20 @@ def build(api: DocqaApi, read_paths: bool) -> MCPServer:
         ),
     )
 
-    async def calling(method: str, path: str, **kwargs) -> dict:
+    async def calling(reply: Awaitable[T]) -> T:
         try:
-            return await api.call(method, path, **kwargs)
+            return await reply
         except ApiError as exc:
             raise ToolError(str(exc)) from None
 
     @server.tool(description="The documents on the docqa server: id, name, status, kind, size, and the watched file.")
     async def list_documents() -> Documents:
-        docs = (await calling("GET", "/v1/documents"))["documents"]
+        docs = await calling(api.documents())
         return Documents(documents=[DocumentInfo(**_fields(DocumentInfo, d)) for d in docs])
 
     @server.tool(description="The collections (documents asked together): id, name, status, their documents.")
     async def list_collections() -> Collections:
-        found = (await calling("GET", "/v1/collections"))["collections"]
+        found = await calling(api.collections())
         ids = {c["id"]: [d["id"] for d in c["documents"]] for c in found}
         return Collections(
             collections=[
@@ -234,13 +277,13 @@ def build(api: DocqaApi, read_paths: bool) -> MCPServer:
                 data = base64.b64decode(content_base64 or "", validate=True)
             except (binascii.Error, ValueError):
                 raise ToolError("content_base64 is not base64") from None
-        created = await calling("POST", "/v1/documents", files={"file": (name or "document", data)})
-        doc = await calling("GET", f"/v1/documents/{created['id']}")
+        created = await calling(api.upload(name or "document", data))
+        doc = await calling(api.document(created["id"]))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + INGEST_TIMEOUT_S
         while wait and doc["status"] == "ingesting" and loop.time() < deadline:
             await asyncio.sleep(POLL_S)
-            doc = await calling("GET", f"/v1/documents/{created['id']}")
+            doc = await calling(api.document(created["id"]))
         return DocumentInfo(**_fields(DocumentInfo, doc))
 
     @server.tool(
@@ -256,16 +299,14 @@ def build(api: DocqaApi, read_paths: bool) -> MCPServer:
             raise ToolError("give either document_id or collection_id")
         _check_id("document_id", document_id)
         _check_id("collection_id", collection_id)
-        path = f"/v1/documents/{document_id}" if document_id else f"/v1/collections/{collection_id}"
-        body = {"question": question, "max_tokens": max_tokens}
-        reply = await calling("POST", f"{path}/answers", json=body)
+        reply = await calling(api.ask(question, max_tokens, document_id, collection_id))
         names: dict[str, str] = {}  # a single document's citations come without its name: asked once
         for c in reply["citations"]:
             doc_id = c.get("document_id") or document_id
             if c.get("document_name"):
                 names.setdefault(doc_id, c["document_name"])
             elif doc_id not in names:
-                names[doc_id] = (await calling("GET", f"/v1/documents/{doc_id}"))["name"]
+                names[doc_id] = (await calling(api.document(doc_id)))["name"]
         citations = [
             Citation(ref=f"{c.get('document_id') or document_id}:{c['start']}-{c['end']}",
                      document_id=c.get("document_id") or document_id,
@@ -284,8 +325,8 @@ def build(api: DocqaApi, read_paths: bool) -> MCPServer:
         if found is None:
             raise ToolError(f"{ref!r} is not a citation ref (<document id>:<start>-<end>, as ask returns it)")
         doc_id, start, end = found["id"], int(found["start"]), int(found["end"])
-        doc = await calling("GET", f"/v1/documents/{doc_id}")
-        body = await calling("GET", f"/v1/documents/{doc_id}/text")
+        doc = await calling(api.document(doc_id))
+        body = await calling(api.text(doc_id))
         text, pages = body["text"], body["pages"]
         if not 0 <= start < end <= len(text):
             raise ToolError(f"{ref!r} lies outside the document's {len(text)} characters")
@@ -304,7 +345,7 @@ def build(api: DocqaApi, read_paths: bool) -> MCPServer:
         if ID.fullmatch(document_id) is None:
             raise ResourceNotFoundError(f"{document_id[:80]!r} is not a document id")
         try:
-            return (await api.call("GET", f"/v1/documents/{document_id}/text"))["text"]
+            return (await api.text(document_id))["text"]
         except ApiError as exc:
             raise ResourceNotFoundError(str(exc)) from None
 

@@ -46,11 +46,11 @@ async def sse_frames(stream: AnswerStream, position: int, heartbeat_s: float) ->
 
 
 async def respond(
-    stream: AnswerStream, position: int, req: AnswerRequest, request: Request, settings: Settings
+    stream: AnswerStream, position: int, req: AnswerRequest, request: Request | None, settings: Settings
 ) -> StreamingResponse | AnswerResponse:
     """A queued answer as the response ``req`` asks for: Server-Sent Events, or the whole answer as
     JSON (a document's question, server/api/routes/documents.py, and a collection's,
-    server/api/routes/collections.py)."""
+    server/api/routes/collections.py; ``request`` None: asked in-process, server/api/mcp_local.py)."""
     if req.stream:  # headers and a first event go out now, however long the queue
         frames = sse_frames(stream, position, settings.sse_heartbeat_s)
         return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)

@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 
 from ingest import formats, pipeline
+from ingest.cut import Cut
 from ingest.errors import DocumentFilesDamaged, TextDamaged
 from ingest.locate import printed_label
 from ingest.reingest import reextract_async
 from runtime.system import busy
 from server.api.answering import answer_params
-from server.api.deps import DocumentDep, EngineDep, ExtractorDep, ServicesDep, SettingsDep, StoreDep, WatchDep
+from server.api.deps import DocumentDep, EngineDep, ServicesDep, SettingsDep, StoreDep, WatchDep
 from server.api.responses import respond
 from server.api.schemas import (
     AnswerRequest,
@@ -135,10 +137,7 @@ async def upload(
     request: Request,
     response: Response,
     services: ServicesDep,
-    store: StoreDep,
     engine: EngineDep,
-    settings: SettingsDep,
-    extractor: ExtractorDep,
     file: UploadFile = File(description=f"{formats.names()}: {' '.join(formats.suffixes())}"),  # noqa: B008
     password: str | None = Form(default=None),
     pages: str | None = Form(
@@ -149,23 +148,41 @@ async def upload(
     labels: bool = Form(default=False, description="pages are the printed page labels, even where they are numbers"),
 ) -> DocumentCreated:
     cut = uploads.parse_cut(pages, chars, labels)
+    created, response.status_code = await receive(
+        services, engine, file.filename, file.size or 0, file.read, password or None, cut
+    )
+    return created
+
+
+async def receive(
+    services: Services,
+    engine: Engine,
+    filename: str | None,
+    size: int,
+    read: Callable[[], Awaitable[bytes]],
+    password: str | None = None,
+    cut: Cut | None = None,
+) -> tuple[DocumentCreated, int]:
+    """An upload of ``size`` bytes (0: unknown) read by ``read()`` once it is admitted, as POST
+    /v1/documents takes it (and the MCP tool ``ingest_file``, server/api/mcp_local.py): the document
+    and the status it is answered with (202 new, 200 already known)."""
+    store, settings, extractor = services.store, services.settings, services.extractor
     # Admitted before the body is read into memory: at most DOCQA_EXTRACT_WORKERS + DOCQA_EXTRACT_QUEUE
     # uploads (and their bytes) wait for extraction; the next gets 503 with Retry-After at once.
-    async with extractor.slot(file.size or 0) as slot:
-        data = await file.read()
+    async with extractor.slot(size) as slot:
+        data = await read()
         digest = await asyncio.to_thread(pipeline.sha256, data, cut)
         known = await asyncio.to_thread(store.by_sha256, digest)
         if known is not None and known.status != FAILED:
-            response.status_code = 200
-            return DocumentCreated(id=known.id, name=known.name, status=known.status)
+            return DocumentCreated(id=known.id, name=known.name, status=known.status), 200
 
         pdf = data[:1024].lstrip().startswith(b"%PDF")
-        reading = background.Reading(store, engine, file.filename, digest, cut, pdf=pdf)
+        reading = background.Reading(store, engine, filename, digest, cut, pdf=pdf)
         if cut is not None and cut.unit == "pages":  # the whole file is read before its part is cut
             reading.after(background.PART_GRACE_S)
 
         def store_doc(prepared: pipeline.Prepared) -> tuple[DocRecord, bool]:
-            name = uploads.display_name(file.filename, prepared.extracted)
+            name = uploads.display_name(filename, prepared.extracted)
             return reading.put(
                 lambda: writes.store_new(store, data, digest, name, prepared),  # False: the same bytes came meanwhile
                 lambda row: writes.store_into(store, row, data, prepared),
@@ -177,7 +194,7 @@ async def upload(
                 store,
                 settings,
                 services.snapshot_bytes,
-                lambda cap: slot.extract(data, password or None, cut, cap, reading.tell),
+                lambda cap: slot.extract(data, password, cut, cap, reading.tell),
                 len(data),
                 store_doc,
                 replaces=known.id if known is not None else None,
@@ -186,11 +203,9 @@ async def upload(
         run = asyncio.ensure_future(stored())
         row = await reading.wait(run)  # OCR started, or a part's reading is long: the rest goes on in the background
         if row is not None:
-            return DocumentCreated(id=row.id, name=row.name, status=INGESTING, note=reading.note)
+            return DocumentCreated(id=row.id, name=row.name, status=INGESTING, note=reading.note), 202
         doc, _, created = await run
-    if not created:
-        response.status_code = 200
-    return DocumentCreated(id=doc.id, name=doc.name, status=doc.status)
+    return DocumentCreated(id=doc.id, name=doc.name, status=doc.status), 202 if created else 200
 
 
 @router.get("/formats", response_model=FormatList)

@@ -6,6 +6,7 @@ embedded model, its citations read and looked up."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import sys
@@ -66,7 +67,7 @@ async def _stdio_session(live: Live, notes: Path) -> dict:
                     missing=missing, bad_ref=bad_ref, resources=resources, text=text)  # fmt: skip
 
 
-async def _http_session(live: Live, doc_id: str) -> dict:
+async def _http_session(live: Live, doc_id: str, notes: Path, ref: str | None) -> dict:
     import httpx2
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
@@ -83,7 +84,17 @@ async def _http_session(live: Live, doc_id: str) -> dict:
             await session.call_tool("ask", {"question": QUESTION, "document_id": doc_id, "max_tokens": 40})
         )
         by_path = await session.call_tool("ingest_file", {"path": "/etc/hostname"})
-        return dict(tools=tools, answer=answer, by_path=by_path)
+        content = base64.b64encode(notes.read_bytes()).decode()
+        doc = _structured(await session.call_tool("ingest_file", {"content_base64": content, "name": "notes.txt"}))
+        passage = _structured(await session.call_tool("get_passage", {"ref": ref})) if ref else None
+        listed = _structured(await session.call_tool("list_documents", {}))
+        collections = _structured(await session.call_tool("list_collections", {}))
+        missing = await session.call_tool("ask", {"question": "Who?", "document_id": "nosuchdoc"})
+        empty = await session.call_tool("ask", {"question": "", "document_id": doc_id})
+        resources = (await session.list_resources()).resources
+        text = (await session.read_resource(f"docqa://documents/{doc_id}")).contents[0].text
+        return dict(tools=tools, answer=answer, by_path=by_path, doc=doc, passage=passage, listed=listed,
+                    collections=collections, missing=missing, empty=empty, resources=resources, text=text)  # fmt: skip
 
 
 def test_an_mcp_session_over_stdio_and_over_http_gets_a_cited_answer(live, tmp_path):
@@ -115,10 +126,19 @@ def test_an_mcp_session_over_stdio_and_over_http_gets_a_cited_answer(live, tmp_p
     assert [str(r.uri) for r in got["resources"]] == [f"docqa://documents/{got['doc']['id']}"]
     assert LONG in got["text"]
 
-    http = asyncio.run(_http_session(live, got["doc"]["id"]))
+    ref = answer["citations"][0]["ref"] if answer["citations"] else None
+    http = asyncio.run(_http_session(live, got["doc"]["id"], notes, ref))
     assert http["tools"] == got["tools"]
     assert any("Leeds" in c["text"] for c in http["answer"]["citations"]), http["answer"]
+    assert all(c["document_name"] == "notes.txt" for c in http["answer"]["citations"])
     assert http["by_path"].is_error and "does not read paths over HTTP" in http["by_path"].content[0].text
+    # Issue 50: /mcp calls the services in-process, not HTTP; each tool says what it said over HTTP.
+    assert http["doc"] == got["doc"] and http["passage"] == passage
+    assert http["listed"] == got["listed"] and http["collections"] == got["collections"]
+    assert http["missing"].is_error and http["missing"].content[0].text == missing
+    assert http["empty"].is_error and "invalid_request: question: " in http["empty"].content[0].text
+    assert [str(r.uri) for r in http["resources"]] == [str(r.uri) for r in got["resources"]]
+    assert http["text"] == got["text"]
     # The HTTP endpoint is behind the API key like every route.
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     r = httpx.post(
