@@ -120,8 +120,8 @@ def _quoted(client, doc_id: str, question: str) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.xfail(
-    reason="issue 48, not met yet: the default model quotes 'none' for the German price question (p(yes) 0.34 "
-    "on real-b); bench/results/quality.md has the real-file numbers",
+    reason="issue 48, not met yet: the default model judges the German passage with the price at 0.53 for the "
+    "German question (threshold 0.65; real-b, bench/results/quality.md)",
     strict=False,
 )
 def test_quote_first_reads_a_table_row_through_its_header_and_german_in_both_languages(
