@@ -72,7 +72,7 @@ def test_quote_first_answers_planted_facts_with_verified_quotes_and_refuses_the_
     alice = (cases / "text/gutenberg/alice-in-wonderland-pg11.txt").read_text(encoding="utf-8")
     start = max(alice.find("CHAPTER I."), 0)  # the book's first chapter (some copies start with its text)
     text = _plant(alice[start : start + 24_000], [(d, s) for d, s, _, _ in PLANTED])
-    with server(model_path=reader_model("qwen-coder-1.5b"), n_ctx=8192) as client:
+    with server(model_path=reader_model("qwen-coder-1.5b"), n_ctx=8192, answer_mode="quote") as client:
         r = client.post("/v1/documents", files={"file": ("alice-planted.txt", text.encode())})
         assert r.status_code in (200, 202), r.text
         doc = wait_ready(client, r.json()["id"], timeout=900)  # ~6k tokens: 2-3 min on 2 idle cores
@@ -131,7 +131,7 @@ def test_quote_first_reads_a_table_row_through_its_header_and_german_in_both_lan
     was refused because the words of the question are in the header row; a German passage was refused
     to a German question and to an English one. Each is answered now, with the passage the model judged
     to answer it as the citation."""
-    with server(model_path=reader_model("qwen-coder-1.5b"), n_ctx=8192) as client:
+    with server(model_path=reader_model("qwen-coder-1.5b"), n_ctx=8192, answer_mode="quote") as client:
         sheet = upload(client, tmp_path / "c.xlsx", name="contracts.xlsx", data=_contracts_xlsx())
         body = _quoted(client, sheet["id"], "When does the contract with Nordwind Hosting GmbH end?")
         assert "2026" in body["answer"] and "28" in body["answer"] and body["quote"]["verified"], body
