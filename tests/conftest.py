@@ -284,6 +284,19 @@ def tiny_qwen35_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_tiny_qwen35(tmp_path_factory.mktemp("tiny") / "tiny-qwen35-mtp.gguf", seed=0)
 
 
+@pytest.fixture(scope="module")
+def tiny_quoting(tiny_qwen35_path):
+    """The tiny qwen35 and a context for quote-first answer loops (room for 16 recurrent rollbacks)."""
+    from runtime.llama import Model
+    from testkit.harness import open_ctx
+
+    model = Model(tiny_qwen35_path)
+    ctx = open_ctx(model, n_ctx=1024, n_batch=64, n_ubatch=64, n_threads=1, n_threads_batch=1, n_rs_seq=16)
+    yield model, ctx
+    ctx.close()
+    model.close()
+
+
 def batch_steps(client) -> dict[float, float]:
     """Verify steps so far by batch size, cumulative as Prometheus keeps them: ``{le: steps with at
     most le questions}``, plus ``inf`` (all steps), from the app's ``docqa_batch_sequences``."""

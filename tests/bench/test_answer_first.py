@@ -9,25 +9,14 @@ import numpy as np
 import pytest
 
 from bench.answer_first import AnswerThenQuote
-from runtime.llama import Model
 from spec.constraint import decide
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats
 from spec.quote import QuoteIndex, QuoteParams, QuoteTokens
 from spec.sampling import SamplingParams
 from spec.support import Judgment
-from testkit.harness import generate, open_ctx
+from testkit.harness import generate
 from tests.spec.test_quote import DOC, GREEDY, PIECES, TOKENS, piece, row
-
-
-@pytest.fixture(scope="module")
-def tiny(tiny_qwen35_path):
-    model = Model(tiny_qwen35_path)
-    ctx = open_ctx(model, n_ctx=1024, n_batch=64, n_ubatch=64, n_threads=1, n_threads_batch=1, n_rs_seq=16)
-    yield model, ctx
-    ctx.close()
-    model.close()
-
 
 EOG = 0
 PIECES |= {0: b"<eog>", 15: b"The document does not say."}
@@ -82,9 +71,9 @@ def test_answer_first_ends_the_answer_at_its_limit_and_an_answer_that_refuses_is
 
 
 @pytest.mark.parametrize("window", [4, 16])
-def test_speculative_answer_first_equals_plain(tiny, window):
+def test_speculative_answer_first_equals_plain(tiny_quoting, window):
     """The held answer, the quote and the judgment are the same with drafts verified as without."""
-    model, ctx = tiny
+    model, ctx = tiny_quoting
     doc = model.tokenize("the cat sat on the mat. the dog of Tom ran to the hat. " * 6, parse_special=False)
     question = model.tokenize(" where did the dog run?", parse_special=False)
     prompt = np.concatenate([doc, question]).astype(np.int32)

@@ -12,13 +12,12 @@ import time
 import numpy as np
 import pytest
 
-from runtime.llama import Model
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats
 from spec.quote import Judged, QuoteConstraint, QuoteIndex, QuoteParams, QuoteTokens, Verdict, word_key
 from spec.sampling import Sampler, SamplingParams
 from spec.support import Judgment
-from testkit.harness import generate, open_ctx
+from testkit.harness import generate
 
 PIECES = {1: b" the", 2: b" cat", 3: b" sat", 4: b".", 5: b"\n", 6: b" dog", 7: b"The", 8: b" none", 9: b" ran"}
 PIECES |= {10: b".\n", 11: b" yes", 12: b" no", 13: b"Q?", 14: b"A:"}
@@ -263,15 +262,6 @@ def pieces_id(pieces: dict[int, bytes], text: str) -> int:
 # -- the answer loop on the tiny f32 qwen35 ----------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def tiny(tiny_qwen35_path):
-    model = Model(tiny_qwen35_path)
-    ctx = open_ctx(model, n_ctx=1024, n_batch=64, n_ubatch=64, n_threads=1, n_threads_batch=1, n_rs_seq=16)
-    yield model, ctx
-    ctx.close()
-    model.close()
-
-
 def answer(model, ctx, doc: np.ndarray, question: np.ndarray, window, params: QuoteParams, temperature=0.0):
     """A quote-first answer after ``doc + question`` (the quote may come from ``doc``); returns (quote
     ids, answer events' token ids, the constraint)."""
@@ -299,8 +289,8 @@ def _is_span(doc: list[int], ids: list[int]) -> bool:
     return any(doc[i : i + len(ids)] == ids for i in range(len(doc) - len(ids) + 1))
 
 
-def test_constrained_quotes_are_spans_of_the_document_on_random_prompts(tiny):
-    model, ctx = tiny
+def test_constrained_quotes_are_spans_of_the_document_on_random_prompts(tiny_quoting):
+    model, ctx = tiny_quoting
     rng = random.Random(34)
     unjudged, judged = QuoteParams(max_tokens=12, threshold=None), QuoteParams(max_tokens=12, threshold=0.5)
     vocab = ["cat", "sat", "the", "on", "mat", "dog", "ran", "far", "a", "hat", "Tom", "Ann.", "Rex."]
@@ -319,8 +309,8 @@ def test_constrained_quotes_are_spans_of_the_document_on_random_prompts(tiny):
 
 
 @pytest.mark.parametrize("window", [4, 16])
-def test_speculative_quote_first_equals_plain(tiny, window):
-    model, ctx = tiny
+def test_speculative_quote_first_equals_plain(tiny_quoting, window):
+    model, ctx = tiny_quoting
     doc = model.tokenize("the cat sat on the mat. the dog of Tom ran to the hat. " * 6, parse_special=False)
     question = model.tokenize(" where did the dog run?", parse_special=False)
     for params in (QuoteParams(max_tokens=16, threshold=None), QuoteParams(max_tokens=16, threshold=0.0)):
