@@ -13,8 +13,9 @@ document never does cannot be answered from it ("in the 1100s" of a document tha
 
 The threshold was chosen on sets written elsewhere, SQuAD 2.0's "Normans" article (crowd-written
 questions, half of them written to look answerable and not be) and bench/real_sets.py's real files
-(spec/quote.py ``THRESHOLD``), and checked on ours (bench/results/quality.md). Nothing here depends on the words of a language: the model judges a German
-passage, a French one or a table row (read after its header row) the same way, and digits are digits.
+(spec/quote.py ``THRESHOLD``), and checked on ours (bench/results/quality.md). Nothing here depends
+on the words of a language: the model judges a German passage, a French one or a table row (read
+after its header row) the same way, and digits are digits.
 """
 
 from __future__ import annotations
