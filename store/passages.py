@@ -7,6 +7,11 @@ kept in RAM for as long as the document is loaded. A question is every word of i
 (no stopword list: BM25's IDF weighs down the words every passage has, in any language; on SQuAD 2.0's
 "Normans" article the top 3 of 40 paragraphs hold the gold answer of 88 of 96 answerable questions,
 with or without the English stopwords: bench/results/quality.md).
+
+Where fewer passages than asked for share a word with the question (an English question about a German
+text: "script" is not "Skript"), the rest are filled by BM25 over character trigrams (FTS5's ``trigram``
+tokenizer), which sees the letters words of related languages and inflections share. Never in place of
+a word match: a question with enough word matches is ranked as before.
 """
 
 from __future__ import annotations
@@ -33,29 +38,57 @@ def question_words(question: str) -> list[str]:
     return list(seen)
 
 
+def question_grams(question: str) -> list[str]:
+    """The character trigrams of the question's words of three letters or more, each once, lower-cased.
+
+    >>> question_grams("Whose script?")
+    ['who', 'hos', 'ose', 'scr', 'cri', 'rip', 'ipt']
+    """
+    seen: dict[str, None] = {}
+    for word in question_words(question):
+        for i in range(len(word) - 2):
+            seen.setdefault(word[i : i + 3], None)
+    return list(seen)
+
+
+def _any_of(terms: Sequence[str]) -> str:
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
 class PassageRanks:
     """A document's passages (``texts``, in document order), ranked for a question by BM25. Thread-safe
     (one connection, used under a lock): built by whichever thread first needs it."""
 
     def __init__(self, texts: Sequence[str]) -> None:
         self.n = len(texts)
+        self._texts: Sequence[str] | None = texts  # until the trigram table is made (at its first need)
         self._db = sqlite3.connect(":memory:", check_same_thread=False)
         self._lock = threading.Lock()
         with self._lock:
             fill(self._db, texts)
 
     def best(self, question: str, k: int) -> list[int]:
-        """The (at most ``k``) passages that best match the question, best first; [] when no word of the
-        question is in any passage (or the question has no words)."""
+        """The (at most ``k``) passages that best match the question, best first: those sharing a word
+        with it, then, when they are fewer than ``k``, those sharing the most letters (trigrams, see the
+        module docstring); [] when the question has no word of three letters that any passage has."""
         words = question_words(question)
         if not words or not self.n:
             return []
-        query = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
         with self._lock:
-            rows = self._db.execute(
-                "SELECT rowid FROM segments WHERE segments MATCH ? ORDER BY bm25(segments) LIMIT ?", (query, k)
-            ).fetchall()
-        return [int(r[0]) for r in rows]
+            best = [int(r[0]) for r in self._ranked("segments", _any_of(words), k)]
+            grams = question_grams(question)
+            if len(best) < min(k, self.n) and grams:
+                more = self._ranked("grams", _any_of(grams), k + len(best))
+                best += [i for (i,) in more if i not in best][: k - len(best)]
+        return best
+
+    def _ranked(self, table: str, query: str, k: int) -> list[tuple[int]]:
+        if table == "grams" and self._texts is not None:
+            self._db.execute("CREATE VIRTUAL TABLE grams USING fts5(body, tokenize = 'trigram')")
+            self._db.executemany("INSERT INTO grams (rowid, body) VALUES (?, ?)", enumerate(self._texts))
+            self._texts = None
+        sql = f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY bm25({table}) LIMIT ?"
+        return self._db.execute(sql, (query, k)).fetchall()
 
     def close(self) -> None:
         with self._lock:

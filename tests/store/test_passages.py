@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from store.passages import PassageRanks, question_words
+from store.passages import PassageRanks, question_grams, question_words
 
 PASSAGES = [
     "Normandy is a region in France.",
@@ -24,6 +24,17 @@ def test_the_passage_sharing_the_rarest_words_ranks_first():
     assert ranks.best("Wie viel kostet das gedruckte Skript?", 1) == [3]
     assert ranks.best("What is the contact email for Nordwind Hosting GmbH?", 1) == [4]
     assert ranks.best("¿Qué?", 3) == [] and ranks.best("", 3) == []  # no word of any passage
+
+
+def test_passages_sharing_no_word_are_filled_by_the_letters_they_share():
+    """An English question about a German text shares no word with it ("script" is not "Skript"): the
+    slots word matches leave are filled by character trigrams; word matches always come first."""
+    german = ["Topologie ist ein Teilgebiet der Mathematik.", PASSAGES[3], "Die Vorlesung war im Winter."]
+    ranks = PassageRanks(german)
+    assert ranks.best("How much does the printed script cost?", 1) == [1]  # "Skript", "kostet"
+    assert ranks.best("Hamburg port", 1) == []  # no word and no trigram of any passage
+    assert PassageRanks(PASSAGES).best("Hamburg port", 3)[:1] == [2]  # the word match first, then letters
+    assert question_grams("Who is it?") == ["who"]  # words of three letters or more only
 
 
 def test_question_words_keep_every_word_once_and_split_unspaced_scripts():
