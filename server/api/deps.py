@@ -14,7 +14,6 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from ingest.worker import ExtractionWorker
 from server.api.metrics import Metrics
 from server.config.errors import CollectionNotFound, DocumentNotFound, EngineUnavailable
 from server.config.settings import Settings
@@ -71,10 +70,6 @@ def _engine(request: Request) -> Engine:
     return engine
 
 
-def _extractor(request: Request) -> ExtractionWorker:
-    return _services(request).extractor
-
-
 def _watch(request: Request) -> FolderWatch | None:
     return watch_of(request.app)
 
@@ -82,7 +77,6 @@ def _watch(request: Request) -> FolderWatch | None:
 SettingsDep = Annotated[Settings, Depends(_settings)]
 StoreDep = Annotated[DocStore, Depends(_store)]
 EngineDep = Annotated[Engine, Depends(_engine)]
-ExtractorDep = Annotated[ExtractionWorker, Depends(_extractor)]
 ServicesDep = Annotated[Services, Depends(_services)]
 WatchDep = Annotated["FolderWatch | None", Depends(_watch)]
 
