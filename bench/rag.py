@@ -26,6 +26,7 @@ from ingest.prompt import (
     DEFAULT,
     NOT_SAID,
     QUOTE_JUDGE,
+    QUOTE_REPLIES,
     PromptLayout,
     Wording,
     layout_for,
@@ -35,6 +36,7 @@ from ingest.prompt import (
 from runtime.llama import Context, Model
 from server.config.memory import judging_config
 from server.config.settings import Settings
+from server.engine.quotes import answer_params
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats
 from spec.quote import PASSAGES, THRESHOLD, QuoteConstraint, QuoteIndex, QuoteParams, QuoteTokens
@@ -98,7 +100,7 @@ class Reader:
         self.model = Model(model_path)
         self.ctx = open_ctx(self.model, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads)
         self.layout: PromptLayout = layout_for(self.model, wording)
-        self.quote_tokens = QuoteTokens.of(lambda text: self.model.tokenize(text, parse_special=False))
+        self.quote_tokens = QuoteTokens.of(lambda text: self.model.tokenize(text, parse_special=False), **QUOTE_REPLIES)
         self.judging: Context | None = None  # made at the first question judged before its quote
 
     def answer(
@@ -165,11 +167,15 @@ class Reader:
                     **common,
                 )
         params = AnswerParams(max_tokens, SamplingParams(temperature=0.0), None, stops=self.layout.stops, quote=qp)
+        params = answer_params(params, q if isinstance(q, QuoteConstraint) else None)  # as served
         parts: dict[str, list[str]] = {"answer": [], "quote": []}
         for event in generate(run, params, constraint=q):
             parts[event.part].append(event.text)
+        text = "".join(parts["answer"])
+        if q is not None and q.span is not None and not q.refused and not text.strip():  # as the API says it
+            text = q.sentence_text()
         return Reply(
-            text="".join(parts["answer"]),
+            text=text,
             ttft_ms=stats.ttft_ms,
             seconds=time.perf_counter() - t0,
             finish_reason=stats.finish_reason,

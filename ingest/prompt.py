@@ -125,6 +125,9 @@ QUOTE_JUDGE_HEAD = "Read only this passage, not the rest of the document.\n\nPas
 QUOTE_JUDGE_QUESTION = "\n\nQuestion:"
 QUOTE_JUDGE = "\n\nDoes the passage answer the question? Reply with yes or no."
 QUOTE_AFTER_JUDGE = "Now answer the question, from the quote."
+#: The words the prompts ask the model to reply with: "Quote: none" (QUOTE_INSTRUCTION) and yes or no
+#: (QUOTE_JUDGE), as spec/quote.py ``QuoteTokens.of`` takes them.
+QUOTE_REPLIES = {"none": "none", "yes": "yes", "no": "no"}
 QUOTE_INSTRUCTION = (
     "\n\nFirst copy, word for word, the sentence of the document that answers the question, after "
     '"Quote:". Then give the answer after "Answer:". If no sentence of the document answers it, write '

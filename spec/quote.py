@@ -287,18 +287,23 @@ class QuoteTokens:
     marks: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
     @classmethod
-    def of(cls, tokenize: Callable[[str], Sequence[int]]) -> QuoteTokens:
-        """From the model's tokenizer (``text -> ids``, special tokens off)."""
+    def of(cls, tokenize: Callable[[str], Sequence[int]], none: str, yes: str, no: str) -> QuoteTokens:
+        """From the model's tokenizer (``text -> ids``, special tokens off) and the words the prompts ask
+        the model to reply with (ingest/prompt.py ``QUOTE_REPLIES``), each as written, capitalised, and
+        after a space."""
 
         def firsts(*words: str) -> np.ndarray:
             return np.array(sorted({ids[0] for w in words if (ids := list(tokenize(w)))}), np.int64)
 
+        def forms(word: str) -> np.ndarray:
+            return firsts(word, " " + word, word.capitalize(), " " + word.capitalize())
+
         breaks = {ids[0] for s in ("\n", "\n\n", " \n") if len(ids := list(tokenize(s))) == 1}
         return cls(
             np.array(sorted(breaks), np.int64),
-            firsts("none", " none", "None", " None"),
-            firsts("yes", " yes", "Yes", " Yes"),
-            firsts("no", " no", "No", " No"),
+            forms(none),
+            forms(yes),
+            forms(no),
             firsts('"', ' "', "\u201c", " \u201c", "'", " '", "\u2018", " \u2018", "\u00ab", " \u00ab"),
         )
 
@@ -340,8 +345,9 @@ class QuoteConstraint:
     ``refusal``: the answer when no quote supports one; ``region``: the token positions the quote may
     start at (the passages that best match the question, server/engine/sequence.py), None: anywhere;
     ``judged``: the passages were judged before the quote (spec/support.py ``PassageJudge``; ``region``
-    is then the chosen passage): a refusal is the answer at once, nothing quoted, and a quote that
-    stands needs no judgment after it; ``closest``: then, the passage judged likeliest (document token
+    is then the chosen passage): a refusal is the answer at once, nothing quoted; a passage judged to
+    answer is quoted (``none`` may not start the quote: refusing is the judgment's, not the quote's) and
+    needs no judgment after it; ``closest``: then, the passage judged likeliest (document token
     positions), which a refusal names as the passage that came closest (:meth:`sentence`).
     """
 
@@ -378,10 +384,16 @@ class QuoteConstraint:
         self.p_yes: float | None = None  # the judgment's probability of yes (against yes and no)
         self.verdict: Verdict | None = None
         self.closest = closest
+        self._may_say_none = judged is None  # a passage judged to answer is quoted, never "none"
         if judged is not None:
             self.p_yes = judged.p_yes
             if not judged.verdict.supported:
                 self.phase, self.verdict = REFUSING, judged.verdict
+
+    @property
+    def judged_first(self) -> bool:
+        """The passages were judged before the quote (``judged``): its answer stands on that judgment."""
+        return not self._may_say_none
 
     # -- the Constraint protocol --------------------------------------------------------------------
     @property
@@ -401,10 +413,10 @@ class QuoteConstraint:
             if self.p_none is None:
                 self.p_none = mass(row, self.tokens.none)
             token = sampler.choose(row)
-            if token in self.tokens.none or self._leads(token) or len(self._starts(token)):
+            if (self._may_say_none and token in self.tokens.none) or self._leads(token) or len(self._starts(token)):
                 return token
         allowed = self.allowed()
-        if first and len(allowed) > len(self.tokens.none):
+        if first and self._may_say_none and len(allowed) > len(self.tokens.none):
             # "none" is the model's own first choice or nothing: a model that wanted to start its quote
             # with a word the document does not have quotes the likeliest start it has.
             allowed = np.setdiff1d(allowed, self.tokens.none, assume_unique=True)
@@ -432,7 +444,7 @@ class QuoteConstraint:
         if self.matches is None:  # the first token: any document token but a bare line break, or "none"
             vocab = idx.vocab if self.region is None else np.unique(idx.tokens[self.region])
             first = np.setdiff1d(vocab.astype(np.int64), t.breaks, assume_unique=True)
-            return np.union1d(first, t.none)
+            return np.union1d(first, t.none) if self._may_say_none else first
         following = self.matches[self.matches < len(idx.tokens)]
         return np.union1d(np.unique(idx.tokens[following]).astype(np.int64), t.breaks)
 
@@ -455,7 +467,7 @@ class QuoteConstraint:
         """Add the chosen quote ``token``; True when it ends the quote (a line break in it, ``none`` as
         the first word, the end of the document's sentence, or the quote's length limit)."""
         first = self.matches is None
-        if first and token in self.tokens.none:
+        if first and self._may_say_none and token in self.tokens.none:
             self.none = True
             return True
         if first and self._leads(token):  # "Quote:" then a space, a line break or an opening mark

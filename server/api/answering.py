@@ -142,7 +142,10 @@ async def collect(stream: AnswerStream, request: Request | None) -> Collected:
         stream.cancel()
     if stats is None:
         raise GenerationFailed("the engine finished without stats")
-    return Collected("".join(parts), citations, stats, answers, quote, partial, said)
+    text = "".join(parts)
+    if quote is not None and quote.verified and not text.strip():  # the quote is the answer (quotes.py)
+        text = quote.text
+    return Collected(text, citations, stats, answers, quote, partial, said)
 
 
 POLL_S = 0.25  # how often a non-streaming request checks that its client is still there

@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ingest.prompt import PromptLayout, layout_for
+from ingest.prompt import QUOTE_REPLIES, PromptLayout, layout_for
 from runtime.llama import Context, Model
 from runtime.models import ModelUnavailable, model_path
 from runtime.numerics import PROBE_TEXT, TILED_ENV, restore_kernels_env, rows_agree, use_row_invariant_kernels
@@ -41,7 +41,7 @@ class Loaded:
     quote_tokens: QuoteTokens = field(init=False)  # line-break, "none" and yes/no tokens, for quote-first answers
 
     def __post_init__(self) -> None:
-        self.quote_tokens = QuoteTokens.of(lambda text: self.model.tokenize(text, parse_special=False))
+        self.quote_tokens = QuoteTokens.of(lambda text: self.model.tokenize(text, parse_special=False), **QUOTE_REPLIES)
 
     @property
     def ctx(self) -> Context:

@@ -5,13 +5,14 @@ of a weak table written only on the engine thread)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from weakref import WeakKeyDictionary
 
 import numpy as np
 
 from ingest.prompt import NOT_SAID, passage_judge
 from server.engine.jobs import AnswerJob
+from spec.loop import AnswerParams
 from spec.quote import QuoteConstraint, QuoteIndex, QuoteParams
 from spec.support import Judgment, PassageJudge, judge_passages
 from store.passages import PassageRanks
@@ -57,6 +58,17 @@ def document_quotes(hot, loaded) -> DocumentQuotes:
 def document_at(hot) -> int:
     """The prefix position where ``hot``'s quote index starts (after its first quote-first answer)."""
     return _BUILT[hot].at
+
+
+def answer_params(params: AnswerParams, constraint: QuoteConstraint | None) -> AnswerParams:
+    """``params`` for the answer after ``constraint``'s quote: after passages judged before the quote,
+    the refusal sentence is a stop string (held back while it may be one, never shown), so an answer
+    that is only the model's refusal after a quote judged to answer leaves the quote as the answer,
+    never a quote then a bare refusal (refusing is the judgment's; issue 48)."""
+    stops = params.stops or ()
+    if constraint is None or not constraint.judged_first or NOT_SAID in stops:
+        return params
+    return replace(params, stops=(*stops, NOT_SAID))
 
 
 def judged_after(params: QuoteParams, loaded) -> bool:

@@ -92,6 +92,7 @@ def open_sequence(
         loaded.costs,
         job.cancelled.is_set,
     )
-    answer = Answer(run, job.params, quotes.constraint(job, hot, loaded))
+    constraint = quotes.constraint(job, hot, loaded)
+    answer = Answer(run, quotes.answer_params(job.params, constraint), constraint)
     suffix = job.suffix if n_shared == len(hot.prefix) else np.concatenate([hot.prefix[n_shared:], job.suffix])
     return Sequence(job, seq_id, hot, n_shared, suffix, answer, cells)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from bench.answer_first import AnswerThenQuote
+from ingest.prompt import QUOTE_REPLIES
 from spec.constraint import decide
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats
@@ -85,7 +86,7 @@ def test_speculative_answer_first_equals_plain(tiny_quoting, window):
         ctx.prefill(prompt, 0)
         lookup = LookupDrafter(NgramIndex(prompt, 2, 4), model.piece, model.unspaced)
         quote = AnswerThenQuote(
-            QuoteIndex(doc, model.piece), QuoteTokens.of(tokenize), params, model.piece, "none",
+            QuoteIndex(doc, model.piece), QuoteTokens.of(tokenize, **QUOTE_REPLIES), params, model.piece, "none",
             judge=lambda p: tokenize(f" Does {p} answer? Reply yes or no:"), support=Judgment("", 0.0),
             then_quote=tokenize(" Quote:"), ends=model.is_eog, max_answer=10,
         )  # fmt: skip

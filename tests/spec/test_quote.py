@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 
+from ingest.prompt import QUOTE_REPLIES
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats
 from spec.quote import Judged, QuoteConstraint, QuoteIndex, QuoteParams, QuoteTokens, Verdict, word_key
@@ -151,7 +152,8 @@ def test_passages_judged_before_the_quote_refuse_at_once_or_bound_where_it_start
     assert q.ids == [] and q.span is None and q.reason.startswith("The passages closest")
     assert q.sentence_text() == "the dog ran."  # named as the passage that came closest, not quoted
     q = judged_quote(Verdict(True), [4, 5, 6, 7])  # " the dog ran.": only there may the quote start
-    assert q.choose(GREEDY, row([2, 7, 1])) == 1  # not " cat" (outside the passage): its " the"
+    assert 8 not in q.allowed()  # judged to answer: the quote may not be "none" (the judgment refuses)
+    assert q.choose(GREEDY, row([8, 2, 7, 1])) == 1  # not " none", not " cat" (outside the passage): " the"
     shown = []
     for t in (1, 6, 9, 4):
         shown += q.push(t)
@@ -272,7 +274,7 @@ def answer(model, ctx, doc: np.ndarray, question: np.ndarray, window, params: Qu
     tokenize = lambda s: model.tokenize(s, parse_special=False)  # noqa: E731
     judged = params.threshold is not None
     quote = QuoteConstraint(
-        QuoteIndex(doc, model.piece), QuoteTokens.of(tokenize), params, model.piece, "none",
+        QuoteIndex(doc, model.piece), QuoteTokens.of(tokenize, **QUOTE_REPLIES), params, model.piece, "none",
         answer=tokenize(" Answer:"),
         judge=(lambda p: tokenize(f" Does {p} answer? Reply yes or no:")) if judged else None,
         support=Judgment("", params.threshold) if judged else None,

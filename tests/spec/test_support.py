@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ingest.prompt import QUOTE_REPLIES
 from runtime.config import ContextConfig
 from runtime.llama import Context, Model
 from spec.quote import QuoteIndex, QuoteTokens
@@ -75,7 +76,7 @@ def _context(model: Model, n_seq: int, n_batch: int) -> Context:
 
 def test_prompts_judged_together_read_as_each_alone_and_the_context_is_left_empty(tiny):
     tokenize = lambda s: tiny.tokenize(s, parse_special=False)  # noqa: E731
-    tokens = QuoteTokens.of(tokenize)
+    tokens = QuoteTokens.of(tokenize, **QUOTE_REPLIES)
     prompts = [
         np.asarray(tokenize(f" the cat sat on the mat {i}. does it answer? yes or no:" + " the" * i), np.int32)
         for i in range(3)
