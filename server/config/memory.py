@@ -8,6 +8,7 @@ mapping, so a plan made here is the plan of what the engine will allocate.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from runtime.llama import ContextConfig
@@ -145,6 +146,23 @@ def reader_cost(settings: Settings, model_path: Path) -> tuple[int, int]:
     p = plan(shape, plan_config(settings, shape))
     own = sum(p.bytes(name) for name in ("kv", "rs", "compute") if any(r.name == name for r in p.rows))
     return model_path.stat().st_size, own
+
+
+def judging_cost(settings: Settings, model_path: Path, passages: int) -> tuple[int, int]:
+    """(bytes the judging context of :func:`judging_config` takes on the device: its KV cache, recurrent
+    states and compute buffers; bytes the model and its contexts leave of ``DOCQA_VRAM_BYTES``, None when
+    that is unset), from the same plans as :func:`check_fits`."""
+    shape = ModelShape.from_gguf(model_path)
+    main = plan(shape, plan_config(settings, shape))
+    judging = judging_config(settings, passages)
+    cfg = replace(
+        plan_config(settings, shape), n_ctx=judging.n_ctx, n_seq_max=passages, n_rs_seq=0, mtp=False,
+        n_batch=judging.n_batch, n_ubatch=judging.n_ubatch,
+    )  # fmt: skip
+    own = plan(shape, cfg)
+    cost = sum(r.device for r in own.rows if r.name in ("kv", "rs", "compute"))
+    left = None if settings.vram_bytes is None else settings.vram_bytes - main.device_total
+    return cost, left
 
 
 def _overflow_message(p: Plan, shape: ModelShape, cfg: PlanConfig, settings: Settings) -> str:

@@ -10,8 +10,9 @@ from ingest.prompt import QUOTE_REPLIES, PromptLayout, layout_for
 from runtime.llama import Context, Model
 from runtime.models import ModelUnavailable, model_path
 from runtime.numerics import PROBE_TEXT, TILED_ENV, restore_kernels_env, rows_agree, use_row_invariant_kernels
+from runtime.plan_fit import format_size
 from runtime.system import backends
-from server.config.memory import check_fits, context_config, judging_config, reader_cost
+from server.config.memory import check_fits, context_config, judging_config, judging_cost, reader_cost
 from server.config.settings import Settings
 from server.engine.calibration import step_costs
 from server.engine.contexts import Contexts
@@ -74,12 +75,22 @@ def load(settings: Settings, doc_seq: int) -> Loaded:
         restore_kernels_env(previous)  # latched by the probe's decodes
 
 
-def _judging(s: Settings, model: Model) -> Context | None:
+def _judging(s: Settings, model: Model, path: Path) -> Context | None:
     """The small context where quote-first passages are judged before their quote (spec/support.py), made
     where the server answers quote first by default (DOCQA_ANSWER_MODE) with a threshold above 0; None
-    elsewhere, or where it cannot be made (memory: on a full GPU), with a warning: a quote-first answer
-    is then judged after its quote, in its own turn."""
+    elsewhere, or where it does not fit what the model leaves of DOCQA_VRAM_BYTES (server/config/memory.py
+    ``judging_cost``) or cannot be made, with a warning: a quote-first answer is then judged after its
+    quote, in its own turn."""
     if s.answer_mode_for_model() != "quote" or not s.quote_support:
+        return None
+    cost, left = judging_cost(s, path, PASSAGES)
+    if left is not None and cost > left:
+        log.warning(
+            "the context where quote-first passages are judged needs %s of GPU memory and DOCQA_VRAM_BYTES "
+            "leaves %s after the model: quote-first answers are judged after their quote instead",
+            format_size(cost),
+            format_size(max(left, 0)),
+        )
         return None
     try:
         return Context(model, judging_config(s, PASSAGES))
@@ -143,7 +154,7 @@ def _load(s: Settings, path: Path, doc_seq: int) -> Loaded:
         model.close()
         why = f"the reader of DOCQA_CPU_REPACK=pair could not be loaded ({exc}); set DOCQA_CPU_REPACK=on"
         raise LoadError(why) from None
-    judging = _judging(s, model)
+    judging = _judging(s, model, path)
     contexts = Contexts(ctx, companions, reader, judging)
     costs = CostModel(step_costs(contexts, model, s.calibration_file or s.data_dir / "calibration.json", doc_seq))
     off = why_off(s, models_off)

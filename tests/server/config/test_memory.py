@@ -7,7 +7,7 @@ import pytest
 
 from runtime.plan import plan
 from runtime.presets import preset
-from server.config.memory import RS_CHOICES, check_fits, plan_config, with_preset
+from server.config.memory import RS_CHOICES, check_fits, judging_cost, plan_config, with_preset
 from server.config.settings import Settings
 
 
@@ -47,6 +47,32 @@ def test_check_fits_names_the_components(tiny_qwen35_path, tmp_path):
     message = str(err.value)
     assert "needs" in message and "DOCQA_VRAM_BYTES allows 8.0 MiB" in message
     assert "kv " in message and "rs " in message and "compute " in message and "reserve 512.0 MiB" in message
+
+
+def test_the_judging_context_is_planned_beside_the_model(tiny_qwen35_path, tmp_path, caplog):
+    """Quote-first's judging context (server/engine/loading.py ``_judging``) is made only where it fits
+    what the model and its contexts leave of DOCQA_VRAM_BYTES; where it does not, a warning, and the
+    server still starts (quotes are judged after them)."""
+    from runtime.llama import Model
+    from server.engine.loading import _judging
+
+    base = dict(model_path=tiny_qwen35_path, data_dir=tmp_path, n_ctx=4096, answer_mode="quote")
+    cost, left = judging_cost(Settings(**base), tiny_qwen35_path, 5)
+    assert cost > 0 and left is None  # no budget: nothing to fit
+    cost, left = judging_cost(Settings(**base, vram_bytes="1GiB"), tiny_qwen35_path, 5)
+    assert 0 < cost < left < 1024**3
+    tight = Settings(**base, vram_bytes=1024**3 - left + cost // 2)  # the model fits; the judging context not
+    check_fits(tight, tiny_qwen35_path)
+    assert judging_cost(tight, tiny_qwen35_path, 5) == (cost, cost // 2)
+    model = Model(tiny_qwen35_path)
+    try:
+        assert _judging(tight, model, tiny_qwen35_path) is None
+        assert "judged after their quote instead" in caplog.text
+        made = _judging(Settings(**base, vram_bytes="1GiB"), model, tiny_qwen35_path)
+        assert made is not None
+        made.close()
+    finally:
+        model.close()
 
 
 def test_server_refuses_to_start_when_the_plan_does_not_fit(server):
