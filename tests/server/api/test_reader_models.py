@@ -118,30 +118,46 @@ def _quoted(client, doc_id: str, question: str) -> dict:
     return r.json()
 
 
+GEOTOPO = "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf"
+
+
+def _geotopo(client, cases) -> dict:
+    """The German lecture notes' first 9 pages (about 4k tokens), read."""
+    data = (cases / GEOTOPO).read_bytes()
+    r = client.post("/v1/documents", files={"file": ("geotopo.pdf", data)}, data={"pages": "1-9"})
+    assert r.status_code in (200, 202), r.text
+    return wait_ready(client, r.json()["id"], timeout=1200)
+
+
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="issue 48, not met yet: the default model judges the German passage with the price at 0.53 for the "
-    "German question (threshold 0.65; real-b, bench/results/quality.md)",
-    strict=False,
-)
-def test_quote_first_reads_a_table_row_through_its_header_and_german_in_both_languages(
+def test_quote_first_reads_a_table_row_through_its_header_and_a_german_passage_asked_in_english(
     server, tmp_path, cases, reader_model
 ):
     """Issue 48: the new user's spreadsheet row ("| 2 | Nordwind Hosting GmbH | ... | 2026-02-28 | ...")
     was refused because the words of the question are in the header row; a German passage was refused
-    to a German question and to an English one. Each is answered now, with the passage the model judged
-    to answer it as the citation."""
+    to an English question. Each is answered now, with the passage the model judged to answer it as the
+    citation."""
     with server(model_path=reader_model("qwen-coder-1.5b"), n_ctx=8192, answer_mode="quote") as client:
         sheet = upload(client, tmp_path / "c.xlsx", name="contracts.xlsx", data=_contracts_xlsx())
         body = _quoted(client, sheet["id"], "When does the contract with Nordwind Hosting GmbH end?")
         assert "2026" in body["answer"] and "28" in body["answer"] and body["quote"]["verified"], body
         assert "Nordwind" in body["quote"]["text"] and body["citations"][0]["where"], body
-        geotopo = cases / "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf"
-        r = client.post("/v1/documents", files={"file": ("geotopo.pdf", geotopo.read_bytes())}, data={"pages": "1-9"})
-        assert r.status_code in (200, 202), r.text
-        doc = wait_ready(client, r.json()["id"], timeout=1200)
-        for question in ("Wie viel kostet die gedruckte A5-Version des Skripts?",
-                         "How much does the printed A5 version of the script cost?"):  # fmt: skip
-            body = _quoted(client, doc["id"], question)
-            assert "10" in body["answer"] and body["quote"]["verified"], body
-            assert "10 Euro" in body["quote"]["text"], body
+        doc = _geotopo(client, cases)
+        body = _quoted(client, doc["id"], "How much does the printed A5 version of the script cost?")
+        assert "10" in body["answer"] and body["quote"]["verified"], body
+        assert "10 Euro" in body["quote"]["text"], body
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    reason="issue 48, not met yet: the default model judges the German passage with the price at 0.52 for the "
+    "German question (threshold 0.65; real-b, bench/results/quality.md)",
+    strict=False,
+)
+def test_quote_first_answers_a_german_question_about_a_german_passage(server, cases, reader_model):
+    """Issue 48: the German question about the German notes' price was refused."""
+    with server(model_path=reader_model("qwen-coder-1.5b"), n_ctx=8192, answer_mode="quote") as client:
+        doc = _geotopo(client, cases)
+        body = _quoted(client, doc["id"], "Wie viel kostet die gedruckte A5-Version des Skripts?")
+        assert "10" in body["answer"] and body["quote"]["verified"], body
+        assert "10 Euro" in body["quote"]["text"], body
