@@ -6,6 +6,7 @@ and a long document's parts named for what they are, with why it was split (item
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -152,6 +153,12 @@ def test_after_stop_the_statistics_are_not_the_previous_answer_s(open_page, case
     p.upload(cases / PDF)
     p.ask(QUOTE, max_tokens=16)
     assert page.locator(OWN_STATS).count() == 10
+    # A story answered directly: quote-first would quote the one-page document and end in under a
+    # second (faster than a person's click), and this test is about stopping a long answer.
+    page.route(
+        "**/v1/chat/completions",
+        lambda route: route.continue_(post_data=json.dumps({**route.request.post_data_json, "mode": "direct"})),
+    )
     page.fill("#question", "Write a long story about the crazy ones, with many chapters.")
     page.set_checked("#verify16", False)
     page.fill("#max-tokens", "2000")
