@@ -139,9 +139,14 @@ def _reading(info: dict | None) -> str | None:
 @click.option("--temperature", type=float, default=0.0, show_default=True)
 @click.option("--verify16", is_flag=True, help="16-token verification: the model checks 16 drafted tokens a step")
 @click.option("--draft-tokens", type=int, default=None, help="fixed draft window (0 = no speculation)")
+@click.option(
+    "--direct",
+    is_flag=True,
+    help="answer without a quote: for a question about the document as a whole, which no one passage answers",
+)
 @server_options
 @click.pass_context
-def ask(ctx, doc, question, collection, max_tokens, temperature, verify16, draft_tokens, url, api_key) -> None:
+def ask(ctx, doc, question, collection, max_tokens, temperature, verify16, draft_tokens, direct, url, api_key) -> None:
     """Ask QUESTION about document DOC (``docqa ask DOC QUESTION``), or about the documents of a
     collection together (``docqa ask --collection ID QUESTION``; docs/collections.md); the answer
     streams to stdout, stats and citations (with their document's name) go to stderr. An answer with
@@ -157,6 +162,8 @@ def ask(ctx, doc, question, collection, max_tokens, temperature, verify16, draft
         body["max_tokens"] = max_tokens
     if draft_tokens is not None:
         body["draft_tokens"] = draft_tokens
+    if direct:
+        body["mode"] = "direct"
     about = About(doc=doc, collection=collection)
     path = f"/v1/collections/{collection}/answers" if collection is not None else f"/v1/documents/{doc}/answers"
     with client(ctx, url, api_key) as http, http.stream("POST", path, json=body) as r:

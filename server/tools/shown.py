@@ -153,14 +153,16 @@ def _quote_line(quote: dict) -> str:
     """What a quote-first answer's quote (server/api/schemas.py ``QuotePublic``) is: the document's text
     that the model judged to answer the question, "[quote verified: p. 3, chars 120-180]"; or, for a
     refused answer, why, in one line, with where the passage that came closest is ("[The passage that
-    came closest does not answer the question: p. 3, chars 120-180]"). The quote of a refused answer
+    came closest does not answer the question: p. 3, chars 120-180] (--direct answers without a
+    quote)": a question about the document as a whole has no one passage). The quote of a refused answer
     is never shown as a block quote (the stream sends a quote only once it stands)."""
     c = quote.get("citation")
     if quote.get("verified") and c:
         return f"[quote verified: {_where(c)}, chars {c['start']}-{c['end']}]"
     reason = (quote.get("reason") or "the quote is not a citation").rstrip(".")
     p = quote.get("passage")
-    return f"[{reason}: {_where(p)}, chars {p['start']}-{p['end']}]" if p else f"[{reason}]"
+    line = f"[{reason}: {_where(p)}, chars {p['start']}-{p['end']}]" if p else f"[{reason}]"
+    return line if quote.get("verified") else f"{line} (--direct answers without a quote)"
 
 
 def print_answer(r: httpx.Response, about: About) -> None:

@@ -269,3 +269,43 @@ def test_a_long_text_says_it_was_split_and_names_its_parts(open_page, cases):
     assert p.stat("segments") == "answered from part 2 of 3, characters 1,400–2,900"
     assert "page" not in page.inner_text("#thread .turn:last-child .turn-segments")
     assert p.problems == []
+
+
+def test_a_refused_answer_can_be_asked_again_without_a_quote_in_its_place(open_page, cases):
+    """Quote-first refuses a question no one passage answers (what a document is about, its tone, a
+    choice among options: TPO's lecture questions, bench/results/quality.md); the refused turn offers to
+    ask again directly, and the answer takes its place, the refusal not sent back as the conversation."""
+    p = open_page(1280, 720)
+    page = p.page
+    p.upload(cases / PDF)
+    reason = "The passages closest to the question do not answer it."
+    refused = {"text": "", "verified": False, "citation": None, "passage": None, "support": 0.41, "reason": reason}
+    sent = _route_answers(
+        page,
+        [
+            sse(
+                chunk({"content": "The document does not say."}),
+                chunk({}, "stop", citations=[], quote=refused, docqa=STATS),
+                "data: [DONE]",
+            ),
+            sse(
+                chunk({"content": "A poem about misfits."}),
+                chunk({}, "stop", citations=[], docqa=STATS),
+                "data: [DONE]",
+            ),
+        ],
+    )
+    p.ask("What is this document about?")
+    assert page.inner_text("#thread .turn:last-child .quote-check") == reason
+    page.click("#thread .turn:last-child .answer-again")
+    page.wait_for_selector("#thread .turn:last-child.done .quote-check", state="attached")
+    assert sent[1]["mode"] == "direct"
+    assert [m["role"] for m in sent[1]["messages"]] == ["user"], sent[1]["messages"]
+    assert page.locator("#thread .turn").count() == 1  # in the refused turn's place
+    assert page.inner_text("#thread .turn:last-child .answer") == "A poem about misfits."
+    assert "Answered without a quote" in page.inner_text("#thread .turn:last-child .quote-check")
+    assert page.locator(".answer-again").count() == 0
+    page.reload()
+    page.wait_for_selector("#thread .turn:last-child.done .quote-check", state="attached")
+    assert "Answered without a quote" in page.inner_text("#thread .turn:last-child .quote-check")
+    assert p.problems == []

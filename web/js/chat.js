@@ -18,7 +18,7 @@ const active = { controller: null, docId: null };
 // that a reload keeps it (issue 51); "New conversation" and deleting the document remove it, and so
 // does the list when the document is gone from the server (keepOnly). The server keeps none.
 const STORE = 'docqa.thread.';
-const KEPT = ['question', 'answer', 'citations', 'quote', 'partial', 'stats', 'status'];
+const KEPT = ['question', 'answer', 'citations', 'quote', 'partial', 'stats', 'status', 'unquoted'];
 
 function load(docId) {
   try {
@@ -26,7 +26,7 @@ function load(docId) {
     if (!Array.isArray(turns)) return [];
     return turns.filter((t) => t && typeof t.question === 'string' && typeof t.answer === 'string').map((t) => ({
       question: t.question, answer: t.answer, citations: Array.isArray(t.citations) ? t.citations : [],
-      quote: t.quote || null, stats: t.stats || null,
+      quote: t.quote || null, stats: t.stats || null, unquoted: t.unquoted === true,
       status: ['done', 'stopped'].includes(t.status) ? t.status : 'error',
       error: t.error ? new ApiError(0, t.error.type || 'network', t.error.message || '') : null, node: null,
     }));
@@ -225,6 +225,19 @@ function fillTurn(turn) {
       ? el('span', 'quote-check ok', '✓ Quote checked: the document\u2019s own words, and they answer the question')
       : el('span', 'quote-check muted', `${turn.quote.reason || 'No passage of the document answers this.'}`
         + (closest ? ` (${closest.where || `p. ${closest.page}`})` : '')));
+    // A question about the document as a whole (what it is about, its tone, a choice among options)
+    // has no one passage that answers it, so quote-first refuses it: the latest such turn may be asked
+    // again without the quote, in its place (the refusal is not sent back as the conversation).
+    if (!turn.quote.verified && turn.again && !active.controller) {
+      const again = el('button', 'answer-again secondary', 'Answer without a quote');
+      again.type = 'button';
+      again.title = 'The model answers from the whole document; no passage is checked against the answer.';
+      again.addEventListener('click', turn.again);
+      meta.push(again);
+    }
+  }
+  if (turn.unquoted && turn.status === 'done') {
+    meta.push(el('span', 'quote-check muted', 'Answered without a quote: no passage was checked against it.'));
   }
   // One button per quoted document (a collection's answer may quote two), each naming it then.
   const byDoc = new Map();
@@ -392,6 +405,8 @@ export async function ask(doc, question, params, ui) {
     question, answer: '', citations: [], quote: null, partial: null, stats: null, status: 'waiting', error: null,
     node: null,
   };
+  if (params.mode === 'direct') turn.unquoted = true;
+  for (const t of turns) delete t.again; // only the latest turn may be asked again
   turns.push(turn);
   active.controller = new AbortController();
   active.docId = doc.id;
@@ -437,6 +452,13 @@ export async function ask(doc, question, params, ui) {
     });
     if (!finished) throw new ApiError(0, 'network', 'the answer stream ended before its last chunk');
     turn.status = 'done';
+    if (turn.quote && !turn.quote.verified && !turn.unquoted) {
+      turn.again = () => { // asked again in its place, while it is still the latest turn and nothing is asked
+        if (active.controller || turns[turns.length - 1] !== turn) return;
+        turns.pop();
+        ask(doc, question, { ...params, mode: 'direct' }, ui);
+      };
+    }
   } catch (err) {
     turn.status = err.name === 'AbortError' ? 'stopped' : 'error';
     turn.error = err;

@@ -71,6 +71,10 @@ def test_cli_against_a_real_server(tmp_path, gemma_path, cases):
         assert "[p. 1, chars " in r.stderr  # the quoted span, cited
         drafted, accepted = r.stderr.split("drafted/accepted ")[1].split("]")[0].split("/")
         assert int(drafted) >= int(accepted) > 0  # drafted first, as on the page
+        r = run(
+            "--url", url, "--api-key", KEY, "ask", doc_id, "What is this text about?", "--max-tokens", "8", "--direct"
+        )
+        assert r.exit_code == 0 and r.stdout.strip(), r.output  # "mode": "direct", accepted by the server
         r = run("ask", "nope", "x", "--url", url, "--api-key", KEY)
         assert r.exit_code != 0 and "no document with id" in r.stderr
         assert "list them with `docqa list`" in r.stderr and "GET /v1" not in r.stderr

@@ -138,7 +138,10 @@ def test_a_quote_first_answer_shows_its_quote_and_whether_it_is_verified(capsys)
     print_answer(_sse(*events, ("stats", STATS)), About())
     out = capsys.readouterr()
     assert out.out.startswith("The document does not say.") and ">" not in out.out
-    assert "[The passage that came closest does not answer the question: p. 3, chars 120-180]" in out.err
+    assert (
+        "[The passage that came closest does not answer the question: p. 3, chars 120-180] "
+        "(--direct answers without a quote)" in out.err
+    )
     none = {"text": "", "verified": False, "reason": "No passage of the document answers the question."}
     events = [("token", {"text": "The document does not say."}), ("citations", {"citations": [], "quote": none})]
     print_answer(_sse(*events, ("stats", STATS)), About())
