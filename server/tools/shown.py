@@ -154,7 +154,8 @@ def _quote_line(quote: dict) -> str:
     that the model judged to answer the question, "[quote verified: p. 3, chars 120-180]"; or, for a
     refused answer, why, in one line, with where the passage that came closest is ("[The passage that
     came closest does not answer the question: p. 3, chars 120-180] (--direct answers without a
-    quote)": a question about the document as a whole has no one passage). The quote of a refused answer
+    quote)", the hint only where the model judged the passages: a question about the document as a
+    whole has no one passage that answers it). The quote of a refused answer
     is never shown as a block quote (the stream sends a quote only once it stands)."""
     c = quote.get("citation")
     if quote.get("verified") and c:
@@ -162,7 +163,10 @@ def _quote_line(quote: dict) -> str:
     reason = (quote.get("reason") or "the quote is not a citation").rstrip(".")
     p = quote.get("passage")
     line = f"[{reason}: {_where(p)}, chars {p['start']}-{p['end']}]" if p else f"[{reason}]"
-    return line if quote.get("verified") else f"{line} (--direct answers without a quote)"
+    # Only where the model judged the closest passages (``support``: its probability) and none answered:
+    # a question about the document as a whole. Not a number the document never has, nor no passage.
+    judged = not quote.get("verified") and quote.get("reason") and quote.get("support") is not None
+    return f"{line} (--direct answers without a quote)" if judged else line
 
 
 def print_answer(r: httpx.Response, about: About) -> None:

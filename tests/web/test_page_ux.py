@@ -280,9 +280,15 @@ def test_a_refused_answer_can_be_asked_again_without_a_quote_in_its_place(open_p
     p.upload(cases / PDF)
     reason = "The passages closest to the question do not answer it."
     refused = {"text": "", "verified": False, "citation": None, "passage": None, "support": 0.41, "reason": reason}
+    number = {**refused, "support": None, "reason": "The document never gives 1066, which the question names."}
     sent = _route_answers(
         page,
         [
+            sse(
+                chunk({"content": "The document does not say."}),
+                chunk({}, "stop", citations=[], quote=number, docqa=STATS),
+                "data: [DONE]",
+            ),
             sse(
                 chunk({"content": "The document does not say."}),
                 chunk({}, "stop", citations=[], quote=refused, docqa=STATS),
@@ -295,12 +301,15 @@ def test_a_refused_answer_can_be_asked_again_without_a_quote_in_its_place(open_p
             ),
         ],
     )
+    p.ask("What happened in 1066?")  # refused without a judgment: a direct answer would only guess
+    assert page.locator(".answer-again").count() == 0
+    page.click("#new-conversation")
     p.ask("What is this document about?")
     assert page.inner_text("#thread .turn:last-child .quote-check") == reason
     page.click("#thread .turn:last-child .answer-again")
     page.wait_for_selector("#thread .turn:last-child.done .quote-check", state="attached")
-    assert sent[1]["mode"] == "direct"
-    assert [m["role"] for m in sent[1]["messages"]] == ["user"], sent[1]["messages"]
+    assert sent[2]["mode"] == "direct"
+    assert [m["role"] for m in sent[2]["messages"]] == ["user"], sent[2]["messages"]
     assert page.locator("#thread .turn").count() == 1  # in the refused turn's place
     assert page.inner_text("#thread .turn:last-child .answer") == "A poem about misfits."
     assert "Answered without a quote" in page.inner_text("#thread .turn:last-child .quote-check")

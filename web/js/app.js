@@ -584,6 +584,10 @@ function numberInput(id, fallback, parse) {
 const chatUi = {
   status: setAskStatus,
   isShown: (id) => (selectedDoc() || {}).id === id,
+  canAsk: () => {
+    const doc = selectedDoc();
+    return !chat.streaming() && Boolean(doc) && doc.status === 'ready' && !together.busy();
+  },
   changed: () => {
     updateAskState();
     chat.renderThread(selectedDoc());

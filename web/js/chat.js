@@ -228,11 +228,14 @@ function fillTurn(turn) {
     // A question about the document as a whole (what it is about, its tone, a choice among options)
     // has no one passage that answers it, so quote-first refuses it: the latest such turn may be asked
     // again without the quote, in its place (the refusal is not sent back as the conversation).
-    if (!turn.quote.verified && turn.again && !active.controller) {
+    if (turn.again && !active.controller) {
       const again = el('button', 'answer-again secondary', 'Answer without a quote');
       again.type = 'button';
       again.title = 'The model answers from the whole document; no passage is checked against the answer.';
-      again.addEventListener('click', turn.again);
+      again.addEventListener('click', () => {
+        turn.again();
+        $('stop').focus(); // the button is gone with the refused turn; Stop is what can be done now
+      });
       meta.push(again);
     }
   }
@@ -393,10 +396,20 @@ function history(turns) {
     .flatMap((t) => [{ role: 'user', content: t.question }, { role: 'assistant', content: t.answer }]);
 }
 
+/** Whether `turn` was refused because the model judged that none of the passages closest to the
+ * question answers it (its probability of yes is `quote.support`): the one refusal that an answer from
+ * the whole document may help. Not a number the document never has, no passage at all (no judgment,
+ * `support` null), or a document still being read (`partial`: a direct answer has no more of it). */
+function refusedByJudgment(turn) {
+  const q = turn.quote;
+  return Boolean(q && !q.verified && q.reason && typeof q.support === 'number' && !turn.partial && !turn.unquoted);
+}
+
 /**
  * Ask `question` about `doc` with decoding `params` ({max_tokens, temperature, verify16, draft_tokens?});
  * `doc.model`, when set, is the model asked (a collection's "collection:<id>"), else "doc:<id>".
- * ui: {status(text, kind), changed(), isShown(docId)}.
+ * ui: {status(text, kind), changed(), isShown(docId), canAsk()}: canAsk, whether a question may be asked
+ * now (the page's own checks: a document ready, nothing being gathered), for a turn asked again.
  */
 export async function ask(doc, question, params, ui) {
   const turns = threadOf(doc.id);
@@ -452,9 +465,9 @@ export async function ask(doc, question, params, ui) {
     });
     if (!finished) throw new ApiError(0, 'network', 'the answer stream ended before its last chunk');
     turn.status = 'done';
-    if (turn.quote && !turn.quote.verified && !turn.unquoted) {
+    if (refusedByJudgment(turn)) {
       turn.again = () => { // asked again in its place, while it is still the latest turn and nothing is asked
-        if (active.controller || turns[turns.length - 1] !== turn) return;
+        if (active.controller || (ui.canAsk && !ui.canAsk()) || turns[turns.length - 1] !== turn) return;
         turns.pop();
         ask(doc, question, { ...params, mode: 'direct' }, ui);
       };

@@ -132,7 +132,7 @@ def test_a_quote_first_answer_shows_its_quote_and_whether_it_is_verified(capsys)
     passage = {**cited, "text": "It takes an hour.", "source": "quote"}
     refused = {
         "text": "It takes an hour.", "verified": False, "citation": None, "passage": passage,
-        "reason": "The passage that came closest does not answer the question.",
+        "reason": "The passage that came closest does not answer the question.", "support": 0.41,
     }  # fmt: skip
     events = [("token", {"text": "The document does not say."}), ("citations", {"citations": [], "quote": refused})]
     print_answer(_sse(*events, ("stats", STATS)), About())
@@ -145,7 +145,8 @@ def test_a_quote_first_answer_shows_its_quote_and_whether_it_is_verified(capsys)
     none = {"text": "", "verified": False, "reason": "No passage of the document answers the question."}
     events = [("token", {"text": "The document does not say."}), ("citations", {"citations": [], "quote": none})]
     print_answer(_sse(*events, ("stats", STATS)), About())
-    assert "[No passage of the document answers the question]" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "[No passage of the document answers the question]" in err and "--direct" not in err  # not judged
 
 
 def test_docqa_list_shows_the_folder_and_when_its_file_was_read():
