@@ -306,9 +306,12 @@ def test_a_refused_answer_can_be_asked_again_without_a_quote_in_its_place(open_p
     page.click("#new-conversation")
     p.ask("What is this document about?")
     assert page.inner_text("#thread .turn:last-child .quote-check") == reason
+    page.reload()  # offered from what the browser kept of the turn
+    page.wait_for_selector("#thread .turn:last-child .answer-again")
+    page.fill("#max-tokens", "77")  # asked again with the settings on screen
     page.click("#thread .turn:last-child .answer-again")
     page.wait_for_selector("#thread .turn:last-child.done .quote-check", state="attached")
-    assert sent[2]["mode"] == "direct"
+    assert (sent[2]["mode"], sent[2]["max_tokens"]) == ("direct", 77)
     assert [m["role"] for m in sent[2]["messages"]] == ["user"], sent[2]["messages"]
     assert page.locator("#thread .turn").count() == 1  # in the refused turn's place
     assert page.inner_text("#thread .turn:last-child .answer") == "A poem about misfits."

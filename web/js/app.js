@@ -584,15 +584,35 @@ function numberInput(id, fallback, parse) {
 const chatUi = {
   status: setAskStatus,
   isShown: (id) => (selectedDoc() || {}).id === id,
-  canAsk: () => {
-    const doc = selectedDoc();
-    return !chat.streaming() && Boolean(doc) && doc.status === 'ready' && !together.busy();
-  },
   changed: () => {
     updateAskState();
     chat.renderThread(selectedDoc());
   },
 };
+
+/** The decoding settings on screen, as chat.ask takes them. */
+function askParams() {
+  const params = {
+    max_tokens: numberInput('max-tokens', 256, (v) => parseInt(v, 10)),
+    temperature: numberInput('temperature', 0, parseFloat),
+    verify16: $('verify16').checked,
+  };
+  // Empty draft tokens = the server chooses the window (adaptive); verify16 wins anyway.
+  const draft = parseInt($('draft-tokens').value, 10);
+  if (Number.isFinite(draft)) params.draft_tokens = draft;
+  return params;
+}
+
+// A refused answer asked again without the quote (chat.js), in its place: the same checks as Ask, the
+// settings on screen; documents asked together only once their collection is made.
+chat.onAskAgain((question, before) => {
+  const doc = selectedDoc();
+  if (chat.streaming() || !doc || doc.status !== 'ready' || together.busy()) return;
+  const model = doc.group ? together.madeFor(doc) : undefined;
+  if (doc.group && !model) return;
+  before();
+  chat.ask(model ? { ...doc, model } : doc, question, { ...askParams(), mode: 'direct' }, chatUi);
+});
 
 function onAsk() {
   const doc = selectedDoc();
@@ -603,14 +623,7 @@ function onAsk() {
     $('question').focus();
     return;
   }
-  const params = {
-    max_tokens: numberInput('max-tokens', 256, (v) => parseInt(v, 10)),
-    temperature: numberInput('temperature', 0, parseFloat),
-    verify16: $('verify16').checked,
-  };
-  // Empty draft tokens = the server chooses the window (adaptive); verify16 wins anyway.
-  const draft = parseInt($('draft-tokens').value, 10);
-  if (Number.isFinite(draft)) params.draft_tokens = draft;
+  const params = askParams();
   $('question').value = '';
   const model = doc.group ? together.madeFor(doc) : undefined;
   if (!doc.group || model) { // asked at once, so that the turn is on screen when the click returns

@@ -26,7 +26,7 @@ function load(docId) {
     if (!Array.isArray(turns)) return [];
     return turns.filter((t) => t && typeof t.question === 'string' && typeof t.answer === 'string').map((t) => ({
       question: t.question, answer: t.answer, citations: Array.isArray(t.citations) ? t.citations : [],
-      quote: t.quote || null, stats: t.stats || null, unquoted: t.unquoted === true,
+      quote: t.quote || null, partial: t.partial || null, stats: t.stats || null, unquoted: t.unquoted === true,
       status: ['done', 'stopped'].includes(t.status) ? t.status : 'error',
       error: t.error ? new ApiError(0, t.error.type || 'network', t.error.message || '') : null, node: null,
     }));
@@ -228,12 +228,14 @@ function fillTurn(turn) {
     // A question about the document as a whole (what it is about, its tone, a choice among options)
     // has no one passage that answers it, so quote-first refuses it: the latest such turn may be asked
     // again without the quote, in its place (the refusal is not sent back as the conversation).
-    if (turn.again && !active.controller) {
+    const turns = threadOf(node.docId);
+    if (askAgain && !active.controller && refusedByJudgment(turn) && turns[turns.length - 1] === turn) {
       const again = el('button', 'answer-again secondary', 'Answer without a quote');
       again.type = 'button';
       again.title = 'The model answers from the whole document; no passage is checked against the answer.';
       again.addEventListener('click', () => {
-        turn.again();
+        if (active.controller || turns[turns.length - 1] !== turn) return;
+        askAgain(turn.question, () => turns.pop()); // the page's checks, then the refused turn goes
         $('stop').focus(); // the button is gone with the refused turn; Stop is what can be done now
       });
       meta.push(again);
@@ -396,6 +398,15 @@ function history(turns) {
     .flatMap((t) => [{ role: 'user', content: t.question }, { role: 'assistant', content: t.answer }]);
 }
 
+// The page's way to ask a refused turn's question again without the quote (app.js, with its own checks
+// and the settings on screen): askAgain(question, before), `before` run just before it is asked.
+let askAgain = null;
+
+/** Set how a refused answer is asked again without a quote (see `askAgain`); null: not offered. */
+export function onAskAgain(fn) {
+  askAgain = fn;
+}
+
 /** Whether `turn` was refused because the model judged that none of the passages closest to the
  * question answers it (its probability of yes is `quote.support`): the one refusal that an answer from
  * the whole document may help. Not a number the document never has, no passage at all (no judgment,
@@ -408,8 +419,7 @@ function refusedByJudgment(turn) {
 /**
  * Ask `question` about `doc` with decoding `params` ({max_tokens, temperature, verify16, draft_tokens?});
  * `doc.model`, when set, is the model asked (a collection's "collection:<id>"), else "doc:<id>".
- * ui: {status(text, kind), changed(), isShown(docId), canAsk()}: canAsk, whether a question may be asked
- * now (the page's own checks: a document ready, nothing being gathered), for a turn asked again.
+ * ui: {status(text, kind), changed(), isShown(docId)}.
  */
 export async function ask(doc, question, params, ui) {
   const turns = threadOf(doc.id);
@@ -419,7 +429,6 @@ export async function ask(doc, question, params, ui) {
     node: null,
   };
   if (params.mode === 'direct') turn.unquoted = true;
-  for (const t of turns) delete t.again; // only the latest turn may be asked again
   turns.push(turn);
   active.controller = new AbortController();
   active.docId = doc.id;
@@ -465,13 +474,6 @@ export async function ask(doc, question, params, ui) {
     });
     if (!finished) throw new ApiError(0, 'network', 'the answer stream ended before its last chunk');
     turn.status = 'done';
-    if (refusedByJudgment(turn)) {
-      turn.again = () => { // asked again in its place, while it is still the latest turn and nothing is asked
-        if (active.controller || (ui.canAsk && !ui.canAsk()) || turns[turns.length - 1] !== turn) return;
-        turns.pop();
-        ask(doc, question, { ...params, mode: 'direct' }, ui);
-      };
-    }
   } catch (err) {
     turn.status = err.name === 'AbortError' ? 'stopped' : 'error';
     turn.error = err;
