@@ -607,11 +607,12 @@ function askParams() {
 // settings on screen; documents asked together only once their collection is made.
 chat.onAskAgain((question, before) => {
   const doc = selectedDoc();
-  if (chat.streaming() || !doc || doc.status !== 'ready' || together.busy()) return;
+  if (chat.streaming() || !doc || doc.status !== 'ready' || together.busy()) return false;
   const model = doc.group ? together.madeFor(doc) : undefined;
-  if (doc.group && !model) return;
+  if (doc.group && !model) return false;
   before();
   chat.ask(model ? { ...doc, model } : doc, question, { ...askParams(), mode: 'direct' }, chatUi);
+  return true;
 });
 
 function onAsk() {

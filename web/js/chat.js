@@ -234,9 +234,9 @@ function fillTurn(turn) {
       again.type = 'button';
       again.title = 'The model answers from the whole document; no passage is checked against the answer.';
       again.addEventListener('click', () => {
-        if (active.controller || turns[turns.length - 1] !== turn) return;
-        askAgain(turn.question, () => turns.pop()); // the page's checks, then the refused turn goes
-        $('stop').focus(); // the button is gone with the refused turn; Stop is what can be done now
+        if (turns[turns.length - 1] !== turn) return;
+        // The page's checks, then the refused turn goes; focus to Stop, the button being gone with it.
+        if (askAgain(turn.question, () => turns.pop())) $('stop').focus();
       });
       meta.push(again);
     }
@@ -399,7 +399,8 @@ function history(turns) {
 }
 
 // The page's way to ask a refused turn's question again without the quote (app.js, with its own checks
-// and the settings on screen): askAgain(question, before), `before` run just before it is asked.
+// and the settings on screen): askAgain(question, before) -> whether it was asked, `before` run just
+// before it is.
 let askAgain = null;
 
 /** Set how a refused answer is asked again without a quote (see `askAgain`); null: not offered. */
