@@ -30,6 +30,28 @@ from runtime.context import Context
 from spec.quote import THRESHOLD, Judged, QuoteConstraint, QuoteIndex, QuoteTokens, Verdict, mass
 
 _NUMBER = re.compile(r"\d{2,}")
+#: A line that labels an option: "A. ...", "b) ...", "(C) ..." (one Latin letter, its closer, text).
+_OPTION = re.compile(r"^\s*\(?([A-Za-z])[.)]\s+\S", re.MULTILINE)
+
+
+def lists_options(question: str) -> bool:
+    r"""Whether ``question`` gives its own options, one per line, labelled by consecutive letters from A
+    ("A. ...", "B. ...", at least two; "(a) ...", "b) ..." alike): a choice among them, which "the
+    document does not say" is not one of. Such a question is answered directly, not quote-first
+    (server/api/answering.py ``answer_mode``): its best passage rarely answers a question that holds four
+    options (TPO's lectures, bench/results/quality.md), and the question's structure, not a word of it,
+    says so.
+
+    >>> lists_options("Why did she go?\nA. to paint\nB. to earn money\nC. to meet people")
+    True
+    >>> lists_options("What does section A. 3 say?"), lists_options("Plan A. then B.")
+    (False, False)
+    """
+    letters = [m.group(1).upper() for m in _OPTION.finditer(question)]
+    if "A" not in letters:
+        return False
+    run = letters[letters.index("A") :]
+    return len(run) >= 2 and run == [chr(ord("A") + i) for i in range(len(run))]
 
 
 def absent_numbers(question: str, numbers: frozenset[str]) -> list[str]:

@@ -49,6 +49,7 @@ from spec.limits import MAX_WINDOW
 from spec.loop import AnswerParams
 from spec.quote import QuoteParams
 from spec.sampling import SamplingParams
+from spec.support import lists_options
 
 
 def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_adds: bool = False) -> AnswerParams:
@@ -83,8 +84,12 @@ def answer_params(req: AnswerRequest, settings: Settings, engine: Engine, stop_a
 
 def answer_mode(req: AnswerRequest, settings: Settings) -> str:
     """``quote`` or ``direct``: the request's ``mode``, else the server's (``DOCQA_ANSWER_MODE``;
-    ``auto`` picks per model, server/config/model.py ``answer_mode_for_model``)."""
-    return req.mode or settings.answer_mode_for_model()
+    ``auto`` picks per model, server/config/model.py ``answer_mode_for_model``), except that a question
+    giving its own options is answered directly (spec/support.py ``lists_options``)."""
+    if req.mode:
+        return req.mode
+    mode = settings.answer_mode_for_model()
+    return "direct" if mode == "quote" and lists_options(req.question) else mode
 
 
 @dataclass

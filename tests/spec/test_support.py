@@ -11,7 +11,15 @@ from ingest.prompt import QUOTE_REPLIES
 from runtime.config import ContextConfig
 from runtime.llama import Context, Model
 from spec.quote import QuoteIndex, QuoteTokens
-from spec.support import NO_PASSAGE, NOT_ANSWERED, Judgment, PassageJudge, absent_numbers, judge_passages
+from spec.support import (
+    NO_PASSAGE,
+    NOT_ANSWERED,
+    Judgment,
+    PassageJudge,
+    absent_numbers,
+    judge_passages,
+    lists_options,
+)
 
 
 def test_the_passage_with_the_highest_probability_is_chosen_and_the_threshold_decides():
@@ -106,3 +114,19 @@ def test_a_table_row_is_judged_after_its_header_row(tiny):
     (row,) = [(a, b) for a, b in index.passages() if "Nordwind" in index.text(a, b)]
     reading = index.reading(*row)
     assert reading.startswith("| Vendor | Ends |") and reading.endswith("| Nordwind | 2026-02-28 |")
+
+
+@pytest.mark.parametrize(
+    ("question", "options"),
+    [
+        ("Why did she go?\nA. to paint\nB. to earn money\nC. to meet people\nD. to study", True),
+        ("Warum?\n(a) Geld\n(b) Zeit", True),  # any language: the labels, not the words
+        ("Which is right?\n  A) one\n  B) two\n\nAnswer with the letter only.", True),
+        ("What does section A. 3 say?", False),  # one label-like line is not a choice
+        ("Compare\nA. one\nC. three", False),  # not consecutive
+        ("Steps:\nB. first\nC. second", False),  # not from A
+        ("What is the price of the Adult return?", False),
+    ],
+)
+def test_a_question_lists_options_by_consecutive_letters_from_a(question, options):
+    assert lists_options(question) is options

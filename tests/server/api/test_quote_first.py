@@ -74,6 +74,22 @@ def test_a_refused_answer_shows_no_quote_and_says_why(server, smollm_path, guide
         assert "1911" in r["quote"]["reason"] or r["quote"]["reason"].startswith("No passage")
 
 
+def test_a_question_with_its_options_is_answered_directly_unless_quote_is_asked(server, smollm_path, guide):
+    """A four-option question is a choice among its options, which "the document does not say" is not:
+    with quote-first as the server's mode it is answered directly (no quote, no refusal by judgment); a
+    request that asks for quote-first still gets it."""
+    options = f"{QUESTION}\nA. 07:40\nB. 08:15\nC. 09:00\nD. 10:30\n\nAnswer with the letter only."
+    with server(model_path=smollm_path, quote_support=1.0, answer_mode="quote") as client:
+        doc = upload(client, guide)
+        url = f"/v1/documents/{doc['id']}/answers"
+        chosen = client.post(url, json={"question": options, "max_tokens": 8}).json()
+        assert chosen["mode"] == "direct" and chosen["quote"] is None, chosen
+        asked = client.post(url, json={"question": options, "mode": "quote", "max_tokens": 8}).json()
+        assert asked["mode"] == "quote" and asked["answer"] == "The document does not say.", asked  # threshold 1
+        plain = client.post(url, json={"question": QUESTION, "max_tokens": 8}).json()
+        assert plain["mode"] == "quote", plain  # without options: the server's mode
+
+
 def test_gemma_quotes_the_alice_paragraph_that_answers(server, gemma_path, cases, tmp_path):
     """Issue 48: a base model (Gemma 3 270M, no refusal sentence in its prompt) asked in quote mode
     copies from the paragraph of Alice that holds the answer; refusing is the judgment's job (its threshold
