@@ -310,10 +310,20 @@ class QuoteTokens:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """Whether a quote supports an answer to the question, and when it does not, why (one line)."""
+    """Whether a quote supports an answer to the question, and when it does not, why: ``reason`` (one
+    line) and ``kind``, one of :data:`REFUSALS`."""
 
     supported: bool
     reason: str = ""
+    kind: str = ""
+
+
+#: Why an answer was refused, as a word a client can act on: ``number`` (the question names a number the
+#: document never has), ``no_passage`` (no passage shares a word or letters with the question),
+#: ``not_answered`` (the closest passages were judged and none answers: a question about the document as
+#: a whole is one, and may be asked again directly), ``none`` (the model quoted no passage, or judged its
+#: quote not to answer), ``not_read_yet`` (set by the server: answered from the part read so far).
+REFUSALS = ("number", "no_passage", "not_answered", "none", "not_read_yet")
 
 
 @dataclass(frozen=True, slots=True)
@@ -520,7 +530,7 @@ class QuoteConstraint:
         """The quote ended: ``none`` (or nothing quoted) refuses; otherwise the judgment is asked, or,
         unjudged, the quote stands."""
         if self.none or self.span is None:
-            self.verdict = Verdict(False, "No passage of the document answers the question.")
+            self.verdict = Verdict(False, "No passage of the document answers the question.", "none")
             return self._refuse()
         if self._judge is not None:
             self.phase, self._forced = JUDGING, [int(t) for t in self._judge(self.passage())]
@@ -562,6 +572,11 @@ class QuoteConstraint:
     def reason(self) -> str:
         """Why the answer was refused (one line); "" when it was not."""
         return self.verdict.reason if self.refused else ""
+
+    @property
+    def refusal_kind(self) -> str:
+        """Why the answer was refused, one of :data:`REFUSALS`; "" when it was not."""
+        return self.verdict.kind if self.refused else ""
 
     @property
     def span(self) -> tuple[int, int] | None:

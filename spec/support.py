@@ -89,22 +89,22 @@ class Judgment:
             return missing
         if p_yes >= self.threshold:
             return Verdict(True)
-        return Verdict(False, "The passage that came closest does not answer the question.")
+        return Verdict(False, "The passage that came closest does not answer the question.", "none")
 
     def missing(self, index: QuoteIndex) -> Verdict | None:
         """The refusal when the question names a number ``index``'s document never has; else None."""
         if self.numbers and (missing := absent_numbers(self.question, index.numbers)):
-            return Verdict(False, f"The document never gives {', '.join(missing)}, which the question names.")
+            return Verdict(False, f"The document never gives {', '.join(missing)}, which the question names.", "number")
         return None
 
     def choose(self, p_yes: Sequence[float]) -> Judged:
         """The passage to quote from, given each candidate's probability of yes (best BM25 rank first):
         the one with the highest (the earlier on a tie), supported when it reaches the threshold."""
         if not len(p_yes):
-            return Judged(None, None, Verdict(False, NO_PASSAGE))
+            return Judged(None, None, Verdict(False, NO_PASSAGE, "no_passage"))
         best = int(np.argmax(p_yes))
         p = float(p_yes[best])
-        return Judged(best, p, Verdict(True) if p >= self.threshold else Verdict(False, NOT_ANSWERED))
+        return Judged(best, p, Verdict(True) if p >= self.threshold else Verdict(False, NOT_ANSWERED, "not_answered"))
 
 
 def judge_passages(

@@ -9,6 +9,7 @@ from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_v
 from pydantic_core import PydanticCustomError
 
 from spec.limits import MAX_WINDOW
+from spec.quote import REFUSALS
 from spec.sources import NAMES
 
 #: Which drafters may fill the draft window: all of them ("all"; "both" is its older name, from when
@@ -17,6 +18,8 @@ DraftSource = Literal[("all", "both", *NAMES)]
 #: How an answer is written: ``quote``, the passage of the document that answers first (verified
 #: against the document, spec/quote.py), then the answer; ``direct``, the answer alone.
 AnswerMode = Literal["quote", "direct"]
+#: Why a quote-first answer was refused, as a word (spec/quote.py REFUSALS).
+Refusal = Literal[REFUSALS]
 #: Longest question, in characters (both question routes).
 MAX_QUESTION_CHARS = 20_000
 #: Longest conversation (every message together), in characters, on the chat route.
@@ -262,6 +265,9 @@ class QuotePublic(BaseModel):
     passage: CitationPublic | None = None  # where it is, when it is the document's but does not answer
     support: float | None = None  # the model's probability that the passage answers (null: not asked)
     reason: str | None = None  # why the answer is "The document does not say." (one line), when it is
+    #: why, as a word (spec/quote.py REFUSALS): number | no_passage | not_answered | none | not_read_yet;
+    #: ``not_answered`` (no passage judged to answer) is the one an answer without a quote may help
+    refusal: Refusal | None = None
 
 
 class ReadThroughPublic(BaseModel):

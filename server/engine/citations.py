@@ -46,6 +46,7 @@ class Quote:
     tokens: tuple[int, int] | None
     support: float | None = None
     reason: str = ""
+    refusal: str = ""  # spec/quote.py REFUSALS
 
 
 class Citations:
@@ -67,8 +68,11 @@ class Citations:
         if (q := seq.answer.constraint) is not None and q.verdict is not None:  # cited by its sentence
             span, at = q.sentence(), quotes.document_at(seq.hot)
             tokens = None if span is None else (at + span[0], at + span[1])
-            reason = not_read_yet(q.reason, seq.read.share) if seq.read is not None and q.refused else q.reason
-            quote = Quote(q.sentence_text(), not q.refused, tokens, q.p_yes, reason)
+            unread = seq.read is not None and q.refused
+            reason = not_read_yet(q.reason, seq.read.share) if unread else q.reason
+            quote = Quote(
+                q.sentence_text(), not q.refused, tokens, q.p_yes, reason, "not_read_yet" if unread else q.refusal_kind
+            )
         text = "".join(seq.parts)
         read = seq.read.chars if seq.read is not None else None
         self._pool.submit(self._cite_and_send, seq.job, seq.job.key, seq.hot, text, copied, stats, quote, read)
@@ -183,4 +187,5 @@ def _quoted(quote: Quote, passage: dict | None) -> dict:
         "passage": passage if not verified else None,
         "support": quote.support,
         "reason": quote.reason or None,
+        "refusal": quote.refusal or None,
     }

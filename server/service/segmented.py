@@ -260,7 +260,7 @@ class SegmentedAnswer:
         read = getattr(self.plan, "partial", None)
         if quote is not None and not quote["verified"] and read and read.get("share") and not read.get("unread"):
             # refused from the segments read so far: the rest of the document is not read yet
-            quote = {**quote, "reason": not_read_yet(quote["reason"] or "", read["share"])}
+            quote = {**quote, "reason": not_read_yet(quote["reason"] or "", read["share"]), "refusal": "not_read_yet"}
         put(Citations([c for p in parts for c in p["citations"]], quote))
         if many:
             put(Answers(parts))

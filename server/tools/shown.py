@@ -163,9 +163,9 @@ def _quote_line(quote: dict) -> str:
     reason = (quote.get("reason") or "the quote is not a citation").rstrip(".")
     p = quote.get("passage")
     line = f"[{reason}: {_where(p)}, chars {p['start']}-{p['end']}]" if p else f"[{reason}]"
-    # Only where the model judged the closest passages (``support``: its probability) and none answered:
-    # a question about the document as a whole. Not a number the document never has, nor no passage.
-    judged = not quote.get("verified") and quote.get("reason") and quote.get("support") is not None
+    # Only where the model judged the closest passages and none answered (``refusal``: spec/quote.py
+    # REFUSALS): a question about the document as a whole. Not a number the document never has, nor no passage.
+    judged = not quote.get("verified") and quote.get("refusal") == "not_answered"
     return f"{line} (--direct answers without a quote)" if judged else line
 
 

@@ -272,15 +272,17 @@ def test_a_long_text_says_it_was_split_and_names_its_parts(open_page, cases):
 
 
 def test_a_refused_answer_can_be_asked_again_without_a_quote_in_its_place(open_page, cases):
-    """Quote-first refuses a question no one passage answers (what a document is about, its tone, a
-    choice among options: TPO's lecture questions, bench/results/quality.md); the refused turn offers to
+    """Quote-first refuses a question no one passage answers (what a document is about, its tone:
+    bench/results/quality.md); the refused turn (the server's ``refusal``: ``not_answered``) offers to
     ask again directly, and the answer takes its place, the refusal not sent back as the conversation."""
     p = open_page(1280, 720)
     page = p.page
     p.upload(cases / PDF)
     reason = "The passages closest to the question do not answer it."
     refused = {"text": "", "verified": False, "citation": None, "passage": None, "support": 0.41, "reason": reason}
-    number = {**refused, "support": None, "reason": "The document never gives 1066, which the question names."}
+    refused["refusal"] = "not_answered"
+    number = {**refused, "support": None, "refusal": "number"}
+    number["reason"] = "The document never gives 1066, which the question names."
     sent = _route_answers(
         page,
         [

@@ -409,12 +409,12 @@ export function onAskAgain(fn) {
 }
 
 /** Whether `turn` was refused because the model judged that none of the passages closest to the
- * question answers it (its probability of yes is `quote.support`): the one refusal that an answer from
- * the whole document may help. Not a number the document never has, no passage at all (no judgment,
- * `support` null), or a document still being read (`partial`: a direct answer has no more of it). */
+ * question answers it (the server's `quote.refusal` is `not_answered`): the one refusal that an answer
+ * from the whole document may help. Not a number the document never has, no passage at all, or a
+ * document still being read (`partial`: a direct answer has no more of it). */
 function refusedByJudgment(turn) {
   const q = turn.quote;
-  return Boolean(q && !q.verified && q.reason && typeof q.support === 'number' && !turn.partial && !turn.unquoted);
+  return Boolean(q && !q.verified && q.refusal === 'not_answered' && !turn.partial && !turn.unquoted);
 }
 
 /**

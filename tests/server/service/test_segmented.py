@@ -127,3 +127,4 @@ def test_a_refusal_from_the_segments_read_so_far_says_the_rest_is_not_read_yet()
         "No passage of the document answers the question; only 36% of the document is read so far; "
         "the rest is not read yet."
     )
+    assert cited.quote["refusal"] == "not_read_yet"

@@ -133,6 +133,7 @@ def test_a_quote_first_answer_shows_its_quote_and_whether_it_is_verified(capsys)
     refused = {
         "text": "It takes an hour.", "verified": False, "citation": None, "passage": passage,
         "reason": "The passage that came closest does not answer the question.", "support": 0.41,
+        "refusal": "not_answered",
     }  # fmt: skip
     events = [("token", {"text": "The document does not say."}), ("citations", {"citations": [], "quote": refused})]
     print_answer(_sse(*events, ("stats", STATS)), About())
