@@ -39,7 +39,10 @@ def build_sets(seed: int, names: tuple[str, ...] = SETS) -> list[Doc]:
         "real-b": real_sets.real_b_docs,
     }
     docs: list[Doc] = []
-    for name in SETS:  # always in this order, so a seed makes the same documents whatever is asked
+    # Always in this order, so a seed makes the same documents whatever is asked; a set made later never
+    # changes an earlier one, so those after the last one asked are not made.
+    last = max((SETS.index(n) for n in names if n in SETS), default=-1)
+    for name in SETS[: last + 1]:
         made = makers[name]()
         if name in names:
             docs += made

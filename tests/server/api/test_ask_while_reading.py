@@ -85,9 +85,10 @@ def test_asking_while_reading_off_keeps_the_409(server, smollm_path, slow_readin
 
 def test_a_document_read_in_segments_is_answered_from_the_segments_read(server, smollm_path, slow_reading):
     # Read in segments, a question asked during the second waits for it to end and goes before the
-    # third (server/engine/scheduler.py: between two segments, the questions first).
+    # third (server/engine/scheduler.py: between two segments, the questions first). A small context
+    # makes small segments (about 750 tokens), so two are read in seconds.
     long_text = TEXT + "\n\n" + "\n\n".join(p.replace("Section", "Annex") for p in PARAS * 2)
-    settings = dict(model_path=smollm_path, n_ctx=2048, answer_reserve=512, n_ubatch=64, n_batch=64)
+    settings = dict(model_path=smollm_path, n_ctx=1024, answer_reserve=256, n_ubatch=64, n_batch=64)
     with server(**settings) as client:
         r = client.post("/v1/documents", files={"file": ("long.txt", long_text.encode())})
         assert r.status_code == 202, r.text
@@ -100,6 +101,9 @@ def test_a_document_read_in_segments_is_answered_from_the_segments_read(server, 
         while (doc := client.get(f"/v1/documents/{doc_id}").json())["progress"] < first + 0.02:
             assert doc["status"] == "ingesting" and time.monotonic() < deadline, doc
             time.sleep(0.05)
+        # The second segment need not be slow: the question waits for its end in any case, and the third
+        # (a dozen chunks at this pause) is still being read when the answer is in.
+        slow_reading["s"] = 0.03
         body = {"question": "What does the harbour office on quay 59 keep?", "max_tokens": 16, "stream": True}
         with client.stream("POST", f"/v1/documents/{doc_id}/answers", json=body) as r:
             assert r.status_code == 200, r.read()
