@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,6 +34,43 @@ def model_fingerprint(path: Path) -> str:
 
 #: Model.max_token_chars by model_fingerprint(), for this process.
 _MAX_TOKEN_CHARS: dict[str, int] = {}
+#: Loaded models nobody holds (:func:`release`), newest last, at most :data:`KEEP_IDLE`: the next
+#: :func:`acquire` of the same file with the same parameters takes one instead of loading it again.
+_IDLE: list[Model] = []
+_IDLE_LOCK = threading.Lock()
+KEEP_IDLE = 1
+
+
+def acquire(path: Path, n_gpu_layers: int = -1, load_mtp: bool = False, extra_bufts: bool | None = None) -> Model:
+    """A loaded ``Model(path, ...)``: an idle one of the same file (path, size and mtime) and
+    parameters when this process released one (:func:`release`), else a new load. The caller holds it
+    alone until it releases it. A server started again in the same process (the tests' in-process
+    servers; a reload) skips the load: 0.7 s for the embedded Gemma on 2 cores, most of it its
+    262,144-token vocabulary (docs/testing.md)."""
+    params = {"n_gpu_layers": n_gpu_layers, "load_mtp": load_mtp, "extra_bufts": extra_bufts}
+    key = _key(Path(path), params)
+    with _IDLE_LOCK:
+        for i, model in enumerate(_IDLE):
+            if model.key == key and model.ptr:
+                return _IDLE.pop(i)
+    return Model(path, **params)
+
+
+def release(model: Model) -> None:
+    """Hand back a model from :func:`acquire`: kept loaded for the next acquire of it (the most recent
+    :data:`KEEP_IDLE`), the older idle ones freed."""
+    with _IDLE_LOCK:
+        _IDLE.append(model)
+        freed = _IDLE[: max(0, len(_IDLE) - KEEP_IDLE)]
+        del _IDLE[: len(freed)]
+    for old in freed:
+        old.close()
+
+
+def _key(path: Path, params: dict) -> tuple:
+    """What makes two loads the same: the file (resolved path, size, mtime) and the load parameters."""
+    stat = path.resolve().stat()
+    return (str(path.resolve()), stat.st_size, stat.st_mtime_ns, tuple(sorted(params.items())))
 
 
 class Model:
@@ -45,6 +83,7 @@ class Model:
         self.path = Path(path)
         if not self.path.is_file():
             raise LlamaError(f"model file not found: {self.path}; set DOCQA_MODEL_PATH to a GGUF file")
+        params_given = {"n_gpu_layers": n_gpu_layers, "load_mtp": load_mtp, "extra_bufts": extra_bufts}
         params = C.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
         # MTP (nextn) tensors are skipped unless asked for; an MTP context on a model loaded without
@@ -80,6 +119,7 @@ class Model:
         self.is_recurrent = bool(C.llama_model_is_recurrent(self.ptr)) or bool(C.llama_model_is_hybrid(self.ptr))
         self._pieces: dict[int, bytes] = {}
         self._unspaced: dict[int, list[int]] = {}
+        self.key = _key(self.path, params_given)  # what :func:`acquire` matches
 
     def tokenize(self, text: str, *, parse_special: bool, add_bos: bool = False) -> np.ndarray:
         """Tokenize ``text``; returns int32 token ids, shape [n_tokens].

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ingest.prompt import QUOTE_REPLIES, PromptLayout, layout_for
 from runtime.llama import Context, Model
+from runtime.model import acquire, release
 from runtime.models import ModelUnavailable, model_path
 from runtime.numerics import PROBE_TEXT, TILED_ENV, restore_kernels_env, rows_agree, use_row_invariant_kernels
 from runtime.plan_fit import format_size
@@ -50,8 +51,10 @@ class Loaded:
         return self.contexts.target
 
     def close(self) -> None:
+        """Free the contexts; the model is kept loaded for a server started again in this process
+        (runtime/model.py ``release``)."""
         self.contexts.close()
-        self.model.close()
+        release(self.model)
 
 
 def load(settings: Settings, doc_seq: int) -> Loaded:
@@ -104,7 +107,7 @@ def _judging(s: Settings, model: Model, path: Path) -> Context | None:
 
 
 def _load(s: Settings, path: Path, doc_seq: int) -> Loaded:
-    model = Model(path, n_gpu_layers=s.n_gpu_layers, load_mtp=s.mtp != "off", extra_bufts=s.extra_bufts)
+    model = acquire(path, n_gpu_layers=s.n_gpu_layers, load_mtp=s.mtp != "off", extra_bufts=s.extra_bufts)
     if s.mtp == "on" and not model.mtp_loaded:
         model.close()
         raise LoadError(
