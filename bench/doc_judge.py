@@ -24,11 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.judges import ingest_cached, p_yes_row
+from bench.judges import open_whole, p_yes_row
 from bench.rag import Whole
 from bench.score import fmt_rate
 from bench.sets import build_sets
-from ingest.extract import extract
 from ingest.prompt import NOT_SAID
 from runtime.models import model_path
 from spec.quote import THRESHOLD
@@ -76,10 +75,7 @@ def measure(args) -> None:
         items = [i for i in doc.items if i.qid not in done]
         if not items:
             continue
-        text = extract(doc.data if doc.data is not None else doc.text.encode()).text
-        w = Whole(path, args.threads, n_ctx=min(32768, 1024 + 256 * (len(text) // 900 + 4)))
-        n, s = ingest_cached(w, text, args.model)
-        print(f"{doc.doc_id}: {n} tokens in {s:.0f} s", flush=True)
+        w = open_whole(doc, path, args.model, args.threads)
         yes, no = w.quote_tokens.yes, w.quote_tokens.no
         with args.out.open("a") as f:
             for item in items:

@@ -65,6 +65,16 @@ def ingest_cached(w: Whole, text: str, model: str) -> tuple[int, float]:
     return len(w.prefix), time.perf_counter() - t0
 
 
+def open_whole(doc, path: Path, model: str, threads: int) -> Whole:
+    """A Whole reader of ``doc``'s extracted text, its prefix state read back or prefilled and kept
+    (:func:`ingest_cached`), sized for the text; prints its tokens and seconds."""
+    text = extract(doc.data if doc.data is not None else doc.text.encode()).text
+    w = Whole(path, threads, n_ctx=min(32768, 1024 + 256 * (len(text) // 900 + 4)))
+    n, s = ingest_cached(w, text, model)
+    print(f"{doc.doc_id}: {n} tokens in {s:.0f} s", flush=True)
+    return w
+
+
 def p_yes_row(row: np.ndarray, yes, no) -> float:
     row = row.astype(np.float64)
     top = row.max()
@@ -111,10 +121,7 @@ def main() -> None:
         items = [doc.items[k] for k in order if doc.items[k].qid not in done and doc.items[k].kind != "free"]
         if not items:
             continue
-        text = extract(doc.data if doc.data is not None else doc.text.encode()).text
-        w = Whole(path, args.threads, n_ctx=min(32768, 1024 + 256 * (len(text) // 900 + 4)))
-        n, s = ingest_cached(w, text, args.model)
-        print(f"{doc.doc_id}: {n} tokens in {s:.0f} s", flush=True)
+        w = open_whole(doc, path, args.model, args.threads)
         yes, no = w.quote_tokens.yes, w.quote_tokens.no
         for item in items:
             t0 = time.perf_counter()
