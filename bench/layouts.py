@@ -12,6 +12,8 @@ second instance with plain weights reads, the repacked one answers; server/engin
   token), medians;
 * the server's resident memory after the answers (VmRSS, which counts the mapped weights it touched).
 
+A layout may name flash attention after a colon (``pair:off``: ``DOCQA_FLASH_ATTN=off``), which the
+start-up measurement otherwise chooses (it is skipped here: each server gets the layout named).
 Layouts run in turn, ``--repeats`` times round-robin (so a change of load hits every layout alike).
 Results: ``--out`` (.json and .md). Run on an idle machine: ``python -m bench.layouts``.
 """
@@ -40,7 +42,10 @@ def run(model: Path, layout: str, threads: int, chars: int, questions: list[str]
     from testkit.live import Live
 
     data = Path(tempfile.mkdtemp(prefix="docqa-layouts-"))
-    env = {"DOCQA_N_THREADS": str(threads), "DOCQA_N_CTX": "8192", "DOCQA_CPU_REPACK": layout}
+    repack, _, flash_attn = layout.partition(":")
+    env = {"DOCQA_N_THREADS": str(threads), "DOCQA_N_CTX": "8192", "DOCQA_CPU_REPACK": repack}
+    if flash_attn:
+        env["DOCQA_FLASH_ATTN"] = flash_attn
     live = Live(data / "data", model, **env)
     t0 = time.perf_counter()
     live.start(timeout=900)
@@ -93,13 +98,14 @@ def report(results: dict) -> str:
             f"| {layout} | {cell(rows, 'read_tps')} | {cell(rows, 'decode_direct')} | {cell(rows, 'decode_served')} "
             f"| {cell(rows, 'rss_mib', '.0f')} | {len(rows)} |"
         )
-    base = by.get("on")
+    first = next(iter(by))  # the baseline: the first layout named
+    base = by[first]
     for layout, rows in by.items():
-        if base is None or layout == "on":
+        if layout == first:
             continue
 
         lines.append(
-            f"\n`{layout}` against `on` (medians): reading {_ratio(rows, base, 'read_tps')}, direct decoding "
+            f"\n`{layout}` against `{first}` (medians): reading {_ratio(rows, base, 'read_tps')}, direct decoding "
             f"{_ratio(rows, base, 'decode_direct')}, served-form decoding {_ratio(rows, base, 'decode_served')}."
         )
     reader = next((r["reader"] for r in results["rows"] if r.get("reader")), None)

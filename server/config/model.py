@@ -57,7 +57,14 @@ class ModelSettings(BaseSettings):
     n_gpu_layers: int = Field(default=-1, description="Layers offloaded to the GPU (-1 = all; ignored on CPU builds).")
     type_k: KvType = Field(default="f16", description="KV cache type for K.")
     type_v: KvType = Field(default="f16", description="KV cache type for V (quantized V needs flash attention).")
-    flash_attn: Literal["auto", "on", "off"] = Field(default="auto", description="Flash attention.")
+    flash_attn: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description=(
+            "Flash attention. auto: on a CPU, timed at the first start after a document's first tokens with it "
+            "on and off (server/engine/layout.py), off where verify calls are faster without it; elsewhere "
+            "llama.cpp's choice. A quantized V cache needs it on."
+        ),
+    )
     swa_full: bool = Field(
         default=False,
         description="Keep full-size sliding-window caches (lets answers be truncated instead of restored).",

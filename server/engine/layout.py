@@ -32,7 +32,7 @@ import multiprocessing
 import statistics
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +44,9 @@ READ_ROWS = 128  # a prefill chunk of a reading on 2 cores (~2 s: DOCQA_PREFILL_
 GAIN = 1.10  # the least reading speed-up that makes the plain layout worth choosing
 KEEP = 0.97  # ... while keeping at least this share of the decode and verify speeds
 TIMEOUT_S = 600.0
+DEPTH = 1024  # tokens of a document before the attention is timed (the jobs of a question asked after it)
+ATTENTION_GAIN = 1.05  # the least verify speed-up that turns flash attention off ...
+ATTENTION_KEEP = 0.95  # ... while keeping this share of the decode and reading speeds
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,8 @@ class Choice:
     unpacked: Rates | None
     note: str
     pair: bool = False
+    flash_attn: str | None = None  # "on" or "off" where attention was measured (:func:`choose_attention`)
+    attention: tuple[Rates, Rates] | None = None  # the answering weights at DEPTH: flash attention on, off
 
     def as_dict(self) -> dict:
         return {
@@ -75,6 +80,8 @@ class Choice:
             "repacked": asdict(self.repacked) if self.repacked else None,
             "plain_rates": asdict(self.unpacked) if self.unpacked else None,
             "note": self.note,
+            "flash_attn": self.flash_attn,
+            "attention": [asdict(r) for r in self.attention] if self.attention else None,
         }
 
     @classmethod
@@ -83,7 +90,10 @@ class Choice:
         repacked, plain = Rates(**r) if r else None, Rates(**p) if p else None
         if "pair" not in d and repacked is not None and plain is not None:
             return choose(repacked, plain)  # kept before the pair was built: chosen again by its rates
-        return cls(bool(d["plain"]), repacked, plain, d.get("note", ""), bool(d.get("pair", False)))
+        on_off = d.get("attention")
+        attention = (Rates(**on_off[0]), Rates(**on_off[1])) if on_off else None
+        pair = bool(d.get("pair", False))
+        return cls(bool(d["plain"]), repacked, plain, d.get("note", ""), pair, d.get("flash_attn"), attention)
 
 
 def choose(repacked: Rates, plain: Rates) -> Choice:
@@ -101,27 +111,46 @@ def choose(repacked: Rates, plain: Rates) -> Choice:
     return Choice(False, repacked, plain, f"{numbers}: {how}", pair=True)
 
 
-def rates(settings: Settings, model_path: Path, extra_bufts: bool) -> Rates:
-    """Runs in the child: load ``model_path`` with or without the extra buffer types and time the jobs."""
+def choose_attention(on: Rates, off: Rates) -> tuple[str, str]:
+    """Flash attention ``"off"`` when without it a verify call at :data:`DEPTH` is ``ATTENTION_GAIN``
+    times faster and decoding and reading keep ``ATTENTION_KEEP`` of their speed; else ``"on"``. Returns
+    (the setting, one line with the ratios)."""
+    verify, decode, read = on.verify_ms / off.verify_ms, on.decode_ms / off.decode_ms, off.read / on.read
+    numbers = (
+        f"at {DEPTH} tokens without flash attention it verifies {verify:.2f}x, decodes {decode:.2f}x and "
+        f"reads {read:.2f}x as fast"
+    )
+    if verify >= ATTENTION_GAIN and min(decode, read) >= ATTENTION_KEEP:
+        return "off", f"{numbers}: flash attention off"
+    return "on", f"{numbers}: flash attention on"
+
+
+def rates(settings: Settings, model_path: Path, extra_bufts: bool, depth: int = 16) -> Rates:
+    """Runs in the child: load ``model_path`` with or without the extra buffer types and time the jobs
+    after ``depth`` tokens (16: a short prefix, as a question has one; :data:`DEPTH`: a document's).
+    Each timed call is decoded in a second sequence sharing the first ``depth`` cells (``seq_cp``, a
+    recurrent state copy-on-write), then dropped."""
     from runtime.llama import Context, Model
     from server.config.memory import context_config
 
     model = Model(model_path, n_gpu_layers=0, extra_bufts=extra_bufts)
     ctx = Context(model, context_config(settings, model.is_recurrent))
-    ids = (np.arange(READ_ROWS, dtype=np.int32) * 7919 + 101) % model.n_vocab
+    ids = (np.arange(depth + READ_ROWS, dtype=np.int32) * 7919 + 101) % model.n_vocab
+    for a in range(0, depth, ctx.n_batch):
+        ctx.decode(ids[a : min(depth, a + ctx.n_batch)], a, outputs="none")
 
     def timed(rows: int, repeats: int, outputs: str) -> float:
         times = []
         for _ in range(repeats):
-            ctx.seq_rm(0, 0)
-            ctx.decode(ids[:16], 0, outputs="none")  # a short prefix, as an answer has one
+            ctx.seq_cp(0, 1)
             start = time.perf_counter()
-            ctx.decode(ids[16 : 16 + rows] if rows > 1 else ids[16:17], 16, outputs=outputs)
+            ctx.decode(ids[depth : depth + rows], depth, seq_id=1, outputs=outputs)
             times.append(time.perf_counter() - start)
+            ctx.seq_rm(1, 0)
         return statistics.median(times)
 
     timed(1, 1, "last")  # warm-up: thread pool, first-touch of the weights
-    read = (READ_ROWS - 16) / timed(READ_ROWS - 16, 3, "last")
+    read = READ_ROWS / timed(READ_ROWS, 3, "last")
     decode_ms = 1000 * timed(1, 9, "last")
     verify_ms = 1000 * timed(MAX_WINDOW + 1, 3, "all")
     ctx.close()
@@ -129,19 +158,21 @@ def rates(settings: Settings, model_path: Path, extra_bufts: bool) -> Rates:
     return Rates(read, decode_ms, verify_ms)
 
 
-def _child(settings: Settings, model_path: Path, extra_bufts: bool, send) -> None:
+def _child(settings: Settings, model_path: Path, extra_bufts: bool, depth: int, send) -> None:
     try:
-        send.send(rates(settings, model_path, extra_bufts))
+        send.send(rates(settings, model_path, extra_bufts, depth))
     except BaseException as exc:  # reported to the parent
         send.send(f"{type(exc).__name__}: {exc}")
         traceback.print_exc()
 
 
-def measure(settings: Settings, model_path: Path, extra_bufts: bool) -> Rates | str:
-    """One layout's rates, measured in a child process (the model loaded there, not here); or why not."""
+def measure(settings: Settings, model_path: Path, extra_bufts: bool, depth: int = 16) -> Rates | str:
+    """One layout's rates (:func:`rates`), measured in a child process (the model loaded there, not
+    here); or why not."""
     mp = multiprocessing.get_context("spawn")
     receive, send = mp.Pipe(duplex=False)
-    child = mp.Process(target=_child, args=(settings, model_path, extra_bufts, send), name="docqa-layout")
+    args = (settings, model_path, extra_bufts, depth, send)
+    child = mp.Process(target=_child, args=args, name="docqa-layout")
     child.start()
     send.close()
     got = receive.recv() if receive.poll(TIMEOUT_S) else f"no result within {TIMEOUT_S:.0f} s"
@@ -157,10 +188,32 @@ def measure(settings: Settings, model_path: Path, extra_bufts: bool) -> Rates | 
 
 
 def measured(settings: Settings, model_path: Path) -> Choice:
-    """Measure both layouts and choose (:func:`choose`); a measurement that fails keeps the repacked one."""
+    """Measure both layouts and choose (:func:`choose`), then flash attention where it is this CPU's
+    to choose (:func:`attention_matters`, :func:`choose_attention`); a measurement that fails keeps
+    the repacked weights, or llama.cpp's own choice of attention."""
     repacked = measure(settings, model_path, True)
     plain = measure(settings, model_path, False) if isinstance(repacked, Rates) else repacked
     if isinstance(repacked, str) or isinstance(plain, str):
         why = repacked if isinstance(repacked, str) else plain
         return Choice(False, None, None, f"the layouts could not be measured ({why}); keeping the repacked weights")
-    return choose(repacked, plain)
+    chosen = choose(repacked, plain)
+    if not attention_matters(settings):
+        return chosen
+    on, off = (
+        measure(settings.model_copy(update={"flash_attn": fa}), model_path, not chosen.plain, DEPTH)
+        for fa in ("on", "off")
+    )  # with the weights answers are decoded with
+    if isinstance(on, str) or isinstance(off, str):
+        why = on if isinstance(on, str) else off
+        return replace(chosen, note=f"{chosen.note}; attention could not be measured ({why})")
+    flash_attn, note = choose_attention(on, off)
+    return replace(chosen, note=f"{chosen.note}; {note}", flash_attn=flash_attn, attention=(on, off))
+
+
+def attention_matters(settings: Settings) -> bool:
+    """Flash attention is this CPU's to choose: ``DOCQA_FLASH_ATTN=auto``, a V cache that is not
+    quantized (a quantized one needs flash attention), and room for :data:`DEPTH` tokens and a reading
+    chunk in the context."""
+    from runtime.kvtypes import GGML
+
+    return settings.flash_attn == "auto" and not GGML[settings.type_v].quantized and settings.n_ctx >= DEPTH + READ_ROWS

@@ -17,7 +17,8 @@ the engine reports it at load as before.
 
 Where the child passed with ``DOCQA_CPU_REPACK=auto`` on a CPU-only build with repacking kernels, the
 weight layout is then measured and chosen (server/engine/layout.py): the plain weights where they
-read faster without slowing answers.
+read faster without slowing answers; and with ``DOCQA_FLASH_ATTN=auto``, flash attention, timed at a
+document's depth.
 
 The result is kept in ``data_dir/selftest.json`` per (model fingerprint, llama.cpp build and system
 info, context settings), so a normal restart starts no child.
@@ -52,6 +53,9 @@ _KEYED = (
     "n_ctx n_batch n_ubatch n_threads n_threads_batch n_gpu_layers type_k type_v flash_attn swa_full mtp "
     "n_rs_seq n_seq_max cpu_repack"
 ).split()
+#: What a kept result holds; a result kept by an older version is measured again (2: flash attention
+#: chosen with the weight layout, server/engine/layout.py).
+MEASURES = 2
 
 Probe = Callable[[Settings, Path, "bool | None"], None]
 Measure = Callable[[Settings, Path], Choice]
@@ -129,7 +133,7 @@ def _run_child(run: Probe, settings: Settings, model_path: Path, extra_bufts: bo
 
 def _key(settings: Settings, model_path: Path) -> str:
     fields = {name: getattr(settings, name) for name in _KEYED}
-    raw = json.dumps([model_fingerprint(model_path), build_id(), fields], sort_keys=True, default=str)
+    raw = json.dumps([model_fingerprint(model_path), build_id(), fields, MEASURES], sort_keys=True, default=str)
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 

@@ -53,6 +53,22 @@ def test_the_measured_layout_is_served_only_where_the_setting_is_auto(tmp_path):
     assert with_layout(make_settings(tmp_path, tmp_path / "m.gguf", cpu_repack="on"), pair).cpu_repack == "on"
 
 
+def test_the_measured_attention_is_served_only_where_the_setting_is_auto(tmp_path):
+    from server.api.serve import with_layout
+    from server.engine.layout import Choice
+    from server.engine.selftest import SelfTest
+
+    off = SelfTest("cached", None, "", Choice(False, None, None, "", pair=True, flash_attn="off"))
+    auto = make_settings(tmp_path, tmp_path / "m.gguf")
+    served = with_layout(auto, off)
+    assert (served.flash_attn, served.cpu_repack) == ("off", "pair")
+    assert with_layout(make_settings(tmp_path, tmp_path / "m.gguf", flash_attn="on"), off).flash_attn == "on"
+    unmeasured = SelfTest("cached", None, "", Choice(False, None, None, ""))
+    assert with_layout(auto, unmeasured).flash_attn == "auto"
+    fixed = make_settings(tmp_path, tmp_path / "m.gguf", cpu_repack="on")  # the layout is the user's: attention still
+    assert with_layout(fixed, off).flash_attn == "off"
+
+
 def test_the_pair_is_not_chosen_where_its_reader_would_crowd_the_memory(tmp_path, gemma_path):
     from server.api.serve import with_layout
     from server.config.memory import reader_cost

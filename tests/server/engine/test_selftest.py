@@ -93,11 +93,12 @@ def test_server_exits_non_zero_with_the_reason(tmp_path, gemma_path):
 
 
 def test_real_probe_passes_and_is_cached(tmp_path, gemma_path):
-    settings = make_settings(tmp_path, gemma_path, selftest=True)
+    # Flash attention named, so only the weight layout is timed (the slow test below times attention too).
+    settings = make_settings(tmp_path, gemma_path, selftest=True, flash_attn="on")
     result = selftest.check(settings)
     assert result.status == "passed", result.note
     assert selftest.check(settings, must_not_run).status == "cached"
-    changed = make_settings(tmp_path, gemma_path, n_ctx=4096, selftest=True)  # other context settings: tested again
+    changed = make_settings(tmp_path, gemma_path, n_ctx=4096, selftest=True, flash_attn="on")  # tested again
     assert selftest.check(changed).status == "passed"
 
 
@@ -115,6 +116,29 @@ def test_the_weight_layout_is_chosen_by_its_rates():
     assert faster.plain and not faster.pair and "reading and answering with the plain weights" in faster.note
     slower = choose(repacked, Rates(read=67.0, decode_ms=40.0, verify_ms=400.0))  # no faster reading
     assert not slower.plain and not slower.pair and not zen3.pair
+
+
+def test_flash_attention_is_chosen_by_its_rates_at_a_documents_depth():
+    """Off where llama.cpp's CPU flash attention makes a verify call at depth slower (this session's AMD
+    Zen 4 measurement of the default model at 1,024 tokens, bench/results/prefill.md), on where it
+    costs nothing or reading or decoding would lose."""
+    from server.engine.layout import Rates, choose_attention
+
+    on = Rates(read=83.3, decode_ms=38.3, verify_ms=430.9)
+    zen4, note = choose_attention(on, Rates(read=84.6, decode_ms=36.9, verify_ms=360.2))
+    assert zen4 == "off" and "verifies 1.20x" in note and note.endswith("flash attention off")
+    assert choose_attention(on, Rates(read=84.0, decode_ms=38.0, verify_ms=425.0))[0] == "on", "1.01x: no gain"
+    assert choose_attention(on, Rates(read=70.0, decode_ms=37.0, verify_ms=300.0))[0] == "on", "reading would lose"
+    assert choose_attention(on, Rates(read=84.0, decode_ms=45.0, verify_ms=300.0))[0] == "on", "decoding would lose"
+
+
+def test_a_choice_with_attention_is_kept_and_read_back():
+    from server.engine.layout import Choice, Rates
+
+    attention = (Rates(83, 38, 431), Rates(85, 37, 360))
+    chosen = Choice(False, Rates(92, 38, 315), Rates(124, 56, 450), "n", True, "off", attention)
+    assert Choice.from_dict(json.loads(json.dumps(chosen.as_dict()))) == chosen
+    assert Choice.from_dict({**chosen.as_dict(), "flash_attn": None, "attention": None}).flash_attn is None
 
 
 def test_a_layout_kept_before_the_pair_existed_is_chosen_again_by_its_rates():
@@ -172,3 +196,5 @@ def test_the_layouts_are_measured_on_the_embedded_model(tmp_path, gemma_path):
     assert choice.repacked is not None and choice.unpacked is not None, choice.note
     assert all(r.read > 0 and r.decode_ms > 0 and r.verify_ms > 0 for r in (choice.repacked, choice.unpacked))
     assert "read" in choice.note and "verify" in choice.note
+    assert choice.flash_attn in ("on", "off") and len(choice.attention) == 2, choice.note
+    assert f"at {layout.DEPTH} tokens without flash attention" in choice.note
