@@ -36,7 +36,7 @@ from ingest.prompt import (
 from runtime.llama import Context, Model
 from server.config.memory import judging_config
 from server.config.settings import Settings
-from server.engine.quotes import answer_params
+from server.engine.quotes import answer_params, pointed, pointed_constraint
 from spec.lookup import LookupDrafter, NgramIndex
 from spec.loop import AnswerParams, AnswerRun, AnswerStats
 from spec.quote import PASSAGES, THRESHOLD, QuoteConstraint, QuoteIndex, QuoteParams, QuoteTokens
@@ -153,6 +153,13 @@ class Reader:
                 )
                 if qp.judged and "a=2" in mode:  # the judgment reads the held answer too (tried, not kept)
                     q._judge = self._judge_answer(question, q)
+            elif qp.passages is not None and (spans := self._pointed(index, question, qp.passages)):  # as served
+                q = pointed_constraint(
+                    (index, self.quote_tokens, qp, self.model.piece, NOT_SAID),
+                    self.layout.quote_answer(self.model, judged=False),
+                    spans,
+                    index,
+                )
             elif qp.threshold and qp.passages is not None and "j=after" not in mode:
                 q = self._judged_first(index, qp, question, mode)
             else:
@@ -232,6 +239,11 @@ class Reader:
             judged=judged,
             closest=best,
         )
+
+    def _pointed(self, index: QuoteIndex, question: str, k: int) -> list[tuple[int, int]]:
+        """The passages holding a text the question quotes (server/engine/quotes.py ``pointed``)."""
+        self._region(index, question, k)  # the ranks of this index
+        return pointed(question, self._ranks, self._spans, k)
 
     def _region(self, index: QuoteIndex, question: str, k: int | None) -> np.ndarray | None:
         """Where a quote may start: the ``k`` passages that best match ``question`` (None: anywhere)."""

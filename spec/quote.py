@@ -64,6 +64,23 @@ def _goes_on(before: bytes, after: bytes) -> bool:
     return nxt.isdigit() and b"\n" not in after[: len(after) - len(after.lstrip())]
 
 
+#: Quotation marks and what closes each: ” closes “, “ or ” closes „ (German, Polish), » closes «,
+#: « closes » (German »...«), " closes ".
+_CLOSE = {"\u201c": "\u201d", "\u201e": "\u201c\u201d", "\u00ab": "\u00bb", "\u00bb": "\u00ab", '"': '"'}
+
+
+def nest(marks: list[str], piece: bytes) -> None:
+    """Follow the quotation marks of ``piece`` (the next token of a quote) in ``marks``, the marks open
+    so far, innermost last: a mark that closes the innermost one pops it, an opening one is pushed, a
+    closing one with nothing open (the quote started inside a quotation) is passed over. A sentence
+    does not end inside a quotation it opened (“Oh dear! Oh dear! I shall be late!”), in any language."""
+    for ch in piece.decode("utf-8", errors="ignore"):
+        if marks and ch in _CLOSE[marks[-1]]:
+            marks.pop()
+        elif ch in _CLOSE:
+            marks.append(ch)
+
+
 def _label(before: bytes) -> bool:
     """``before`` ends with a word of at most three letters and a period (:func:`_goes_on`)."""
     head = before.decode("utf-8", errors="replace").rstrip()
@@ -389,6 +406,7 @@ class QuoteConstraint:
         self.ids: list[int] = []  # the quote's tokens, without the token that ended it
         self.matches: np.ndarray | None = None  # positions of the next document token of each matched span
         self.n_lead = 0  # tokens before the quote's first word: whitespace, line breaks, an opening mark
+        self._marks: list[str] = []  # quotation marks the quote opened and has not closed (:func:`nest`)
         self.none = False  # the model's first choice was "none": no passage answers
         self.p_none: float | None = None  # the probability of "none" as the quote's first token
         self.p_yes: float | None = None  # the judgment's probability of yes (against yes and no)
@@ -492,12 +510,18 @@ class QuoteConstraint:
             return True
         self._match(token, first)
         self.ids.append(token)
+        nest(self._marks, text)
         return len(self.ids) >= self.params.max_tokens or self._ends_sentence(text)
 
     def _ends_sentence(self, text: bytes) -> bool:
         """The quote's last token (``text``) ends a sentence of the document: it ends with . ! or ?
-        (and closing quotes or brackets), and every matched span goes on with whitespace or ends."""
-        if not text.rstrip(_CLOSERS).endswith((b".", b"!", b"?")) or self.matches is None:
+        (and closing quotes or brackets), outside any quotation the quote opened, and every matched span
+        goes on with whitespace or ends."""
+        if self.matches is None or self._marks:
+            return False
+        if not text.rstrip(_CLOSERS):  # a closing mark alone (“Go.” as “Go." then ”): the tokens before it
+            text = b"".join(self.piece(t) for t in self.ids[-3:])
+        if not text.rstrip(_CLOSERS).endswith((b".", b"!", b"?")):
             return False
         idx, m = self.index, self.matches
         inside = m[m < len(idx.tokens)]

@@ -82,6 +82,16 @@ class PassageRanks:
                 best += [i for (i,) in more if i not in best][: k - len(best)]
         return best
 
+    def holding(self, text: str, k: int) -> list[int]:
+        """The (at most ``k``) passages that hold ``text``'s words in a row (an FTS5 phrase: the same
+        tokenizer as the ranking, so case, punctuation and the word ending a stemmer drops do not
+        count), best BM25 match first; [] when none does or ``text`` has no word."""
+        words = _WORD.findall(segmented(unicodedata.normalize("NFKC", text).lower()))
+        if not words or not self.n:
+            return []
+        with self._lock:
+            return [int(r[0]) for r in self._ranked("segments", '"' + " ".join(words).replace('"', "") + '"', k)]
+
     def _ranked(self, table: str, query: str, k: int) -> list[tuple[int]]:
         if table == "grams" and self._texts is not None:
             self._db.execute("CREATE VIRTUAL TABLE grams USING fts5(body, tokenize = 'trigram')")

@@ -13,8 +13,8 @@ import numpy as np
 from ingest.prompt import NOT_SAID, passage_judge
 from server.engine.jobs import AnswerJob
 from spec.loop import AnswerParams
-from spec.quote import QuoteConstraint, QuoteIndex, QuoteParams
-from spec.support import Judgment, PassageJudge, judge_passages
+from spec.quote import PASSAGES, Judged, QuoteConstraint, QuoteIndex, QuoteParams, Verdict
+from spec.support import Judgment, PassageJudge, judge_passages, quoted
 from store.passages import PassageRanks
 
 
@@ -34,6 +34,34 @@ class DocumentQuotes:
         if k is None:
             return None
         return self.index.region([self.passages[i] for i in sorted(self.ranks.best(question, k))])
+
+    def pointed(self, question: str, k: int | None) -> list[tuple[int, int]]:
+        """:func:`pointed` of this document's passages."""
+        return pointed(question, self.ranks, self.passages, k)
+
+
+Spans = list[tuple[int, int]]  # token spans [a, b) of a quote index
+
+
+def pointed(question: str, ranks: PassageRanks, passages: Spans, k: int | None) -> Spans:
+    """The ``passages`` (token spans, at most ``k``, best BM25 match first; ``ranks``: theirs) holding a
+    text the question quotes (spec/support.py ``quoted``: in quotation marks, four words or more); []
+    when it quotes none that the document has."""
+    found: dict[int, None] = {}
+    for text in quoted(question):
+        found.update(dict.fromkeys(ranks.holding(text, k or PASSAGES)))
+    return [passages[i] for i in list(found)[: k or PASSAGES]]
+
+
+def pointed_constraint(common: tuple, answer, spans: Spans, index: QuoteIndex) -> QuoteConstraint:
+    """The constraint of a question that quotes the document (:func:`pointed`): its quote starts in the
+    ``spans`` holding the question's quote, unjudged (``common``: QuoteConstraint's first five arguments;
+    ``answer``: the tokens forced before the answer)."""
+    return QuoteConstraint(*common, answer=answer, region=index.region(spans), judged=POINTED, closest=spans[0])
+
+
+#: The question pointed at the passages by quoting them: they stand, with no probability asked.
+POINTED = Judged(0, None, Verdict(True))
 
 
 #: HotDoc -> its DocumentQuotes; an entry goes with its cache entry (engine thread only).
@@ -81,13 +109,17 @@ def constraint(job: AnswerJob, hot, loaded) -> QuoteConstraint | None:
     """The quote-first constraint of ``job`` (None when it is answered directly). Judged (the served
     way): the passages that best match the question are judged first, in the judging context, and the
     quote may start only in the one chosen; an answer refused there quotes nothing. At threshold 0
-    (every quote stands) nothing is judged, and the quote may start in any of those passages."""
+    (every quote stands) nothing is judged, and the quote may start in any of those passages. A
+    question that quotes the document (:meth:`DocumentQuotes.pointed`) is quoted from the passages
+    holding its quote, unjudged, either way."""
     params = job.params.quote
     if params is None:
         return None
     quotes = document_quotes(hot, loaded)
     model, layout, judging = loaded.model, loaded.layout, loaded.contexts.judging
     common = (quotes.index, loaded.quote_tokens, params, model.piece, NOT_SAID)
+    if spans := quotes.pointed(job.question, params.passages):  # the question quotes the document
+        return pointed_constraint(common, layout.quote_answer(model, judged=False), spans, quotes.index)
     if not params.threshold:  # None or 0: every quote stands, unasked
         region = quotes.region(job.question, params.passages)
         return QuoteConstraint(*common, answer=layout.quote_answer(model, judged=False), region=region)

@@ -257,6 +257,35 @@ def test_a_period_between_a_label_and_its_number_ends_no_sentence():
     assert q.quote_text() == "Fogg lived at No. 7, Saville Row."
 
 
+def test_a_sentence_does_not_end_inside_a_quotation_the_quote_opened():
+    """Issue 48: "Copy the paragraph that begins with 'There was nothing so VERY remarkable'" was quoted
+    up to “Oh dear! (the first "!" followed by a space), not to the Rabbit's whole line."""
+    text = "The Rabbit said “Oh dear! Oh dear! I shall be late!” and ran. He said “Go.” Then left.\n"
+    doc, pieces = _doc(text)
+    index = QuoteIndex(doc, pieces.get)
+    q = QuoteConstraint(index, TOKENS, QuoteParams(threshold=None), pieces.get, "no", answer=[])
+    ended = next(i for i, t in enumerate(doc.tolist()) if q.push(t))
+    assert q.quote_text() == "The Rabbit said “Oh dear! Oh dear! I shall be late!”", ended
+    q = QuoteConstraint(index, TOKENS, QuoteParams(threshold=None), pieces.get, "no", answer=[])
+    start = pieces_id(pieces, " He")
+    for t in doc[int(np.flatnonzero(doc == start)[0]) :].tolist():
+        if q.push(t):
+            break
+    assert q.quote_text() == "He said “Go.”", "a closing mark ends the sentence its period ended"
+
+
+def test_quotation_marks_nest_in_any_of_their_conventions():
+    from spec.quote import nest
+
+    for text, still_open in (
+        ("“Oh dear!", ["\u201c"]), ("“a” and «b»", []), ("„Wer?“", []), ("»Qui?«", []), ('"x" "y', ['"']),
+        ("the end.” Then", []),  # closing a quotation the quote started inside of: passed over
+    ):  # fmt: skip
+        marks: list[str] = []
+        nest(marks, text.encode())
+        assert marks == still_open, text
+
+
 def pieces_id(pieces: dict[int, bytes], text: str) -> int:
     return next(i for i, p in pieces.items() if p == text.encode())
 

@@ -51,3 +51,13 @@ def test_ranks_may_be_asked_from_several_threads():
     for t in threads:
         t.join()
     assert len(out) == 8 and all(r and PASSAGES[r[0] % 5].startswith("Hamburg") for r in out)
+
+
+def test_the_passages_holding_a_quoted_text_whatever_its_case_and_marks():
+    ranks = PassageRanks(
+        ["Alice was tired.", "There was nothing so _very_ remarkable in that; nor did Alice mind.", "Very remarkable."]
+    )
+    assert ranks.holding("There was nothing so VERY remarkable in that", 5) == [1]
+    assert ranks.holding("nothing so remarkable", 5) == [], "the words in a row, not anywhere"
+    assert sorted(ranks.holding("very remarkable", 5)) == [1, 2]
+    assert ranks.holding("...", 5) == []

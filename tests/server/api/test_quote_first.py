@@ -94,7 +94,8 @@ def test_a_question_with_its_options_is_answered_directly_unless_quote_is_asked(
 def test_gemma_quotes_the_alice_paragraph_that_answers(server, gemma_path, cases, tmp_path):
     """Issue 48: a base model (Gemma 3 270M, no refusal sentence in its prompt) asked in quote mode
     copies from the paragraph of Alice that holds the answer; refusing is the judgment's job (its threshold
-    set to 0 here, so what is checked is the quote, not the tiny model's judgment)."""
+    set to 0 here, so what is checked is the quote, not the tiny model's judgment). A question that quotes
+    the document is quoted from the paragraph it quotes, at any threshold."""
     alice = (cases / "text/gutenberg/alice-in-wonderland-pg11.txt").read_text(encoding="utf-8")
     path = tmp_path / "alice.txt"
     path.write_text(alice[:6000])  # the first chapter's opening (this copy starts with its text)
@@ -114,3 +115,13 @@ def test_gemma_quotes_the_alice_paragraph_that_answers(server, gemma_path, cases
         quote = body["quote"]["text"]
         (paragraph,) = [p for p in stored.split("\n\n") if "waistcoat-pocket" in p][:1]
         assert quote in paragraph, body  # Gemma 270M starts it a sentence early: the paragraph, not the clause
+        # A question that quotes the document is quoted from the passage holding its quote, unjudged (Gemma's
+        # own judgment chose the chapter's first paragraph), to the end of the Rabbit's quoted words, not to
+        # the first "!" inside them.
+        question = "Copy, word for word, the paragraph that begins with 'There was nothing so VERY remarkable in that'."
+        body = client.post(
+            f"/v1/documents/{doc['id']}/answers", json={"question": question, "mode": "quote", "max_tokens": 8}
+        ).json()
+        quote = body["quote"]
+        assert quote["verified"] and quote["support"] is None, body  # pointed at, not judged
+        assert quote["text"].startswith("There was nothing so") and "I shall be late" in quote["text"], body
