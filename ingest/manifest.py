@@ -50,6 +50,18 @@ class SnapshotIncompatible(Exception):
     """The snapshot was made by another model, runtime or cache layout."""
 
 
+class SnapshotStale(SnapshotMissing):
+    """The snapshot holds this model's state of exactly these tokens, made with flash attention set
+    otherwise (llama.cpp keeps V transposed without it, so the state does not load): the document is
+    prefilled again from its stored prefix, as for a missing snapshot, not refused. Flash attention is
+    chosen by a measurement at the first start (server/engine/layout.py), not by the user, so a
+    snapshot made before that choice must not cost a re-ingest; ``reason`` says what differs."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the saved state was made with another attention layout: {reason}")
+        self.reason = reason
+
+
 def tokens_sha256(tokens: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(tokens, dtype=np.int32).tobytes()).hexdigest()
 
@@ -147,10 +159,13 @@ def verify(directory: Path) -> SnapshotMeta:
 
 
 def check(meta: SnapshotMeta, ctx: Context, tokens: np.ndarray) -> None:
-    """Raise SnapshotIncompatible unless ``meta`` fits ``ctx`` and describes exactly ``tokens``."""
+    """Raise SnapshotIncompatible unless ``meta`` fits ``ctx`` and describes exactly ``tokens``;
+    SnapshotStale when only flash attention differs."""
     current = SnapshotMeta.for_context(ctx, tokens)
     problems = meta.mismatches(current)
     if meta.n_tokens != current.n_tokens or meta.tokens_sha256 != current.tokens_sha256:
         problems.append("the prefix token ids differ (another tokenizer or prompt layout)")
+    if problems and all(p.startswith("flash_attn:") for p in problems):
+        raise SnapshotStale(problems[0])
     if problems:
         raise SnapshotIncompatible("; ".join(problems))

@@ -24,7 +24,8 @@ and XXH3-128 checksum (ingest/digest.py), and :func:`verify` checks them before 
 size always, the checksum on the first restore of the file in a process and whenever its size or
 mtime changed (bench/results/snapshot-integrity.md has the cost). A file that fails is never handed
 to llama.cpp: :class:`SnapshotDamaged`. A state that passes and llama.cpp still refuses is
-:class:`SnapshotRefused`. Both are SnapshotMissing: the server prefills the document again from its
+:class:`SnapshotRefused`. Both are SnapshotMissing, as is :class:`SnapshotStale` (only flash attention
+differs: chosen anew at a start): the server prefills the document again from its
 stored prefix, as for an evicted snapshot.
 
 Manifests written before checksums (no ``files``) still load, unverified: their state is read into
@@ -62,6 +63,7 @@ from ingest.manifest import (
     SnapshotMeta,
     SnapshotMissing,
     SnapshotRefused,
+    SnapshotStale,
     check,
     read_meta,
     records,
@@ -77,7 +79,7 @@ _FILE_MAGIC, _FILE_VERSION, _IO_MAGIC = 0x67677371, 3, 0xAF143CD8
 
 __all__ = [
     "FORMAT_VERSION", "LEGACY_MAX_BYTES", "META_FILE", "MTP_FILE", "MTP_H_FILE", "STATE_FILE",
-    "SnapshotDamaged", "SnapshotIncompatible", "SnapshotMeta", "SnapshotMissing", "SnapshotRefused",
+    "SnapshotDamaged", "SnapshotIncompatible", "SnapshotMeta", "SnapshotMissing", "SnapshotRefused", "SnapshotStale",
     "check", "describes", "least_recently_used", "load", "read_meta", "remove", "remove_all", "save",
     "tokens_sha256", "touch", "verify",
 ]  # fmt: skip

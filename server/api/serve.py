@@ -112,11 +112,11 @@ def with_layout(settings: Settings, result, reader_room: Room = lambda: None) ->
     where ``DOCQA_CPU_REPACK`` is auto: off after a fallback or where the plain weights won, pair where
     they read faster and answer slower (server/engine/layout.py), unless the reader would take more
     than half of the memory available (``reader_room()``: (the reader's bytes, the bytes available),
-    None: not known); else as they are. Flash attention as measured with them where
-    ``DOCQA_FLASH_ATTN`` is auto (server/engine/layout.py ``choose_attention``)."""
-    chosen = result.layout.flash_attn if result.layout is not None else None
-    if settings.flash_attn == "auto" and chosen is not None:
-        settings = settings.model_copy(update={"flash_attn": chosen})
+    None: not known); else as they are. Flash attention off where it was measured slower and
+    ``DOCQA_FLASH_ATTN`` is auto (server/engine/layout.py ``choose_attention``); a document saved with it
+    on is then prefilled again at its first question (ingest/manifest.py ``SnapshotStale``)."""
+    if settings.flash_attn == "auto" and result.layout is not None and result.layout.flash_attn == "off":
+        settings = settings.model_copy(update={"flash_attn": "off"})  # on is what auto gives a CPU already
     if settings.cpu_repack != "auto":
         return settings
     if result.extra_bufts is False:

@@ -263,6 +263,13 @@ class Ingestions:
         elif isinstance(cause, snapshot.SnapshotRefused):
             log.warning("%s: llama.cpp refused the saved state (%s); prefilling it again", job.key, reason)
             how = f"was refused by llama.cpp ({reason})"
+        elif isinstance(cause, snapshot.SnapshotStale):
+            log.info(
+                "%s: the saved state was made with flash attention set otherwise (%s); prefilling it again",
+                job.key,
+                reason,
+            )
+            how = f"was made with flash attention set otherwise ({reason})"
         else:
             how = "was missing"
         doc = self.store.get(doc_id)

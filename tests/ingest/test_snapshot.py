@@ -76,7 +76,6 @@ def test_state_without_manifest_is_no_snapshot(prefilled, tmp_path):
         ("model_fingerprint", "other-model", "model_fingerprint"),
         ("type_k", "q8_0", "type_k"),
         ("llama_cpp_python", "0.0.1", "llama_cpp_python"),
-        ("flash_attn", "on", "flash_attn"),
     ],
 )
 def test_mismatching_snapshot_is_refused(prefilled, tmp_path, field, value, words):
@@ -90,6 +89,23 @@ def test_mismatching_snapshot_is_refused(prefilled, tmp_path, field, value, word
     with pytest.raises(snapshot.SnapshotIncompatible, match=words):
         snapshot.load(ctx, 0, tokens, tmp_path)
     assert ctx.pos_max(0) == -1  # nothing half-loaded
+
+
+def test_a_snapshot_made_with_flash_attention_set_otherwise_is_stale_not_refused(prefilled, tmp_path):
+    """Flash attention is chosen at the first start (server/engine/layout.py): a document saved before the
+    choice is prefilled again from its prefix (a SnapshotMissing), never refused with a re-ingest to do."""
+    ctx, tokens, _ = prefilled
+    meta = snapshot.save(ctx, 0, tokens, tmp_path)
+    other = replace(meta, flash_attn="off" if meta.flash_attn != "off" else "on")
+    (tmp_path / snapshot.META_FILE).write_text(json.dumps({f: getattr(other, f) for f in other.__dataclass_fields__}))
+    ctx.clear()
+    with pytest.raises(snapshot.SnapshotStale, match="flash_attn") as caught:
+        snapshot.load(ctx, 0, tokens, tmp_path)
+    assert isinstance(caught.value, snapshot.SnapshotMissing) and ctx.pos_max(0) == -1
+    both = replace(other, type_k="q8_0")  # and another cache type: refused as before
+    (tmp_path / snapshot.META_FILE).write_text(json.dumps({f: getattr(both, f) for f in both.__dataclass_fields__}))
+    with pytest.raises(snapshot.SnapshotIncompatible, match="type_k"):
+        snapshot.load(ctx, 0, tokens, tmp_path)
 
 
 def test_other_prefix_tokens_are_refused(prefilled, tmp_path):

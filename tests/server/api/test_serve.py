@@ -62,6 +62,8 @@ def test_the_measured_attention_is_served_only_where_the_setting_is_auto(tmp_pat
     auto = make_settings(tmp_path, tmp_path / "m.gguf")
     served = with_layout(auto, off)
     assert (served.flash_attn, served.cpu_repack) == ("off", "pair")
+    on = SelfTest("cached", None, "", Choice(False, None, None, "", flash_attn="on"))
+    assert with_layout(auto, on).flash_attn == "auto", "what auto gives a CPU: documents saved with it still load"
     assert with_layout(make_settings(tmp_path, tmp_path / "m.gguf", flash_attn="on"), off).flash_attn == "on"
     unmeasured = SelfTest("cached", None, "", Choice(False, None, None, ""))
     assert with_layout(auto, unmeasured).flash_attn == "auto"
