@@ -104,11 +104,19 @@ class SnapshotMeta:
     _MUST_MATCH = ("format_version", "llama_cpp_python", "model_fingerprint", "type_k", "type_v", "flash_attn")
 
     def mismatches(self, current: SnapshotMeta) -> list[str]:
-        """Human-readable differences that make this snapshot unusable in ``current``'s context."""
+        """Human-readable differences that make this snapshot unusable in ``current``'s context. Flash
+        attention ``auto`` is taken as ``on``: it is on wherever llama.cpp can (its CPU and CUDA
+        backends), and where it is not, llama.cpp refuses the state itself (V transposed otherwise):
+        SnapshotRefused, prefilled again."""
+
+        def value(meta: SnapshotMeta, name: str) -> object:
+            v = getattr(meta, name)
+            return "on" if name == "flash_attn" and v == "auto" else v
+
         out = [
             f"{name}: snapshot {getattr(self, name)!r}, server {getattr(current, name)!r}"
             for name in self._MUST_MATCH
-            if getattr(self, name) != getattr(current, name)
+            if value(self, name) != value(current, name)
         ]
         if self.n_tokens > current.n_ctx:
             out.append(f"n_tokens: snapshot {self.n_tokens} > server n_ctx {current.n_ctx}")

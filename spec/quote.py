@@ -33,6 +33,7 @@ answer's own sequence.
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -64,21 +65,25 @@ def _goes_on(before: bytes, after: bytes) -> bool:
     return nxt.isdigit() and b"\n" not in after[: len(after) - len(after.lstrip())]
 
 
-#: Quotation marks and what closes each: ” closes “, “ or ” closes „ (German, Polish), » closes «,
-#: « closes » (German »...«), " closes ".
-_CLOSE = {"\u201c": "\u201d", "\u201e": "\u201c\u201d", "\u00ab": "\u00bb", "\u00bb": "\u00ab", '"': '"'}
+#: Opening quotation marks and what closes each: ” closes “, “ or ” closes „ (German, Polish), » closes «,
+#: " closes ". A closing mark with nothing open (the quote started inside a quotation) is passed over.
+_CLOSE = {"\u201c": "\u201d", "\u201e": "\u201c\u201d", "\u00ab": "\u00bb", '"': '"'}
 
 
-def nest(marks: list[str], piece: bytes) -> None:
-    """Follow the quotation marks of ``piece`` (the next token of a quote) in ``marks``, the marks open
-    so far, innermost last: a mark that closes the innermost one pops it, an opening one is pushed, a
-    closing one with nothing open (the quote started inside a quotation) is passed over. A sentence
-    does not end inside a quotation it opened (“Oh dear! Oh dear! I shall be late!”), in any language."""
-    for ch in piece.decode("utf-8", errors="ignore"):
+def nest(marks: list[str], text: str, before: str = "") -> str:
+    """Follow the quotation marks of ``text`` (the next characters of a quote) in ``marks``, the marks
+    open so far, innermost last: a mark that closes the innermost one pops it, an opening one is
+    pushed; a straight ``"`` opens only after whitespace, a bracket, another mark or at the quote's
+    start (``before``: the character before ``text``, "" at the start), so the closing ``"`` of a
+    quotation the quote started inside is passed over. Returns the last character seen. A sentence
+    does not end inside a quotation the quote opened (“Oh dear! Oh dear! I shall be late!”)."""
+    for ch in text:
         if marks and ch in _CLOSE[marks[-1]]:
             marks.pop()
-        elif ch in _CLOSE:
+        elif ch in _CLOSE and (ch != '"' or not before or before.isspace() or before in "([{" or before in _CLOSE):
             marks.append(ch)
+        before = ch
+    return before
 
 
 def _label(before: bytes) -> bool:
@@ -407,6 +412,8 @@ class QuoteConstraint:
         self.matches: np.ndarray | None = None  # positions of the next document token of each matched span
         self.n_lead = 0  # tokens before the quote's first word: whitespace, line breaks, an opening mark
         self._marks: list[str] = []  # quotation marks the quote opened and has not closed (:func:`nest`)
+        self._text = codecs.getincrementaldecoder("utf-8")("ignore")  # the quote's characters, as they come
+        self._before = ""  # the quote's last character so far
         self.none = False  # the model's first choice was "none": no passage answers
         self.p_none: float | None = None  # the probability of "none" as the quote's first token
         self.p_yes: float | None = None  # the judgment's probability of yes (against yes and no)
@@ -500,6 +507,7 @@ class QuoteConstraint:
             return True
         if first and self._leads(token):  # "Quote:" then a space, a line break or an opening mark
             self.n_lead += 1
+            self._follow_marks(self.piece(token))
             return False
         text = self.piece(token)
         if b"\n" in text:
@@ -510,8 +518,13 @@ class QuoteConstraint:
             return True
         self._match(token, first)
         self.ids.append(token)
-        nest(self._marks, text)
+        self._follow_marks(text)
         return len(self.ids) >= self.params.max_tokens or self._ends_sentence(text)
+
+    def _follow_marks(self, piece: bytes) -> None:
+        """The quotation marks the quote opens and closes (:func:`nest`), a mark split across tokens
+        included (the bytes are decoded as they come)."""
+        self._before = nest(self._marks, self._text.decode(piece), self._before)
 
     def _ends_sentence(self, text: bytes) -> bool:
         """The quote's last token (``text``) ends a sentence of the document: it ends with . ! or ?

@@ -54,34 +54,6 @@ def lists_options(question: str) -> bool:
     return len(run) >= 2 and run == [chr(ord("A") + i) for i in range(len(run))]
 
 
-#: Text a question puts in quotation marks: "...", “...”, „...“, «...», ‘...’ or '...' (an apostrophe
-#: inside a word, as in "Alice's", neither opens nor closes one).
-_QUOTED = re.compile(
-    r'"([^"]+)"|\u201c([^\u201d]+)\u201d|\u201e([^\u201c\u201d]+)[\u201c\u201d]|\u00ab([^\u00bb]+)\u00bb'
-    r"|\u2018([^\u2019]+)\u2019|(?<!\w)'([^']+)'(?!\w)"
-)
-#: The fewest words of quoted text that point at the passage holding them (fewer, as in "kin" or
-#: "Davidian Revolution", name a term the question is about rather than the place it asks about).
-QUOTED_WORDS = 4
-
-
-def quoted(question: str) -> list[str]:
-    """The texts ``question`` puts in quotation marks that have at least :data:`QUOTED_WORDS` words,
-    in question order. A user who quotes the document points at the passage that holds the quote
-    ("Copy the paragraph that begins with 'There was nothing so VERY remarkable in that'"): the
-    passages holding it are where the quote-first answer quotes from, with no judgment asked
-    (server/engine/quotes.py). Any language; the words are matched as the passage index reads them
-    (store/passages.py ``PassageRanks.holding``).
-
-    >>> quoted("Copy the paragraph that begins with 'There was nothing so VERY remarkable'.")
-    ['There was nothing so VERY remarkable']
-    >>> quoted('What is Alice\'s "kin"? What does \u201cthe White Rabbit\u201d mean?')
-    []
-    """
-    found = ("".join(m.groups(default="")).strip() for m in _QUOTED.finditer(question))
-    return [text for text in found if len(re.findall(r"\w+", text)) >= QUOTED_WORDS]
-
-
 def absent_numbers(question: str, numbers: frozenset[str]) -> list[str]:
     """The numbers of two digits or more in ``question`` that are not among the document's ``numbers``
     (spec/quote.py ``QuoteIndex.numbers``; leading zeros ignored), in question order.

@@ -16,12 +16,18 @@ a word match: a question with enough word matches is ranked as before.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 import unicodedata
 from collections.abc import Sequence
 
 from store.index import _WORD, fill, segmented
+
+
+def _words(text: str) -> list[str]:
+    """``text``'s words as the index reads them: NFKC, lower-cased, unspaced scripts as bigrams."""
+    return _WORD.findall(segmented(unicodedata.normalize("NFKC", text).lower()))
 
 
 def question_words(question: str) -> list[str]:
@@ -32,10 +38,39 @@ def question_words(question: str) -> list[str]:
     ['what', 'city', 'has', 'the', 'biggest', 'port', 'in', 'germany']
     """
     seen: dict[str, None] = {}
-    for word in _WORD.findall(segmented(unicodedata.normalize("NFKC", question).lower())):
+    for word in _words(question):
         if len(word) > 1 or word.isdigit():
             seen.setdefault(word, None)
     return list(seen)
+
+
+#: Text a question puts in quotation marks: "...", “...”, „...“, «...», ‘...’, 「...」, 『...』 or '...'
+#: (an apostrophe inside a word, as in "Alice's", neither opens nor closes one).
+_QUOTED = re.compile(
+    r'"([^"]+)"|\u201c([^\u201d]+)\u201d|\u201e([^\u201c\u201d]+)[\u201c\u201d]|\u00ab([^\u00bb]+)\u00bb'
+    r"|\u2018([^\u2019]+)\u2019|\u300c([^\u300d]+)\u300d|\u300e([^\u300f]+)\u300f|(?<!\w)'(.+?)'(?!\w)"
+)
+#: The fewest words of quoted text that point at the passage holding them (fewer, as in "kin" or
+#: "Davidian Revolution", name a term the question is about rather than the place it asks about). Words
+#: as the passage index counts them: a run of an unspaced script is a word per two characters.
+QUOTED_WORDS = 4
+
+
+def quoted(question: str) -> list[str]:
+    """The texts ``question`` puts in quotation marks that have at least :data:`QUOTED_WORDS` words,
+    in question order. A user who quotes the document points at the passage that holds the quote
+    ("Copy the paragraph that begins with 'There was nothing so VERY remarkable in that'"): the
+    passages holding it are where the quote-first answer quotes from, with no judgment asked
+    (server/engine/quotes.py). Any language; the words are counted and matched as the passage index
+    reads them (:func:`question_words`, :meth:`PassageRanks.holding`).
+
+    >>> quoted("Copy the paragraph that begins with 'There was nothing so VERY remarkable'.")
+    ['There was nothing so VERY remarkable']
+    >>> quoted('What is Alice\'s "kin"? What does \u201cthe White Rabbit\u201d mean?')
+    []
+    """
+    found = ("".join(m.groups(default="")).strip() for m in _QUOTED.finditer(question))
+    return [text for text in found if len(_words(text)) >= QUOTED_WORDS]
 
 
 def question_grams(question: str) -> list[str]:
@@ -86,7 +121,7 @@ class PassageRanks:
         """The (at most ``k``) passages that hold ``text``'s words in a row (an FTS5 phrase: the same
         tokenizer as the ranking, so case, punctuation and the word ending a stemmer drops do not
         count), best BM25 match first; [] when none does or ``text`` has no word."""
-        words = _WORD.findall(segmented(unicodedata.normalize("NFKC", text).lower()))
+        words = _words(text)
         if not words or not self.n:
             return []
         with self._lock:

@@ -45,7 +45,7 @@ GAIN = 1.10  # the least reading speed-up that makes the plain layout worth choo
 KEEP = 0.97  # ... while keeping at least this share of the decode and verify speeds
 TIMEOUT_S = 600.0
 DEPTH = 1024  # tokens of a document before the attention is timed (the jobs of a question asked after it)
-ATTENTION_GAIN = 1.05  # the least verify speed-up that turns flash attention off ...
+ATTENTION_GAIN = 1.10  # the least verify speed-up that turns flash attention off ...
 ATTENTION_KEEP = 0.95  # ... while keeping this share of the decode and reading speeds
 
 
@@ -152,7 +152,7 @@ def rates(settings: Settings, model_path: Path, extra_bufts: bool, depth: int = 
     timed(1, 1, "last")  # warm-up: thread pool, first-touch of the weights
     read = READ_ROWS / timed(READ_ROWS, 3, "last")
     decode_ms = 1000 * timed(1, 9, "last")
-    verify_ms = 1000 * timed(MAX_WINDOW + 1, 3, "all")
+    verify_ms = 1000 * timed(MAX_WINDOW + 1, 5, "all")
     ctx.close()
     model.close()
     return Rates(read, decode_ms, verify_ms)
@@ -212,8 +212,11 @@ def measured(settings: Settings, model_path: Path) -> Choice:
 
 def attention_matters(settings: Settings) -> bool:
     """Flash attention is this CPU's to choose: ``DOCQA_FLASH_ATTN=auto``, a V cache that is not
-    quantized (a quantized one needs flash attention), and room for :data:`DEPTH` tokens and a reading
-    chunk in the context."""
+    quantized (a quantized one needs flash attention), room for :data:`DEPTH` tokens and a reading
+    chunk in the context, and a server of its own data: servers sharing a data directory and database
+    (``DOCQA_DATABASE_URL``) could choose apart, and each would read again what another saved."""
     from runtime.kvtypes import GGML
 
-    return settings.flash_attn == "auto" and not GGML[settings.type_v].quantized and settings.n_ctx >= DEPTH + READ_ROWS
+    if settings.flash_attn != "auto" or GGML[settings.type_v].quantized or settings.database_url is not None:
+        return False
+    return settings.n_ctx >= DEPTH + READ_ROWS

@@ -14,8 +14,8 @@ from ingest.prompt import NOT_SAID, passage_judge
 from server.engine.jobs import AnswerJob
 from spec.loop import AnswerParams
 from spec.quote import PASSAGES, Judged, QuoteConstraint, QuoteIndex, QuoteParams, Verdict
-from spec.support import Judgment, PassageJudge, judge_passages, quoted
-from store.passages import PassageRanks
+from spec.support import Judgment, PassageJudge, judge_passages
+from store.passages import PassageRanks, quoted
 
 
 @dataclass(slots=True)
@@ -45,7 +45,7 @@ Spans = list[tuple[int, int]]  # token spans [a, b) of a quote index
 
 def pointed(question: str, ranks: PassageRanks, passages: Spans, k: int | None) -> Spans:
     """The ``passages`` (token spans, at most ``k``, best BM25 match first; ``ranks``: theirs) holding a
-    text the question quotes (spec/support.py ``quoted``: in quotation marks, four words or more); []
+    text the question quotes (store/passages.py ``quoted``: in quotation marks, four words or more); []
     when it quotes none that the document has."""
     found: dict[int, None] = {}
     for text in quoted(question):

@@ -102,6 +102,10 @@ def test_a_snapshot_made_with_flash_attention_set_otherwise_is_stale_not_refused
     with pytest.raises(snapshot.SnapshotStale, match="flash_attn") as caught:
         snapshot.load(ctx, 0, tokens, tmp_path)
     assert isinstance(caught.value, snapshot.SnapshotMissing) and ctx.pos_max(0) == -1
+    same = replace(meta, flash_attn={"auto": "on", "on": "auto"}.get(meta.flash_attn, meta.flash_attn))
+    (tmp_path / snapshot.META_FILE).write_text(json.dumps({f: getattr(same, f) for f in same.__dataclass_fields__}))
+    snapshot.load(ctx, 0, tokens, tmp_path)  # auto is on where llama.cpp can: the same state
+    ctx.clear()
     both = replace(other, type_k="q8_0")  # and another cache type: refused as before
     (tmp_path / snapshot.META_FILE).write_text(json.dumps({f: getattr(both, f) for f in both.__dataclass_fields__}))
     with pytest.raises(snapshot.SnapshotIncompatible, match="type_k"):

@@ -5,6 +5,7 @@ what a plain run emits)."""
 
 from __future__ import annotations
 
+import codecs
 import random
 import re
 import time
@@ -278,12 +279,53 @@ def test_quotation_marks_nest_in_any_of_their_conventions():
     from spec.quote import nest
 
     for text, still_open in (
-        ("“Oh dear!", ["\u201c"]), ("“a” and «b»", []), ("„Wer?“", []), ("»Qui?«", []), ('"x" "y', ['"']),
+        ("“Oh dear!", ["\u201c"]), ("“a” and «b»", []), ("„Wer?“", []), ('"x" "y', ['"']),
         ("the end.” Then", []),  # closing a quotation the quote started inside of: passed over
+        ('Run." Then he left.', []), ("Je pars. » Puis", []),  # the same with a straight " and a French »
     ):  # fmt: skip
         marks: list[str] = []
-        nest(marks, text.encode())
+        nest(marks, text)
         assert marks == still_open, text
+
+
+def test_a_quote_that_starts_with_its_opening_mark_runs_to_the_closing_one():
+    """The model may start its quote with the mark alone (a lead token, before the first word), and a
+    mark may come in two tokens: either way the quotation is open until its closing mark."""
+    words = [
+        " said",
+        " \u201c",
+        "Oh",
+        " dear",
+        "!",
+        " Oh",
+        " dear",
+        "!",
+        " I",
+        " shall",
+        " be",
+        " late",
+        "!\u201d",
+        " and",
+        " ran",
+        ".",
+    ]
+    pieces = {100 + i: w.encode() for i, w in enumerate(words)}
+    doc = np.arange(100, 100 + len(words), dtype=np.int32)
+    tokens = QuoteTokens(TOKENS.breaks, TOKENS.none, TOKENS.yes, TOKENS.no, marks=np.array([101], np.int64))
+    q = QuoteConstraint(QuoteIndex(doc, pieces.get), tokens, QuoteParams(threshold=None), pieces.get, "no", answer=[])
+    assert not q.push(101)  # the opening mark, as a lead
+    for t in doc[2:].tolist():
+        if q.push(t):
+            break
+    assert q.quote_text() == "Oh dear! Oh dear! I shall be late!\u201d"
+
+    from spec.quote import nest
+
+    marks: list[str] = []
+    decode = codecs.getincrementaldecoder("utf-8")("ignore")
+    before = nest(marks, decode.decode("\u201clate!".encode() + b"\xe2\x80"))
+    nest(marks, decode.decode(b"\x9d and"), before)  # ” split over two tokens
+    assert marks == []
 
 
 def pieces_id(pieces: dict[int, bytes], text: str) -> int:

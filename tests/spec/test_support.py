@@ -130,14 +130,3 @@ def test_a_table_row_is_judged_after_its_header_row(tiny):
 )
 def test_a_question_lists_options_by_consecutive_letters_from_a(question, options):
     assert lists_options(question) is options
-
-
-def test_quoted_text_of_four_words_or_more_points_at_its_passage():
-    from spec.support import quoted
-
-    question = "Copy, word for word, the paragraph that begins with 'There was nothing so VERY remarkable in that'."
-    assert quoted(question) == ["There was nothing so VERY remarkable in that"]
-    assert quoted("Zitiere den Satz „für 10 Euro gibt es“ bitte.") == ["für 10 Euro gibt es"]
-    assert quoted("Où est « le plus grand des écrivains » ?") == ["le plus grand des écrivains"]
-    assert quoted('Who are genetically considered “kin”? What is the "Davidian Revolution"?') == [], "terms, not places"
-    assert quoted("What is Alice's cat's name, and the Rabbit's?") == [], "apostrophes open no quotation"

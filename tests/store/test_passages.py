@@ -61,3 +61,18 @@ def test_the_passages_holding_a_quoted_text_whatever_its_case_and_marks():
     assert ranks.holding("nothing so remarkable", 5) == [], "the words in a row, not anywhere"
     assert sorted(ranks.holding("very remarkable", 5)) == [1, 2]
     assert ranks.holding("...", 5) == []
+
+
+def test_quoted_text_of_four_words_or_more_points_at_its_passage():
+    from store.passages import quoted
+
+    question = "Copy, word for word, the paragraph that begins with 'There was nothing so VERY remarkable in that'."
+    assert quoted(question) == ["There was nothing so VERY remarkable in that"]
+    assert quoted("Zitiere den Satz „für 10 Euro gibt es“ bitte.") == ["für 10 Euro gibt es"]
+    assert quoted("Où est « le plus grand des écrivains » ?") == ["le plus grand des écrivains"]
+    assert quoted('Who are genetically considered “kin”? What is the "Davidian Revolution"?') == [], "terms, not places"
+    assert quoted("What is Alice's cat's name, and the Rabbit's?") == [], "apostrophes open no quotation"
+    assert quoted("Copy the paragraph beginning 'Alice's sister was reading a book'.") == [
+        "Alice's sister was reading a book"
+    ], "an apostrophe inside single quotes"
+    assert quoted("\u300c王医生在北京工作了十年\u300d是什么意思？") == ["王医生在北京工作了十年"], "unspaced: bigrams"

@@ -132,6 +132,18 @@ def test_flash_attention_is_chosen_by_its_rates_at_a_documents_depth():
     assert choose_attention(on, Rates(read=84.0, decode_ms=45.0, verify_ms=300.0))[0] == "on", "decoding would lose"
 
 
+def test_attention_is_chosen_only_where_it_is_this_servers_to_choose(tmp_path):
+    from server.engine.layout import attention_matters
+
+    model = tmp_path / "m.gguf"
+    assert attention_matters(make_settings(tmp_path, model))
+    assert not attention_matters(make_settings(tmp_path, model, flash_attn="on"))
+    assert not attention_matters(make_settings(tmp_path, model, type_k="q8_0", type_v="q8_0", flash_attn="auto"))
+    assert not attention_matters(make_settings(tmp_path, model, n_ctx=1024, n_batch=512, answer_reserve=128))
+    shared = make_settings(tmp_path, model, database_url="postgresql://u@h/db")  # servers sharing their data
+    assert not attention_matters(shared)
+
+
 def test_a_choice_with_attention_is_kept_and_read_back():
     from server.engine.layout import Choice, Rates
 
