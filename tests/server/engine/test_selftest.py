@@ -93,12 +93,12 @@ def test_server_exits_non_zero_with_the_reason(tmp_path, gemma_path):
 
 
 def test_real_probe_passes_and_is_cached(tmp_path, gemma_path):
-    # Flash attention named, so only the weight layout is timed (the slow test below times attention too).
-    settings = make_settings(tmp_path, gemma_path, selftest=True, flash_attn="on")
+    # The layout named, so only the probe runs (the slow test below times the layouts and attention).
+    settings = make_settings(tmp_path, gemma_path, selftest=True, cpu_repack="on")
     result = selftest.check(settings)
     assert result.status == "passed", result.note
     assert selftest.check(settings, must_not_run).status == "cached"
-    changed = make_settings(tmp_path, gemma_path, n_ctx=4096, selftest=True, flash_attn="on")  # tested again
+    changed = make_settings(tmp_path, gemma_path, n_ctx=4096, selftest=True, cpu_repack="on")  # tested again
     assert selftest.check(changed).status == "passed"
 
 
