@@ -103,20 +103,22 @@ class SnapshotMeta:
     # size the cache; a state fits any context with enough cells.
     _MUST_MATCH = ("format_version", "llama_cpp_python", "model_fingerprint", "type_k", "type_v", "flash_attn")
 
-    def mismatches(self, current: SnapshotMeta) -> list[str]:
-        """Human-readable differences that make this snapshot unusable in ``current``'s context. Flash
-        attention ``auto`` is taken as ``on``: it is on wherever llama.cpp can (its CPU and CUDA
-        backends), and where it is not, llama.cpp refuses the state itself (V transposed otherwise):
-        SnapshotRefused, prefilled again."""
+    def differing(self, current: SnapshotMeta) -> list[str]:
+        """The fields of :data:`_MUST_MATCH` that differ from ``current``'s. Flash attention ``auto`` is
+        taken as ``on``: it is on wherever llama.cpp can (its CPU and CUDA backends), and where it is not,
+        llama.cpp refuses the state itself (V transposed otherwise): SnapshotRefused, prefilled again."""
 
         def value(meta: SnapshotMeta, name: str) -> object:
             v = getattr(meta, name)
             return "on" if name == "flash_attn" and v == "auto" else v
 
+        return [name for name in self._MUST_MATCH if value(self, name) != value(current, name)]
+
+    def mismatches(self, current: SnapshotMeta) -> list[str]:
+        """Human-readable differences that make this snapshot unusable in ``current``'s context."""
         out = [
             f"{name}: snapshot {getattr(self, name)!r}, server {getattr(current, name)!r}"
-            for name in self._MUST_MATCH
-            if value(self, name) != value(current, name)
+            for name in self.differing(current)
         ]
         if self.n_tokens > current.n_ctx:
             out.append(f"n_tokens: snapshot {self.n_tokens} > server n_ctx {current.n_ctx}")
@@ -173,7 +175,7 @@ def check(meta: SnapshotMeta, ctx: Context, tokens: np.ndarray) -> None:
     problems = meta.mismatches(current)
     if meta.n_tokens != current.n_tokens or meta.tokens_sha256 != current.tokens_sha256:
         problems.append("the prefix token ids differ (another tokenizer or prompt layout)")
-    if problems and all(p.startswith("flash_attn:") for p in problems):
+    if meta.differing(current) == ["flash_attn"] and len(problems) == 1:  # and the same tokens, fitting
         raise SnapshotStale(problems[0])
     if problems:
         raise SnapshotIncompatible("; ".join(problems))
