@@ -22,7 +22,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from ingest.furniture import strip_furniture
-from ingest.reflow import Join, join_how, reflow_lines, wrap_width
+from ingest.reflow import Join, join_how, page_width, reflow_lines, wrap_width
 
 TEXT_RULES = 2
 KNOWN_RULES = (1, 2)
@@ -69,7 +69,8 @@ def normalize_pages(raw_pages: Sequence[str], *, paged: bool, rules: int = TEXT_
     if paged:
         pages = strip_furniture(pages)
     width = wrap_width([line for page in pages for line in [*page, ""]])
-    flowed = ["\n".join(reflow_lines(page, width)) for page in pages]
+    widths = [width or (page_width(page) if paged else None) for page in pages]
+    flowed = ["\n".join(reflow_lines(page, w)) for page, w in zip(pages, widths, strict=True)]
     hows = [_continues(a, b, width) if paged and width else None for a, b in zip(pages, pages[1:], strict=False)]
     return _join(flowed, hows)
 

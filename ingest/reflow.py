@@ -125,6 +125,22 @@ def wrap_width(lines: Sequence[str]) -> int | None:
     return width if share >= WRAPPED_SHARE else None
 
 
+#: Lines of a page that go on to another line, at least, for the page to be judged wrapped by itself.
+PAGE_LINES = 8
+
+
+def page_width(lines: Sequence[str]) -> int | None:
+    """The width one printed page's ``lines`` were hard-wrapped at (:func:`wrap_width` of the page
+    alone), or None; None for a page with fewer than :data:`PAGE_LINES` lines that go on to another.
+
+    For a document whose pages do not all look wrapped together: in a mathematics script the many short
+    formula and table-of-contents lines keep the whole from passing :func:`wrap_width`'s test, while
+    its prose pages (a preface wrapped at 94 characters) pass it on their own; without this their
+    sentences stayed cut at every printed line, and a quote or a judged passage was half a sentence."""
+    continued = sum(1 for line, nxt in zip(lines, lines[1:], strict=False) if line.strip() and nxt.strip())
+    return wrap_width(lines) if continued >= PAGE_LINES else None
+
+
 def join_how(prev: str, nxt: str, width: int | None, max_indent: int, exact_indent: bool) -> Join | None:
     """How ``nxt`` continues ``prev`` in a block, or None where the break is kept.
 

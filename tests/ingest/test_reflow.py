@@ -209,3 +209,34 @@ def test_geotopos_contents_page_keeps_its_first_entry(cases):
     text = extract(first_pages(cases / "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf", 12)).text
     assert "Inhaltsverzeichnis\n1 Topologische Grundbegriffe 2\n1.1 Topologische Räume" in text, text[:2000]
     assert "1.1. TOPOLOGISCHE RÄUME" not in text
+
+
+PROSE = [f"{'word ' * 12}line {i} of a paragraph wrapped at the page's own width" for i in range(9)] + ["end."]
+FORMULAS = ["x = 1", "(i) U ∈ T", "y2 = f(x)", "[", "i∈I", "Ui ∈ T", "Lemma 2", "q.e.d."] * 3
+
+
+def test_a_wrapped_page_among_formula_pages_is_reflowed_by_itself():
+    """The whole does not look wrapped (short formula lines outnumber prose), so each printed page is
+    measured alone: the prose page is one paragraph, the formula pages keep every line."""
+    pages = [FORMULAS, PROSE, FORMULAS]
+    assert wrap_width([line for page in pages for line in [*page, ""]]) is None
+    text, _ = normalize_pages(["\n".join(p) for p in pages], paged=True)
+    assert " ".join(PROSE) in text
+    assert "\n".join(FORMULAS[:8]) in text
+
+
+def test_a_page_with_few_lines_is_not_measured_alone():
+    short = PROSE[:4]  # 3 lines that go on: too few to tell a wrapped page from short paragraphs
+    text, _ = normalize_pages(["\n".join(p) for p in (FORMULAS, short, FORMULAS)], paged=True)
+    assert "\n".join(short) in text
+
+
+def test_geotopos_preface_is_reflowed_though_the_script_is_mostly_formulas(cases):
+    """The new-user trial's quote "Herrlich für einige Korrekturvorschläge und einen" was a printed line:
+    GeoTopo as a whole does not pass the wrap test, its preface page does."""
+    from ingest.extract import extract
+    from tests.ingest.samples import first_pages
+
+    text = extract(first_pages(cases / "pdf/sample-files/009-pdflatex-geotopo/GeoTopo-komprimiert.pdf", 12)).text
+    assert "für einige Korrekturvorschläge und einen gut strukturierten Tafelanschrieb danken" in text
+    assert "Es beinhaltet die Mitschriften aus der Vorlesung von Prof. Dr. Herrlich" in text
