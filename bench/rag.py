@@ -252,7 +252,7 @@ class Reader:
         if getattr(self, "_ranks_of", None) is not index:
             spans = index.passages()
             self._ranks_of, self._spans = index, spans
-            self._ranks = PassageRanks([index.text(a, b) for a, b in spans])
+            self._ranks = PassageRanks([index.reading(a, b) for a, b in spans])
         return index.region([self._spans[i] for i in sorted(self._ranks.best(question, k))])
 
     def _quotes(self, prefix: np.ndarray, text: str) -> QuoteIndex:

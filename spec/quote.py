@@ -67,6 +67,7 @@ def _goes_on(before: bytes, after: bytes) -> bool:
 
 #: Opening quotation marks and what closes each: ” closes “, “ or ” closes „ (German, Polish), » closes «,
 #: " closes ". A closing mark with nothing open (the quote started inside a quotation) is passed over.
+_HEADING = re.compile(r"\s*#{1,6}\s")  # a Markdown heading line (QuoteIndex.heading)
 _CLOSE = {"\u201c": "\u201d", "\u201e": "\u201c\u201d", "\u00ab": "\u00bb", '"': '"'}
 
 
@@ -122,6 +123,7 @@ class QuoteIndex:
         self.piece = piece
         self._lines: tuple[np.ndarray, np.ndarray] | None = None  # _line_index
         self._numbers: frozenset[str] | None = None  # numbers
+        self._headings: np.ndarray | None = None  # heading: each line's section heading line (-1: none)
         self.keys: dict[bytes, list[int]] = {}  # word_key -> the document's tokens spelling it
         for t in self.vocab.tolist():
             if key := word_key(piece(t)):
@@ -149,15 +151,19 @@ class QuoteIndex:
     def passages(self) -> list[tuple[int, int]]:
         """The document's passages as token positions ``[a, b)``, in order: its sentences (a line of
         prose cut after each token that ends a sentence, ". ! ?", when the next token starts with
-        whitespace), each heading or other line without one, and each table row (a line starting with
-        ``|``, read with its header row: :meth:`header`); a blank line belongs to the passage before
-        it. What a quote's start is ranked by (the caller's retrieval, :meth:`region`)."""
+        whitespace), each other line without one, and each table row (a line starting with ``|``, read
+        with its header row: :meth:`header`); a blank line belongs to the passage before it. A Markdown
+        heading is no passage: each passage of its section is read after it (:meth:`heading`), and alone
+        it was judged to answer what its section says ("# The ferry to Morrow" cited for "35 minutes").
+        What a quote's start is ranked by (the caller's retrieval, :meth:`region`)."""
         starts, rows = self._line_index()
         out: list[tuple[int, int]] = []
         for i in range(len(rows)):
             a, b = int(starts[i]), int(starts[i + 1])
-            if out and not self.text(a, b).strip():
-                out[-1] = (out[-1][0], b)
+            line = self.text(a, b)
+            if not line.strip() or (not rows[i] and _HEADING.match(line)):
+                if out and not line.strip():
+                    out[-1] = (out[-1][0], b)
                 continue
             cut = a
             if not rows[i]:
@@ -189,6 +195,26 @@ class QuoteIndex:
         while first > 0 and rows[first - 1]:
             first -= 1
         return None if first == line else (int(starts[first]), int(starts[first + 1]))
+
+    def heading(self, a: int) -> tuple[int, int] | None:
+        """The token positions ``[a, b)`` of the heading of the section that position ``a`` is in: the last
+        line before ``a``'s that is a Markdown heading (``#`` to ``######`` and a space, as the extractors
+        write a document's headings and a sheet's name); None when there is none, or ``a`` is in a heading.
+        A section's sentences are described by its heading as a table's cells are by its header row: "It
+        takes 35 minutes." does not say what takes them; under "# The ferry to Morrow" it does. O(n_doc) once."""
+        starts, _ = self._line_index()
+        if self._headings is None:
+            above, out = -1, []
+            for i in range(len(starts) - 1):
+                titled = _HEADING.match(self.text(int(starts[i]), int(starts[i + 1]))) is not None
+                out.append(-1 if titled else above)
+                above = i if titled else above
+            self._headings = np.array(out, np.int64)
+        line = int(np.searchsorted(starts, a, "right")) - 1
+        if not 0 <= line < len(self._headings) or self._headings[line] < 0:
+            return None
+        h = int(self._headings[line])
+        return int(starts[h]), int(starts[h + 1])
 
     def positions(self, token: int) -> np.ndarray:
         """The positions (ascending, int64) where ``token`` occurs; empty when it does not."""
@@ -248,11 +274,13 @@ class QuoteIndex:
         return self._numbers
 
     def reading(self, a: int, b: int, max_header: int = 128) -> str:
-        """Positions ``[a, b)`` as a judgment reads them: their text, after the header row of the table
-        they are in (:meth:`header`, at most ``max_header`` tokens of it), stripped."""
-        header = self.header(a)
-        head = self.text(header[0], min(header[1], header[0] + max_header)).strip() if header else ""
-        return (head + "\n" if head else "") + self.text(a, b).strip()
+        """Positions ``[a, b)`` as a judgment reads them: their text, after the heading of their section
+        (:meth:`heading`) and the header row of the table they are in (:meth:`header`), at most
+        ``max_header`` tokens of each, stripped."""
+        heads = [
+            self.text(x, min(y, x + max_header)).strip() for x, y in filter(None, (self.heading(a), self.header(a)))
+        ]
+        return "\n".join([*filter(None, heads), self.text(a, b).strip()])
 
     def text(self, a: int, b: int) -> str:
         """The document's text of token positions ``[a, b)`` (UTF-8, invalid bytes replaced)."""

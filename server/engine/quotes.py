@@ -71,14 +71,16 @@ _BUILT: WeakKeyDictionary = WeakKeyDictionary()
 def document_quotes(hot, loaded) -> DocumentQuotes:
     """``hot``'s DocumentQuotes (``hot``: a server/engine/hot.HotDoc), built at its first quote-first
     answer: its document's tokens, located in the prefix by the prompt layout (the whole prefix past the
-    head for one the layout does not frame: a document prefilled before a change of wording). O(n_doc)
+    head for one the layout does not frame: a document prefilled before a change of wording), and its
+    passages ranked as the judgment reads them (``QuoteIndex.reading``: after their section's heading and
+    table's header row, so "Where can I eat fish?" finds the sentences under "# Where to eat"). O(n_doc)
     once."""
     if (quotes := _BUILT.get(hot)) is None:
         span = loaded.layout.document_span(loaded.model, hot.prefix)
         n_head, n_doc = span if span is not None else (loaded.layout.n_head(loaded.model), len(hot.prefix))
         index = QuoteIndex(hot.prefix[n_head : n_head + n_doc], loaded.model.piece)
         passages = index.passages()
-        quotes = DocumentQuotes(index, n_head, passages, PassageRanks([index.text(a, b) for a, b in passages]))
+        quotes = DocumentQuotes(index, n_head, passages, PassageRanks([index.reading(a, b) for a, b in passages]))
         _BUILT[hot] = quotes
     return quotes
 

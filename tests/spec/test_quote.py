@@ -213,10 +213,25 @@ def test_a_table_row_is_read_after_its_header_row():
     q = QuoteConstraint(index, TOKENS, QuoteParams(threshold=None), pieces.get, "no", answer=[])
     for t in doc[at["Nordwind"] - 2 : at["2026-02-28"] + 3].tolist():  # "| 2 | Nordwind | 2026-02-28 |\n"
         q.push(t)
-    assert q.passage() == "| 1 | Vendor (A) | End (B) |\n| 2 | Nordwind | 2026-02-28 |"
+    assert q.passage() == "# Contracts\n| 1 | Vendor (A) | End (B) |\n| 2 | Nordwind | 2026-02-28 |"
 
 
-def test_passages_are_sentences_headings_and_table_rows_and_a_region_bounds_the_start():
+def test_a_sentence_is_read_after_its_sections_heading():
+    """The README's sample, in the new-user trial: "How long does the crossing to Morrow take?" was judged
+    to be answered by the heading "# The ferry to Morrow", whose sentence "It takes 35 minutes." does not
+    name Morrow. A sentence is read after its section's heading, as a cell after its header row."""
+    text = "Intro line.\n# Ferries to Morrow\nIt takes 35 minutes.\n## Museum\nOpen daily.\n| 1 | Day |\n| 2 | Mon |\n"
+    doc, pieces = _doc(text)
+    index = QuoteIndex(doc, pieces.get)
+    read = {index.text(a, b).strip(): index.reading(a, b) for a, b in index.passages()}
+    assert read["It takes 35 minutes."] == "# Ferries to Morrow\nIt takes 35 minutes."
+    assert "# Ferries to Morrow" not in read and "## Museum" not in read  # a heading is no passage of its own
+    assert read["Intro line."] == "Intro line."  # before any heading
+    assert read["Open daily."] == "## Museum\nOpen daily."  # the nearest heading, whatever its level
+    assert read["| 2 | Mon |"] == "## Museum\n| 1 | Day |\n| 2 | Mon |"  # the heading, then the header row
+
+
+def test_passages_are_sentences_and_table_rows_and_a_region_bounds_the_start():
     text = (
         "# Ferries\nThe first ferry leaves at 07:40. It takes 35 minutes!\n\n| 1 | Day (A) | Closed (B) |\n"
         "| 2 | Museum | Monday |\n"
@@ -225,11 +240,11 @@ def test_passages_are_sentences_headings_and_table_rows_and_a_region_bounds_the_
     index = QuoteIndex(doc, pieces.get)
     spans = index.passages()
     assert [index.text(a, b) for a, b in spans] == [
-        "# Ferries\n", "The first ferry leaves at 07:40.", " It takes 35 minutes!\n\n",
+        "The first ferry leaves at 07:40.", " It takes 35 minutes!\n\n",
         "| 1 | Day (A) | Closed (B) |\n", "| 2 | Museum | Monday |\n",
     ]  # fmt: skip
-    region = index.region([spans[2]])
-    assert region.tolist() == list(range(*spans[2]))
+    region = index.region([spans[1]])
+    assert region.tolist() == list(range(*spans[1]))
     tokens = QuoteTokens(breaks=np.array([pieces_id(pieces, "\n")], np.int64), none=np.empty(0, np.int64))
     q = QuoteConstraint(index, tokens, QuoteParams(threshold=None), pieces.get, "no", answer=[], region=region)
     the, it = pieces_id(pieces, "The"), pieces_id(pieces, " It")

@@ -161,3 +161,18 @@ def test_quote_first_answers_a_german_question_about_a_german_passage(server, ca
         body = _quoted(client, doc["id"], "Wie viel kostet die gedruckte A5-Version des Skripts?")
         assert "10" in body["answer"] and body["quote"]["verified"], body
         assert "10 Euro" in body["quote"]["text"], body
+
+
+@pytest.mark.slow
+def test_quote_first_cites_the_sentence_under_a_heading_not_the_heading(server, reader_model):
+    """The README's sample, in the new-user trial: "How long does the crossing to Morrow take?" was
+    answered "35 minutes" with the heading "# The ferry to Morrow" as its verified quote. A heading is no
+    passage of its own, and a sentence is read after its section's heading (spec/quote.py)."""
+    from pathlib import Path
+
+    guide = Path(__file__).resolve().parents[3] / "samples" / "harbour-guide.docx"
+    with server(model_path=reader_model("qwen-coder-1.5b"), n_ctx=4096, answer_mode="quote") as client:
+        doc = upload(client, guide)
+        body = _quoted(client, doc["id"], "How long does the crossing to Morrow take?")
+        assert "35" in body["answer"] and body["quote"]["verified"], body
+        assert "35 minutes" in body["quote"]["text"] and not body["quote"]["text"].startswith("#"), body
