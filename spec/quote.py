@@ -67,7 +67,8 @@ def _goes_on(before: bytes, after: bytes) -> bool:
 
 #: Opening quotation marks and what closes each: ” closes “, “ or ” closes „ (German, Polish), » closes «,
 #: " closes ". A closing mark with nothing open (the quote started inside a quotation) is passed over.
-_HEADING = re.compile(r"\s*#{1,6}\s")  # a Markdown heading line (QuoteIndex.heading)
+_HEADING = re.compile(r"\s*#{1,6}\s")  # a Markdown heading line (QuoteIndex._sections)
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")  # a line that opens or closes fenced code
 _CLOSE = {"\u201c": "\u201d", "\u201e": "\u201c\u201d", "\u00ab": "\u00bb", '"': '"'}
 
 
@@ -123,7 +124,7 @@ class QuoteIndex:
         self.piece = piece
         self._lines: tuple[np.ndarray, np.ndarray] | None = None  # _line_index
         self._numbers: frozenset[str] | None = None  # numbers
-        self._headings: np.ndarray | None = None  # heading: each line's section heading line (-1: none)
+        self._headings: tuple[np.ndarray, np.ndarray] | None = None  # _sections
         self.keys: dict[bytes, list[int]] = {}  # word_key -> the document's tokens spelling it
         for t in self.vocab.tolist():
             if key := word_key(piece(t)):
@@ -157,11 +158,12 @@ class QuoteIndex:
         it was judged to answer what its section says ("# The ferry to Morrow" cited for "35 minutes").
         What a quote's start is ranked by (the caller's retrieval, :meth:`region`)."""
         starts, rows = self._line_index()
+        titled, _ = self._sections()
         out: list[tuple[int, int]] = []
         for i in range(len(rows)):
             a, b = int(starts[i]), int(starts[i + 1])
             line = self.text(a, b)
-            if not line.strip() or (not rows[i] and _HEADING.match(line)):
+            if not line.strip() or titled[i]:
                 if out and not line.strip():
                     out[-1] = (out[-1][0], b)
                 continue
@@ -198,23 +200,32 @@ class QuoteIndex:
 
     def heading(self, a: int) -> tuple[int, int] | None:
         """The token positions ``[a, b)`` of the heading of the section that position ``a`` is in: the last
-        line before ``a``'s that is a Markdown heading (``#`` to ``######`` and a space, as the extractors
-        write a document's headings and a sheet's name); None when there is none, or ``a`` is in a heading.
-        A section's sentences are described by its heading as a table's cells are by its header row: "It
-        takes 35 minutes." does not say what takes them; under "# The ferry to Morrow" it does. O(n_doc) once."""
+        heading line (:meth:`_sections`) before ``a``'s line; None when there is none, or ``a`` is in a
+        heading. A section's sentences are described by its heading as a table's cells are by its header
+        row: "It takes 35 minutes." does not say what takes them; under "# The ferry to Morrow" it does."""
         starts, _ = self._line_index()
-        if self._headings is None:
-            above, out = -1, []
-            for i in range(len(starts) - 1):
-                titled = _HEADING.match(self.text(int(starts[i]), int(starts[i + 1]))) is not None
-                out.append(-1 if titled else above)
-                above = i if titled else above
-            self._headings = np.array(out, np.int64)
+        _, above = self._sections()
         line = int(np.searchsorted(starts, a, "right")) - 1
-        if not 0 <= line < len(self._headings) or self._headings[line] < 0:
+        if not 0 <= line < len(above) or above[line] < 0:
             return None
-        h = int(self._headings[line])
+        h = int(above[line])
         return int(starts[h]), int(starts[h + 1])
+
+    def _sections(self) -> tuple[np.ndarray, np.ndarray]:
+        """Which lines are headings (bool [n_lines]: Markdown ``#`` to ``######`` and a space, as the
+        extractors write a document's headings and a sheet's name, outside fenced code, where "# " starts a
+        comment), and each line's heading line above it (int64 [n_lines], -1: none). Built once: O(n_doc)."""
+        if self._headings is None:
+            starts, _ = self._line_index()
+            titled, above, fenced, last = [], [], False, -1
+            for i in range(len(starts) - 1):
+                line = self.text(int(starts[i]), int(starts[i + 1]))
+                fenced ^= _FENCE.match(line) is not None
+                titled.append(not fenced and _HEADING.match(line) is not None)
+                above.append(-1 if titled[-1] else last)
+                last = i if titled[-1] else last
+            self._headings = np.array(titled, bool), np.array(above, np.int64)
+        return self._headings
 
     def positions(self, token: int) -> np.ndarray:
         """The positions (ascending, int64) where ``token`` occurs; empty when it does not."""

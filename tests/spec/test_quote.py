@@ -231,6 +231,17 @@ def test_a_sentence_is_read_after_its_sections_heading():
     assert read["| 2 | Mon |"] == "## Museum\n| 1 | Day |\n| 2 | Mon |"  # the heading, then the header row
 
 
+def test_a_comment_in_fenced_code_is_no_heading():
+    """``# `` in fenced code starts a comment (a shell prompt, Python), not a section."""
+    text = "# Setup\nRun this.\n```\n# install first\napt-get install docqa\n```\nThen ask.\n"
+    doc, pieces = _doc(text)
+    index = QuoteIndex(doc, pieces.get)
+    read = {index.text(a, b).strip(): index.reading(a, b) for a, b in index.passages()}
+    assert read["# install first"] == "# Setup\n# install first"  # a passage, under the real heading
+    assert read["apt-get install docqa"] == "# Setup\napt-get install docqa"
+    assert read["Then ask."] == "# Setup\nThen ask."
+
+
 def test_passages_are_sentences_and_table_rows_and_a_region_bounds_the_start():
     text = (
         "# Ferries\nThe first ferry leaves at 07:40. It takes 35 minutes!\n\n| 1 | Day (A) | Closed (B) |\n"
