@@ -67,7 +67,7 @@ def _goes_on(before: bytes, after: bytes) -> bool:
 
 #: Opening quotation marks and what closes each: ” closes “, “ or ” closes „ (German, Polish), » closes «,
 #: " closes ". A closing mark with nothing open (the quote started inside a quotation) is passed over.
-_HEADING = re.compile(r"\s*#{1,6}\s")  # a Markdown heading line (QuoteIndex._sections)
+_HEADING = re.compile(r" {0,3}#{1,6}\s")  # a Markdown heading line, as CommonMark indents one (QuoteIndex._sections)
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")  # a line that opens or closes fenced code
 _CLOSE = {"\u201c": "\u201d", "\u201e": "\u201c\u201d", "\u00ab": "\u00bb", '"': '"'}
 
