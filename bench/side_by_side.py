@@ -6,7 +6,10 @@ documents of bench/ttft.py into each, then asks bench/ttft.py's decode questions
 adaptive policy makes the same choices in both. Reports the median decode tok/s per
 workload and checkout, and their ratio.
 
-Usage: .venv/bin/python -m bench.side_by_side OLD_DIR NEW_DIR [--repeats 5] [--out FILE.md]
+Usage: .venv/bin/python -m bench.side_by_side OLD_DIR NEW_DIR [--repeats 5] [--env KEY=VALUE ...] [--out FILE.md]
+
+``--env`` sets a setting for both servers, e.g. ``DOCQA_FLASH_ATTN=on DOCQA_CPU_REPACK=on`` to compare two
+checkouts whose start-up chooses the kernel layout otherwise (the choice is measured per CPU since issue 52).
 """
 
 from __future__ import annotations
@@ -40,8 +43,10 @@ def main() -> None:
     parser.add_argument("new", type=Path)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE", help="a setting for both servers")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    pinned = dict(item.split("=", 1) for item in args.env)
     alice = ALICE.read_bytes()[:40_000].decode("utf-8-sig", errors="ignore")[:20_000].encode()
     tmp = Path(tempfile.mkdtemp(prefix="docqa-sbs-"))
     servers = {}
@@ -49,6 +54,7 @@ def main() -> None:
         # No thread drop (DOCQA_ADAPT_THREADS): in alternation each server would see the other's decode as
         # other work and drop a thread for its next answer (0.81-0.88x in a run with it on).
         env = {"DOCQA_N_CTX": "32768", "DOCQA_N_THREADS": str(args.threads), "DOCQA_ADAPT_THREADS": "false"}
+        env |= pinned
         (tmp / name).mkdir()
         if name == "new":  # the same measured step costs, so the adaptive policy chooses the same windows
             shutil.copy(tmp / "old" / "calibration.json", tmp / "new" / "calibration.json")
@@ -76,6 +82,7 @@ def main() -> None:
         f"One run, both servers loaded at once, {args.repeats} alternating repeats (medians), 128-token answers, "
         f"{args.threads} threads, embedded Gemma 3 270M Q4_K_M. CPU: {platform.processor() or platform.machine()}; "
         f"{system_info()}",
+        *([f"Both servers with {' '.join(args.env)}."] if args.env else []),
         "",
         "| workload | old tok/s | new tok/s | new / old | drafted / accepted, old | new |",
         "|---|---|---|---|---|---|",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import bisect
 import re
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -215,55 +214,3 @@ class CitationIndex:
             out.append((best, best + best_len))
             i += best_len
         return [(int(self.starts[s]), int(self.ends[e - 1])) for s, e in out]
-
-
-# Characters a copied quote may spell differently from the document and still be the same words:
-# typographic quotes and apostrophes, dashes, the non-breaking and other spaces (after NFKC).
-_FOLD = str.maketrans(
-    dict.fromkeys("\u2018\u2019\u201a\u201b\u2032", "'")
-    | dict.fromkeys("\u201c\u201d\u201e\u201f\u00ab\u00bb", '"')
-    | dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015", "-")
-)
-_EDGE = " \t\n\"'.,;:!?()[]«»"  # stripped from both ends of a quote before it is looked up
-
-
-def _folded(text: str) -> tuple[str, list[int]]:
-    """``text`` case-folded, with quotes, dashes and runs of whitespace unified, and for each character
-    of the result the offset in ``text`` it came from."""
-    out: list[str] = []
-    where: list[int] = []
-    space = False
-    for i, ch in enumerate(text):
-        if ch.isspace():
-            if not space and out:
-                out.append(" ")
-                where.append(i)
-            space = True
-            continue
-        space = False
-        for c in unicodedata.normalize("NFKC", ch).translate(_FOLD).casefold():
-            out.append(c)
-            where.append(i)
-    return "".join(out), where
-
-
-class QuoteFinder:
-    """Finds a quote in a document's text, as the quote-first answers check one the model wrote
-    freely (spec/quote.py): the same words in the same order, ignoring case, whitespace, the form of
-    quotation marks, apostrophes and dashes, and punctuation at the quote's two ends. One word more,
-    less or different is not the same quote. Building it is O(len(text)); a lookup is one substring
-    search of the folded text."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.folded, self.where = _folded(text)
-
-    def find(self, quote: str) -> tuple[int, int] | None:
-        """Character offsets ``[a, b)`` in the text of the first occurrence of ``quote``, or None."""
-        key, _ = _folded(quote.strip(_EDGE))
-        if len(key) < 2:
-            return None
-        at = self.folded.find(key)
-        if at < 0:
-            return None
-        return self.where[at], self.where[at + len(key) - 1] + 1
