@@ -166,7 +166,7 @@ GRACE_S = 2.0
 
 
 class GracefulServer(uvicorn.Server):
-    """uvicorn, telling the engine when a shutdown signal arrives: it stops admitting, lets the answers
+    """uvicorn, telling the engine when it shuts down (on a signal): it stops admitting, lets the answers
     in flight finish for DOCQA_SHUTDOWN_TIMEOUT_S, then ends them with an error event, while uvicorn
     waits for their connections to close (and closes the rest after GRACE_S more)."""
 
@@ -187,13 +187,18 @@ class GracefulServer(uvicorn.Server):
         # shutdown was graceful: exit normally instead.
         self._captured_signals.clear()
 
-    def handle_exit(self, sig: int, frame) -> None:
+    # uvicorn's handle_exit, the signal handler, only sets flags, and so must anything added to it: a
+    # handler runs between two bytecodes of the main thread, which may hold a lock at that moment (the
+    # engine's job queue inside a put, or a first signal's handler inside its own). Telling the engine
+    # there hung the server for good on two SIGTERMs in a row. It is told here, on the event loop, when
+    # uvicorn's loop sees the flag (within its 0.1 s tick).
+    async def shutdown(self, sockets=None) -> None:
         from server.api.deps import services_of
 
         services = services_of(self.app)
-        if services is not None and not self.should_exit:
+        if services is not None:
             services.engine.begin_shutdown(services.settings.shutdown_timeout_s)
-        super().handle_exit(sig, frame)
+        await super().shutdown(sockets)
 
 
 #: Where the port comes from, named in the message (README "Port and start-up").

@@ -184,6 +184,54 @@ def test_the_address_is_logged_once_it_accepts_connections_and_sigterm_exits_0(d
     assert "Application shutdown complete" in log and "Traceback" not in log and "KeyboardInterrupt" not in log
 
 
+def test_signals_in_a_row_still_shut_down_gracefully(data_dir, gemma_path):
+    """Two SIGTERMs at once (`timeout` forwarding one beside `pkill`, or Ctrl-C pressed twice) hung the
+    server for good: the second signal's handler ran inside the first one's, in the same thread, and
+    waited for the lock of the engine's job queue that the first one held. A handler now only sets
+    uvicorn's flags; the engine is told on the event loop."""
+    server = Live(data_dir, gemma_path, DOCQA_N_THREADS="1").start(timeout=600)
+    try:
+        for _ in range(50):
+            server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(60) == 0
+    finally:
+        server.stop()
+    assert "Application shutdown complete" in server.log.read_text()
+
+
+def test_the_signal_handler_takes_no_lock_and_the_engine_is_told_on_the_event_loop(monkeypatch):
+    """The hang above, made certain: a signal lands while the main thread holds the lock of the engine's
+    job queue (inside a put). The handler must return without it; the engine is told at shutdown."""
+    import asyncio
+    import queue
+    import threading
+    from types import SimpleNamespace
+
+    import uvicorn
+
+    from server.api.serve import GracefulServer
+
+    jobs: queue.Queue = queue.Queue()
+    told = []
+    engine = SimpleNamespace(begin_shutdown=lambda timeout_s: (jobs.put("wake"), told.append(timeout_s)))
+    app = SimpleNamespace(state=SimpleNamespace(services=SimpleNamespace(
+        engine=engine, settings=SimpleNamespace(shutdown_timeout_s=3.0))))  # fmt: skip
+    server = GracefulServer(uvicorn.Config(app=app), app)
+    with jobs.mutex:  # as a put of the main thread holds it when the signal lands
+        handler = threading.Thread(target=server.handle_exit, args=(signal.SIGTERM, None), daemon=True)
+        handler.start()
+        handler.join(5)
+        assert not handler.is_alive(), "the signal handler waited for the engine's queue"
+    assert server.should_exit and told == []
+
+    async def closed(self, sockets=None):  # uvicorn's own: its connections, the lifespan
+        told.append("uvicorn")
+
+    monkeypatch.setattr(uvicorn.Server, "shutdown", closed)
+    asyncio.run(server.shutdown())
+    assert told == [3.0, "uvicorn"] and jobs.get_nowait() == "wake"
+
+
 def _read_until(fd: int, done, timeout: float) -> bytes:
     out = b""
     deadline = time.monotonic() + timeout
