@@ -26,6 +26,10 @@ def request_id(request: Request) -> str | None:
 
 #: Scope key of the request id (server/api/guard.py sets it and the X-Request-ID response header).
 REQUEST_ID = "docqa.request_id"
+NOT_AN_OBJECT = (
+    "the request body must be a JSON object, sent with Content-Type: application/json "
+    '(for a question: {"question": "..."})'
+)
 
 
 def response(exc: BaseException, rid: str | None = None) -> JSONResponse:
@@ -60,6 +64,8 @@ def install(app: FastAPI) -> None:
             if e.get("type") == "json_invalid":  # loc: ("body", character position)
                 return response(json_invalid(e["loc"][-1], (e.get("ctx") or {}).get("error", "JSON decode error")))
             where = ".".join(str(p) for p in e.get("loc", ()) if p != "body")
+            if not where and e.get("type") in ("model_attributes_type", "dict_type"):  # text, a list, a number
+                return response(InvalidRequest(NOT_AN_OBJECT))
             parts.append(f"{where}: {e.get('msg')}" if where else str(e.get("msg")))
         return response(InvalidRequest("; ".join(parts) or "invalid request"))
 

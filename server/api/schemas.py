@@ -180,7 +180,7 @@ def blank(text: str) -> bool:
 class AnswerRequest(Body):
     """A question about one document. Only `question` is required; null means unset for the rest."""
 
-    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS)
+    question: str = Field(max_length=MAX_QUESTION_CHARS)  # not empty nor blank: _not_blank
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_ANSWER_TOKENS)
     temperature: Finite = Field(default=0.0, ge=0.0, le=5.0)
     top_k: int = Field(default=0, ge=0)
@@ -196,10 +196,11 @@ class AnswerRequest(Body):
     @field_validator("question")
     @classmethod
     def _not_blank(cls, question: str) -> str:
-        """A question of whitespace only (zero-width spaces and joiners included: :func:`blank`) is
-        refused, as the chat route refuses an empty last message."""
+        """An empty question, or one of whitespace only (zero-width spaces and joiners included:
+        :func:`blank`), is refused, as the chat route refuses an empty last message."""
         if blank(question):
-            raise PydanticCustomError("empty_question", "the question is empty (only whitespace); send its text")
+            why = "only whitespace" if question else "no text"
+            raise PydanticCustomError("empty_question", f"the question is empty ({why}); send its text")
         return question
 
 

@@ -155,8 +155,10 @@ def ask(ctx, doc, question, collection, max_tokens, temperature, verify16, draft
         if question is not None:
             raise click.UsageError("with --collection give only the QUESTION: docqa ask --collection ID QUESTION")
         doc, question = None, doc
-    if not question:
+    if question is None:
         raise click.UsageError("give DOC and QUESTION (docqa ask DOC QUESTION), or --collection ID QUESTION")
+    if not question.strip():
+        raise click.UsageError("the QUESTION is empty: docqa ask DOC 'your question'")
     body = {"question": question, "temperature": temperature, "verify16": verify16, "stream": True}
     if max_tokens is not None:
         body["max_tokens"] = max_tokens

@@ -205,9 +205,13 @@ def test_blank_questions_and_nan_temperatures_are_named(served):
     """/answers took a whitespace-only question (chat refused it); a NaN temperature was reported as
     "should be less than or equal to 5"."""
     server, _, doc = served
-    for blank in (" \n\t", "\u200b\u200b\u200b"):  # zero-width spaces got 200 with an empty answer
+    for blank in ("", " \n\t", "\u200b\u200b\u200b"):  # zero-width spaces got 200 with an empty answer
         status, body = server.post_json(f"/v1/documents/{doc['id']}/answers", {"question": blank})
         assert status == 422 and "the question is empty" in body["error"]["message"], body
+    c = server.conn(30)  # a body that is not a JSON object was "Input should be a valid dictionary..."
+    c.request("POST", f"/v1/documents/{doc['id']}/answers", "Who is Alice?", {"Content-Type": "text/plain"})
+    r = c.getresponse()
+    assert r.status == 422 and "must be a JSON object" in json.loads(r.read())["error"]["message"]
     for route, question in [
         (f"/v1/documents/{doc['id']}/answers", '"question": "Who?"'),
         ("/v1/chat/completions", f'"model": "doc:{doc["id"]}", "messages": [{{"role": "user", "content": "Who?"}}]'),

@@ -24,9 +24,12 @@ def test_a_nan_or_infinite_number_is_named_as_such(field, value):
     assert "finite number" in str(err.value) and "less than" not in str(err.value)
 
 
-@pytest.mark.parametrize("question", [" ", "\n\t ", "\u3000\u00a0", "\u200b\u200b\u200b", "\u200b \u2060\ufeff\u200d"])
+@pytest.mark.parametrize(
+    "question", ["", " ", "\n\t ", "\u3000\u00a0", "\u200b\u200b\u200b", "\u200b \u2060\ufeff\u200d"]
+)
 def test_a_whitespace_question_is_refused_as_on_the_chat_route(question):
-    """Zero-width spaces and joiners count as whitespace: a question of them got 200 and an empty answer."""
+    """Zero-width spaces and joiners count as whitespace: a question of them got 200 and an empty answer.
+    An empty one was refused with pydantic's own words ("String should have at least 1 character")."""
     with pytest.raises(ValueError, match="the question is empty"):
         AnswerRequest(question=question)
     with pytest.raises(InvalidRequest, match="is empty"):

@@ -152,6 +152,14 @@ def test_no_server_is_one_line_naming_the_url(args):
         assert "start one with `docqa serve`" in r.stderr
 
 
+def test_an_empty_question_is_named_not_the_usage():
+    """`docqa ask ID ""` said "give DOC and QUESTION" although both were given."""
+    for question in ("", "  "):
+        r = run("ask", "0123456789abcdef", question)
+        assert r.exit_code == 2 and "the QUESTION is empty" in r.stderr and "give DOC" not in r.stderr
+    assert "give DOC and QUESTION" in run("ask", "0123456789abcdef").stderr
+
+
 def test_a_malformed_url_is_named():
     r = run("list", "--url", "127.0.0.1:8000")
     assert r.exit_code == 1 and r.stderr.count("\n") == 1
