@@ -44,7 +44,11 @@ READ_ROWS = 128  # a prefill chunk of a reading on 2 cores (~2 s: DOCQA_PREFILL_
 GAIN = 1.10  # the least reading speed-up that makes the plain layout worth choosing
 KEEP = 0.97  # ... while keeping at least this share of the decode and verify speeds
 TIMEOUT_S = 600.0
-DEPTH = 1024  # tokens of a document before the attention is timed (the jobs of a question asked after it)
+#: Tokens of a document before the attention is timed (the jobs of a question asked after it). At 1,024
+#: the difference was within run-to-run noise on an AMD Zen 4 (a verify call 1.05-1.36x faster without
+#: flash attention across six fresh starts, two of which kept it on; one of those read a 39k-token book at
+#: 15 tok/s); at 2,048 it is 1.22-1.42x, and it grows with depth (1.8x after 6,144: bench/results/prefill.md).
+DEPTH = 2048
 ATTENTION_GAIN = 1.10  # the least verify speed-up that turns flash attention off ...
 ATTENTION_KEEP = 0.95  # ... while keeping this share of the decode and reading speeds
 

@@ -54,8 +54,8 @@ _KEYED = (
     "n_rs_seq n_seq_max cpu_repack"
 ).split()
 #: What a kept result holds; a result kept by an older version is measured again (2: flash attention
-#: chosen with the weight layout, server/engine/layout.py).
-MEASURES = 2
+#: chosen with the weight layout, server/engine/layout.py; 3: timed after 2,048 tokens, not 1,024).
+MEASURES = 3
 
 Probe = Callable[[Settings, Path, "bool | None"], None]
 Measure = Callable[[Settings, Path], Choice]
@@ -166,6 +166,11 @@ def check(settings: Settings, run: Probe | None = None, choose: Measure | None =
     if known is not None:
         chosen = Choice.from_dict(known["layout"]) if known.get("layout") else None
         return SelfTest("cached", known["extra_bufts"], known.get("note", ""), chosen)
+    log.info(  # a first start (or new settings) is silent for a minute or two otherwise
+        "self-test: loading the model in a child process and timing this CPU's kernels (once per model, "
+        "build and settings; about 2 minutes on 2 idle cores; kept in %s)",
+        cache,
+    )
     first = _run_child(run, settings, model_path, settings.extra_bufts)
     if first.error is not None:
         return SelfTest("inconclusive", settings.extra_bufts, f"the self-test could not load the model: {first.error}")
