@@ -46,12 +46,13 @@ from server.engine.repairs import Repairs
 from server.engine.runner import Runner, StepReport
 from server.engine.scheduler import Scheduler
 from server.engine.sequence import DOC_SEQ, Sequence
-from server.engine.slices import PrefillSlices
+from server.engine.slices import PrefillSlices, ReadShare
 from server.engine.traffic import TrafficLog
 from store.docstore import DocStore
 
 log = logging.getLogger("docqa.engine")
 _WAKE = object()  # wakes the engine thread (a shutdown began) without a job
+READ_SHARE = 0.5  # of the engine's time, the most a reading takes while questions are answered (ReadShare)
 
 
 class Engine:
@@ -94,6 +95,7 @@ class Engine:
         self._jobs: queue.Queue[Job | object | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="docqa-engine", daemon=True)
         self._turn = 0  # alternates prefill chunks between questions and the ingestion
+        self.share = ReadShare(READ_SHARE)  # a reading's turns next to questions (_prefill_next_chunk)
         self.slices = PrefillSlices(settings.prefill_slice_s, settings.prefill_alone_s)  # chunk sizes, by measured time
         self.read_slices = self.slices  # a reading's: its own with a reader of other weights (_load)
         self.cores = CoreShare(settings.n_threads) if settings.adapt_threads and not settings.batch_invariant else None
@@ -310,7 +312,9 @@ class Engine:
             log.info("reading %s again from token %d of %d", work.key, work.n_done, work.n_tokens)
         self.readings.order(sched.reading_order())
         if answering := sched.answering():
+            t0 = time.perf_counter()
             report = self.runner.step(answering)  # one llama_decode for every answering question
+            self.share.asked(time.perf_counter() - t0)
             if self.observer is not None:
                 self.observer.observe_step(len(answering), report.model_batched)
             self._postprocess(report)
@@ -384,13 +388,16 @@ class Engine:
 
     def _prefill_next_chunk(self) -> None:
         """Decode one chunk of prefill: of the questions still prefilling, oldest first, or of the
-        ingestion, taking turns when both wait. Its size is :class:`PrefillSlices`'s: about
+        ingestion, taking turns when both wait, and the reading's only once the questions have had as
+        long as its last chunk (:data:`READ_SHARE`). Its size is :class:`PrefillSlices`'s: about
         ``DOCQA_PREFILL_SLICE_S`` next to other work, at most ``DOCQA_PREFILL_ALONE_S`` alone."""
         sched, n_ubatch = self.scheduler, self.loaded.ctx.config.n_ubatch
         for seq in [s for s in sched.prefilling() if s.job.cancelled.is_set()]:
             self._release(seq)  # the client hung up before its first token
         prefilling, work = sched.prefilling(), sched.ingesting
-        if prefilling and (work is None or self._turn % 2 == 0):
+        asking = bool(prefilling or sched.answering())
+        may_read = self.share.may_read(asking)
+        if prefilling and (work is None or self._turn % 2 == 0 or not may_read):
             others = len(sched.answering()) > 0 or sched.n_waiting > 0 or work is not None
             budget = self.slices.tokens(n_ubatch, alone=not (others or len(prefilling) > 1))
             t0, before = time.perf_counter(), sum(s.n_prefilled for s in prefilling)
@@ -400,13 +407,15 @@ class Engine:
                 for seq in prefilling:
                     self._abort(seq, exc)
                 return
-            self.slices.observe(sum(s.n_prefilled for s in prefilling) - before, time.perf_counter() - t0)
+            took = time.perf_counter() - t0
+            self.slices.observe(sum(s.n_prefilled for s in prefilling) - before, took)
+            self.share.asked(took)
             for seq, row in started:
                 if row is not None:
                     self._deliver(seq, seq.answer.begin(row, seq.suffix.tolist()))
                     if seq.answer.done:
                         self._finish(seq)
-        elif work is not None:
+        elif work is not None and may_read:
             busy = sched.n_running > 0 or sched.n_waiting > 0
             budget = self.read_slices.tokens(n_ubatch, alone=not busy)
             t0, done_before = time.perf_counter(), work.n_done
@@ -416,6 +425,7 @@ class Engine:
                 sched.end_ingest()  # its last step wrote the snapshot too: not a prefill time
             else:
                 self.read_slices.observe(work.n_done - done_before, time.perf_counter() - t0)
+            self.share.read(time.perf_counter() - t0, asking)
         self._turn += 1
 
     def _close_down(self, force: bool) -> None:

@@ -13,6 +13,12 @@ the next one from it:
 * next to other work (a question answering or waiting), a chunk takes about ``slice_s``;
 * alone, it takes at most ``alone_s``: long enough for the kernels to run near their best, short
   enough that a question arriving in the middle waits about that long, not a whole ``n_ubatch``.
+
+And :class:`ReadShare` bounds a reading's share of the engine's time while questions are answered: a
+chunk cannot be smaller than :data:`PrefillSlices.MIN_TOKENS`, and deep in a document 32 rows take
+0.7-1.4 s on 2 cores (flash attention off / on after 6,144 tokens, bench/results/prefill.md), so one
+reading chunk per answer step left an answer at about 1 token/s while a book was read (a new-user trial:
+227 tokens in 202 s, 10 s idle).
 """
 
 from __future__ import annotations
@@ -72,3 +78,29 @@ class PrefillSlices:
         fixed, per_token = c
         budget = self.alone_s if alone else self.slice_s
         return max(self.MIN_TOKENS, min(n_ubatch, int((budget - fixed) / per_token)))
+
+
+class ReadShare:
+    """While questions are answered or prefilled, a reading takes at most ``share`` of the engine's
+    time: after each of its chunks (``took`` seconds) the questions run until they have had
+    ``took * (1 - share) / share`` seconds. With no question the reading goes on at once."""
+
+    def __init__(self, share: float = 0.5) -> None:
+        if not 0.0 < share <= 1.0:
+            raise ValueError(f"a reading's share must be in (0, 1], got {share}")
+        self.share = share
+        self.owed = 0.0  # seconds the questions may still take before the reading's next chunk
+
+    def asked(self, seconds: float) -> None:
+        """The questions had ``seconds`` (an answer step, a question's prefill chunk)."""
+        self.owed -= seconds
+
+    def may_read(self, asking: bool) -> bool:
+        """The reading may take its next chunk now (``asking``: a question is answered or prefilled)."""
+        if not asking:
+            self.owed = 0.0
+        return self.owed <= 0.0
+
+    def read(self, took: float, asking: bool) -> None:
+        """The reading's chunk took ``took`` seconds."""
+        self.owed = took * (1.0 - self.share) / self.share if asking else 0.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.engine.slices import PrefillSlices
+from server.engine.slices import PrefillSlices, ReadShare
 
 
 def test_before_any_chunk_a_quarter_of_n_ubatch():
@@ -47,3 +47,28 @@ def test_newer_chunks_weigh_more_so_the_cost_follows_the_load():
     for _ in range(10):
         slices.observe(128, 4.0)  # the machine got busy: 32 tok/s
     assert slices.rate < 40
+
+
+def test_a_reading_takes_at_most_its_share_while_questions_are_answered():
+    """One reading chunk per answer step left an answer at ~1 token/s deep in a book (32 rows took 1-2 s
+    there, an answer step 0.05 s): now the questions run as long as the reading's last chunk took."""
+    share = ReadShare(0.5)
+    assert share.may_read(asking=False)  # nobody asks: the reading goes on
+    share.read(1.25, asking=True)  # a 1.25 s chunk while an answer runs
+    steps = 0
+    while not share.may_read(asking=True):
+        share.asked(0.0625)  # answer steps
+        steps += 1
+    assert steps == 20  # 1.25 s of answering before the next chunk: half the time each
+    share.read(1.0, asking=True)
+    assert not share.may_read(asking=True)
+    assert share.may_read(asking=False)  # the answer ended: no debt is kept for the next one
+    assert share.may_read(asking=True)
+    quarter = ReadShare(0.25)
+    quarter.read(1.0, asking=True)
+    quarter.asked(2.5)
+    assert not quarter.may_read(asking=True)  # the questions get 3 s per 1 s of reading
+    quarter.asked(0.5)
+    assert quarter.may_read(asking=True)
+    with pytest.raises(ValueError):
+        ReadShare(0.0)
